@@ -1,0 +1,35 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Both create .venv and install
+# everything first. torch is pinned to 2.13.0 and installed before the rest, so pip takes the
+# local CPU wheel instead of pulling CUDA packages.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+DATA ?= ../shared/datasets
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test test-slow lint bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip wheel setuptools
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e ".[all,dev]"
+	touch $(STAMP)
+
+demo: install
+	DATA=$(DATA) bash scripts/demo.sh
+
+test: install
+	$(BIN)/python -m pytest -q
+
+test-slow: install
+	$(BIN)/python -m pytest -q -m slow
+
+lint: install
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/mypy src
+
+clean:
+	rm -rf demo .pytest_cache .mypy_cache .ruff_cache

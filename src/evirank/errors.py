@@ -1,0 +1,85 @@
+"""Exceptions that say what was expected, what was found, and where.
+
+Each subclasses the built-in a caller would naturally catch (``ValueError``,
+``FileExistsError``, ``ImportError``), so generic handlers keep working.
+
+Example:
+    >>> err = InputFormatError("run.txt", 3, "6 columns: qid Q0 docno rank score tag", "4 columns")
+    >>> str(err)
+    'run.txt:3: expected 6 columns: qid Q0 docno rank score tag, found 4 columns'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from os import PathLike
+
+
+class EvirankError(Exception):
+    """Base class of evirank's own errors."""
+
+
+class InputFormatError(EvirankError, ValueError):
+    """A file a user gave us does not have the expected format.
+
+    Args:
+        path: the file.
+        line: 1-based line number, or ``None`` when the problem is not on one line.
+        expected: what a valid line or file looks like.
+        found: what was there instead.
+        hint: what to do about it (optional).
+    """
+
+    def __init__(
+        self,
+        path: str | PathLike[str],
+        line: int | None,
+        expected: str,
+        found: str,
+        hint: str | None = None,
+    ) -> None:
+        self.path = str(path)
+        self.line = line
+        self.expected = expected
+        self.found = found
+        self.hint = hint
+        where = self.path if line is None else f"{self.path}:{line}"
+        message = f"{where}: expected {expected}, found {found}"
+        if hint:
+            message += f" ({hint})"
+        super().__init__(message)
+
+
+class ColumnsError(EvirankError, ValueError):
+    """A frame handed to a stage lacks columns the stage needs."""
+
+    def __init__(self, where: str, expected: Iterable[str], found: Iterable[str]) -> None:
+        self.expected = sorted(expected)
+        self.found = sorted(found)
+        missing = sorted(set(self.expected) - set(self.found))
+        super().__init__(
+            f"{where}: expected columns {self.expected}, found {self.found} (missing {missing})"
+        )
+
+
+class OutputExistsError(EvirankError, FileExistsError):
+    """An output path already exists and ``overwrite`` was not asked for."""
+
+    def __init__(self, path: str | PathLike[str]) -> None:
+        self.path = str(path)
+        super().__init__(
+            f"{self.path} already exists; pass --overwrite (overwrite=True) to replace it, "
+            "or choose another output path"
+        )
+
+
+class MissingExtraError(EvirankError, ImportError):
+    """An optional dependency is not installed; the message names the extra to install."""
+
+    def __init__(self, module: str, extra: str) -> None:
+        self.module = module
+        self.extra = extra
+        super().__init__(
+            f"this feature needs the optional dependency '{module}'; "
+            f"install it with: pip install 'evirank[{extra}]'"
+        )

@@ -1,0 +1,171 @@
+"""The column vocabulary and the central frames: Topics, Qrels, Run, Passages.
+
+Every stage passes pandas DataFrames whose column names come from this module, so the
+names are written once. A passage's identity is structural, (qid, docno, pid), never a
+string such as ``doc%p3``.
+
+Frames:
+    Topics   [qid, query]
+    Qrels    [qid, docno, label]
+    Run      [qid, docno, score, rank] (+ optional query, text, title, first_stage_score)
+    Passages [qid, docno, pid, text] (+ query, score, first_stage_score, first_stage_rank)
+
+Ranking order is deterministic everywhere (writers, evaluation, aggregation): score
+descending, then docno ascending; qids in natural order (numeric when all qids are
+integers, otherwise lexicographic).
+
+Example:
+    >>> run = make_run([("q1", "d2", 1.0), ("q1", "d1", 1.0), ("q1", "d3", 2.0)])
+    >>> run[["docno", "rank"]].values.tolist()
+    [['d3', 1], ['d1', 2], ['d2', 3]]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from evirank.errors import ColumnsError
+
+# --- column names -------------------------------------------------------------------
+QID = "qid"
+QUERY = "query"
+DOCNO = "docno"
+TITLE = "title"
+TEXT = "text"
+SCORE = "score"
+RANK = "rank"
+LABEL = "label"
+PID = "pid"
+FIRST_STAGE_SCORE = "first_stage_score"
+FIRST_STAGE_RANK = "first_stage_rank"
+
+TOPICS_COLUMNS = (QID, QUERY)
+QRELS_COLUMNS = (QID, DOCNO, LABEL)
+RUN_COLUMNS = (QID, DOCNO, SCORE, RANK)
+PASSAGES_COLUMNS = (QID, DOCNO, PID, TEXT)
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """One document of a corpus: its id, an optional title, and its body text.
+
+    Example:
+        >>> Document("d1", "A title", "Some text.").contents
+        'A title Some text.'
+    """
+
+    docno: str
+    title: str
+    text: str
+
+    @property
+    def contents(self) -> str:
+        """Title and text as one field, the way Anserini indexes BEIR corpora."""
+        return f"{self.title} {self.text}".strip() if self.title else self.text
+
+
+def require_columns(frame: pd.DataFrame, columns: Iterable[str], where: str) -> None:
+    """Raise :class:`ColumnsError` unless ``frame`` has every name in ``columns``.
+
+    Example:
+        >>> require_columns(pd.DataFrame({"qid": []}), ["qid"], "demo")
+    """
+    needed = list(columns)
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"{where}: expected a pandas DataFrame, found {type(frame).__name__}")
+    if any(c not in frame.columns for c in needed):
+        raise ColumnsError(where, needed, frame.columns)
+
+
+def _natural_qid_key(qids: pd.Series) -> pd.Series:
+    as_str = qids.astype(str)
+    if len(as_str) and as_str.str.fullmatch(r"\d+").all():
+        return as_str.astype(np.int64)
+    return as_str
+
+
+def sort_run(run: pd.DataFrame) -> pd.DataFrame:
+    """Order a run deterministically and (re)assign ranks 1..n within each query.
+
+    Order: qid (natural), score descending, docno ascending. Returns a new frame.
+    """
+    require_columns(run, (QID, DOCNO, SCORE), "sort_run")
+    out = run.copy()
+    out["_qkey"] = _natural_qid_key(out[QID])
+    out = out.sort_values(["_qkey", SCORE, DOCNO], ascending=[True, False, True], kind="mergesort")
+    out = out.drop(columns="_qkey").reset_index(drop=True)
+    out[RANK] = out.groupby(QID, sort=False).cumcount().astype(np.int64) + 1
+    return out
+
+
+def make_topics(rows: Iterable[tuple[str, str]] | pd.DataFrame) -> pd.DataFrame:
+    """Build a Topics frame [qid, query] with string columns.
+
+    Example:
+        >>> make_topics([("1", "bm25 ranking")]).columns.tolist()
+        ['qid', 'query']
+    """
+    frame = pd.DataFrame(rows, columns=list(TOPICS_COLUMNS)) if not isinstance(rows, pd.DataFrame) else rows
+    require_columns(frame, TOPICS_COLUMNS, "Topics")
+    frame = frame.copy()
+    frame[QID] = frame[QID].astype(str)
+    frame[QUERY] = frame[QUERY].astype(str)
+    return frame.reset_index(drop=True)
+
+
+def make_qrels(rows: Iterable[tuple[str, str, int]] | pd.DataFrame) -> pd.DataFrame:
+    """Build a Qrels frame [qid, docno, label] (label an integer grade).
+
+    Example:
+        >>> make_qrels([("1", "d1", 2)]).dtypes["label"].kind
+        'i'
+    """
+    frame = pd.DataFrame(rows, columns=list(QRELS_COLUMNS)) if not isinstance(rows, pd.DataFrame) else rows
+    require_columns(frame, QRELS_COLUMNS, "Qrels")
+    frame = frame.copy()
+    frame[QID] = frame[QID].astype(str)
+    frame[DOCNO] = frame[DOCNO].astype(str)
+    frame[LABEL] = frame[LABEL].astype(np.int64)
+    return frame.reset_index(drop=True)
+
+
+def make_run(rows: Iterable[tuple[str, str, float]] | pd.DataFrame) -> pd.DataFrame:
+    """Build a Run frame [qid, docno, score, rank], sorted deterministically (see :func:`sort_run`).
+
+    Extra columns of a DataFrame input are kept.
+    """
+    if isinstance(rows, pd.DataFrame):
+        frame = rows
+    else:
+        frame = pd.DataFrame(list(rows), columns=[QID, DOCNO, SCORE])
+    require_columns(frame, (QID, DOCNO, SCORE), "Run")
+    frame = frame.copy()
+    frame[QID] = frame[QID].astype(str)
+    frame[DOCNO] = frame[DOCNO].astype(str)
+    frame[SCORE] = frame[SCORE].astype(np.float64)
+    return sort_run(frame)
+
+
+def make_passages(rows: Sequence[tuple[str, str, int, str]] | pd.DataFrame) -> pd.DataFrame:
+    """Build a Passages frame [qid, docno, pid, text] (pid: the passage's position in its document).
+
+    Example:
+        >>> make_passages([("1", "d1", 0, "First sentence.")]).columns.tolist()
+        ['qid', 'docno', 'pid', 'text']
+    """
+    frame = (
+        pd.DataFrame(list(rows), columns=list(PASSAGES_COLUMNS))
+        if not isinstance(rows, pd.DataFrame)
+        else rows
+    )
+    require_columns(frame, PASSAGES_COLUMNS, "Passages")
+    frame = frame.copy()
+    frame[QID] = frame[QID].astype(str)
+    frame[DOCNO] = frame[DOCNO].astype(str)
+    frame[PID] = frame[PID].astype(np.int64)
+    frame[TEXT] = frame[TEXT].astype(str)
+    return frame.reset_index(drop=True)
