@@ -42,6 +42,7 @@ LABEL = "label"
 PID = "pid"
 FIRST_STAGE_SCORE = "first_stage_score"
 FIRST_STAGE_RANK = "first_stage_rank"
+SOURCE = "source"  # provenance of a training example (which collection and builder made it)
 
 TOPICS_COLUMNS = (QID, QUERY)
 QRELS_COLUMNS = (QID, DOCNO, LABEL)
