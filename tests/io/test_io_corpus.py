@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from evirank.errors import InputFormatError
+from evirank.errors import InputFormatError, OutputExistsError
 from evirank.frames import Document
-from evirank.io import count_corpus, load_texts, read_corpus
+from evirank.io import count_corpus, load_texts, read_corpus, write_corpus
 
 
 def write(path: Path, text: str) -> Path:
@@ -120,3 +121,35 @@ def test_load_texts_keeps_only_wanted_documents(tmp_path: Path) -> None:
     with pytest.raises(KeyError, match="d9"):
         load_texts(path, ["d1", "d9"])
     assert sorted(load_texts(path, ["d1", "d9"], missing="ignore")) == ["d1"]
+
+
+@pytest.mark.parametrize("name", ["out.jsonl", "out.jsonl.gz"])
+def test_write_corpus_round_trips_in_both_shapes(tmp_path: Path, name: str) -> None:
+    docs = [Document("d1", "Fish", "They swim é."), Document("d2", "", "Birds fly.")]
+    beir = tmp_path / f"beir-{name}"
+    assert write_corpus(docs, beir) == 2
+    assert list(read_corpus(beir)) == docs
+    pyserini = tmp_path / f"pyserini-{name}"
+    write_corpus(iter(docs), pyserini, shape="pyserini")
+    assert [(d.docno, d.text) for d in read_corpus(pyserini)] == [
+        ("d1", "Fish They swim é."),
+        ("d2", "Birds fly."),
+    ]
+    with pytest.raises(OutputExistsError):
+        write_corpus(docs, beir)
+
+
+def test_a_failed_write_leaves_no_file(tmp_path: Path) -> None:
+    def docs() -> Iterator[Document]:
+        yield Document("d1", "", "x")
+        raise RuntimeError("interrupted")
+
+    with pytest.raises(RuntimeError):
+        write_corpus(docs(), tmp_path / "c.jsonl")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_crlf_and_byte_order_mark_are_tolerated(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"id": "d1", "contents": "x"}\r\n{"id": "d2", "contents": "y"}\r\n')
+    assert [d.docno for d in read_corpus(path)] == ["d1", "d2"]

@@ -103,3 +103,14 @@ def test_missing_ir_datasets_names_the_extra(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(irds, "require", require)
     with pytest.raises(MissingExtraError, match=r"evirank\[datasets\]"):
         irds.load_irds("beir/scifact")
+
+
+def test_readers_accept_irds_references(fake_irds: dict[str, StandIn]) -> None:
+    from evirank.io import count_corpus, read_corpus, read_qrels, read_topics
+
+    assert [d.docno for d in read_corpus("irds:demo/trec")] == ["d1", "d2"]
+    assert count_corpus("irds:demo/trec") == 3
+    assert read_topics("irds:demo/trec", field="description").values.tolist() == [["301", "Find groups."]]
+    assert len(read_qrels("irds:demo/trec")) == 2
+    with pytest.raises(ValueError, match="split"):
+        read_topics("irds:demo/trec", split="test")

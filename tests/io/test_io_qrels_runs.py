@@ -177,3 +177,26 @@ def test_write_run_rejects_unwritable_values(
     with pytest.raises(ValueError, match=message):
         write_run(pd.DataFrame(rows, columns=["qid", "docno", "score"]), tmp_path / "r.txt", tag=tag)
     assert not (tmp_path / "r.txt").exists()
+
+
+def test_crlf_bom_and_gzip_qrels_and_runs(tmp_path: Path) -> None:
+    qrels = tmp_path / "q.txt"
+    qrels.write_bytes(b"\xef\xbb\xbf1 0 d1 1\r\n1 0 d2 0\r\n")
+    assert read_qrels(qrels).values.tolist() == [["1", "d1", 1], ["1", "d2", 0]]
+    run = tmp_path / "r.txt"
+    run.write_bytes(b"\xef\xbb\xbf1 Q0 d1 1 2.0 t\r\n1\tQ0\td2\t2\t1.0\tt\r\n")
+    assert read_run(run)[["qid", "docno", "score"]].values.tolist() == [["1", "d1", 2.0], ["1", "d2", 1.0]]
+    assert read_run(run).attrs["tag"] == "t"
+    gz = tmp_path / "q.tsv.gz"
+    with gzip.open(gz, "wt") as handle:
+        handle.write("\nquery-id\tcorpus-id\tscore\n7\td1\t2\n")
+    assert read_qrels(gz).values.tolist() == [["7", "d1", 2]]
+
+
+def test_non_utf8_in_a_gzipped_qrels_names_the_line(tmp_path: Path) -> None:
+    gz = tmp_path / "q.txt.gz"
+    with gzip.open(gz, "wb") as handle:
+        handle.write(b"1 0 d1 1\n1 0 d\xe9 0\n")
+    with pytest.raises(InputFormatError, match="not valid UTF-8") as info:
+        read_qrels(gz)
+    assert info.value.line == 2

@@ -7,8 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from evirank.errors import InputFormatError
-from evirank.io import detect_topics_format, normalize_qid, parse_field, read_topic_fields, read_topics
+from evirank.errors import InputFormatError, OutputExistsError
+from evirank.io import (
+    detect_topics_format,
+    normalize_qid,
+    parse_field,
+    read_topic_fields,
+    read_topics,
+    write_topics,
+)
 
 ROBUST = """<top>
 
@@ -234,3 +241,19 @@ def test_normalize_qid_and_parse_field() -> None:
     ]
     assert parse_field("title+desc") == ("title", "description")
     assert parse_field("narr") == ("narrative",)
+
+
+def test_topics_round_trip_through_tsv(tmp_path: Path) -> None:
+    topics = read_topics(write(tmp_path / "t.txt", ROBUST), field="title+description")
+    path = write_topics(topics, tmp_path / "t.tsv")
+    assert read_topics(path).equals(topics)
+    with pytest.raises(OutputExistsError):
+        write_topics(topics, path)
+
+
+def test_crlf_topics(tmp_path: Path) -> None:
+    path = tmp_path / "t.txt"
+    path.write_bytes(CORE.replace("\n", "\r\n").encode())
+    assert read_topics(path, field="narrative")["query"].tolist() == [
+        "Pertinent documents relating to this issue."
+    ]

@@ -13,8 +13,15 @@ Example:
 
 from __future__ import annotations
 
-from evirank.io.corpus import corpus_file, count_corpus, load_texts, parse_document, read_corpus
-from evirank.io.irds import IrdsDataset, load_irds
+from evirank.io.corpus import (
+    corpus_file,
+    count_corpus,
+    load_texts,
+    parse_document,
+    read_corpus,
+    write_corpus,
+)
+from evirank.io.irds import IrdsDataset, irds_id, load_irds
 from evirank.io.qrels import read_qrels, write_qrels
 from evirank.io.runs import format_score, read_run, write_run
 from evirank.io.topics import (
@@ -26,6 +33,7 @@ from evirank.io.topics import (
     parse_field,
     read_topic_fields,
     read_topics,
+    write_topics,
 )
 
 __all__ = [
@@ -37,6 +45,7 @@ __all__ = [
     "count_corpus",
     "detect_topics_format",
     "format_score",
+    "irds_id",
     "load_irds",
     "load_texts",
     "normalize_qid",
@@ -47,6 +56,8 @@ __all__ = [
     "read_run",
     "read_topic_fields",
     "read_topics",
+    "write_corpus",
     "write_qrels",
     "write_run",
+    "write_topics",
 ]

@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 from collections.abc import Iterable, Iterator
@@ -29,6 +30,8 @@ from typing import Any
 from evirank.errors import InputFormatError
 from evirank.frames import Document
 from evirank.io._common import PathLike, iter_lines, open_binary, shorten, type_name
+from evirank.io.irds import irds_id, load_irds
+from evirank.outputs import atomic_output
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +127,8 @@ def read_corpus(path: PathLike, *, check_duplicates: bool = True) -> Iterator[Do
     """Stream the documents of a corpus (a BEIR folder, or a JSONL / JSONL.gz file).
 
     Args:
-        path: a JSONL file (BEIR or Pyserini shape, optionally gzipped) or a BEIR folder.
+        path: a JSONL file (BEIR or Pyserini shape, optionally gzipped), a BEIR folder, or
+            ``irds:<dataset-id>`` (through :mod:`evirank.io.irds`).
         check_duplicates: reject a document id seen before (keeps a set of ids in memory).
 
     Yields:
@@ -142,6 +146,9 @@ def read_corpus(path: PathLike, *, check_duplicates: bool = True) -> Iterator[Do
         >>> [d.contents for d in read_corpus(path)]
         ['Fish They swim.']
     """
+    dataset_id = irds_id(path)
+    if dataset_id is not None:
+        return load_irds(dataset_id).docs()
     return _iter_corpus(corpus_file(path), check_duplicates)
 
 
@@ -180,6 +187,12 @@ def count_corpus(path: PathLike) -> int:
         >>> count_corpus(path)
         2
     """
+    dataset_id = irds_id(path)
+    if dataset_id is not None:
+        known = load_irds(dataset_id).docs_count()
+        if known is not None:
+            return known
+        return sum(1 for _ in load_irds(dataset_id).docs())
     file = corpus_file(path)
     count = 0
     with open_binary(file) as handle:
@@ -226,3 +239,45 @@ def load_texts(path: PathLike, docnos: Iterable[str], *, missing: str = "error")
             )
         logger.warning("%s: %d wanted document(s) not in the corpus: %s", path, len(absent), shown)
     return found
+
+
+def write_corpus(
+    docs: Iterable[Document],
+    path: PathLike,
+    *,
+    shape: str = "beir",
+    overwrite: bool = False,
+) -> int:
+    """Write documents as JSONL, atomically (``.gz`` is gzipped); returns how many were written.
+
+    Args:
+        docs: the documents (any iterable; streamed).
+        path: the output file.
+        shape: ``"beir"`` writes ``{"_id", "title", "text"}``; ``"pyserini"`` writes
+            ``{"id", "contents"}`` with title and text joined (:attr:`Document.contents`).
+        overwrite: replace an existing file.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "c.jsonl"
+        >>> write_corpus([Document("d1", "T", "x")], path, shape="pyserini")
+        1
+        >>> path.read_text()
+        '{"id": "d1", "contents": "T x"}\\n'
+    """
+    if shape not in ("beir", "pyserini"):
+        raise ValueError(f"shape must be 'beir' or 'pyserini', not {shape!r}")
+    out = Path(path)
+    count = 0
+    with atomic_output(out, overwrite=overwrite) as tmp:
+        opener = gzip.open if out.name.endswith(".gz") else open
+        with opener(tmp, "wt", encoding="utf-8", newline="\n") as handle:
+            for doc in docs:
+                if shape == "beir":
+                    record = {"_id": doc.docno, "title": doc.title, "text": doc.text}
+                else:
+                    record = {"id": doc.docno, "contents": doc.contents}
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+                count += 1
+    logger.info("wrote %d documents to %s", count, out)
+    return count

@@ -37,6 +37,7 @@ from evirank.io._table import (
     open_text_for_write,
     slow_read,
 )
+from evirank.io.irds import irds_id, load_irds
 from evirank.outputs import atomic_output
 
 logger = logging.getLogger(__name__)
@@ -48,6 +49,8 @@ _THREE = "3 columns: qid docno label"
 
 def read_qrels(path: PathLike) -> pd.DataFrame:
     """Read a qrels file (TREC 4 columns, or BEIR TSV with its header) into a Qrels frame.
+
+    ``irds:<dataset-id>`` reads the judgements of an ir_datasets dataset instead.
 
     Returns:
         a frame [qid, docno, label] in file order (string ids, integer labels).
@@ -64,6 +67,9 @@ def read_qrels(path: PathLike) -> pd.DataFrame:
         >>> read_qrels(path).values.tolist()
         [['3', 'd7', 1]]
     """
+    dataset_id = irds_id(path)
+    if dataset_id is not None:
+        return load_irds(dataset_id).qrels()
     file = Path(path)
     first = first_content_line(file)
     if first is None:

@@ -36,8 +36,9 @@ from pathlib import Path
 import pandas as pd
 
 from evirank.errors import InputFormatError
-from evirank.frames import QID, make_topics
+from evirank.frames import QID, QUERY, make_topics, require_columns
 from evirank.io._common import PathLike, iter_lines, read_text, shorten, type_name
+from evirank.outputs import atomic_output
 
 logger = logging.getLogger(__name__)
 
@@ -340,6 +341,15 @@ def beir_split_qids(folder: PathLike, split: str) -> list[str]:
 _Parsed = list[tuple[str, _Topic]]
 
 
+def _irds(path: PathLike, split: str | None) -> str | None:
+    from evirank.io.irds import irds_id
+
+    dataset_id = irds_id(path)
+    if dataset_id is not None and split is not None:
+        raise ValueError(f"split={split!r} does not apply to {path}: name the split in the ir_datasets id")
+    return dataset_id
+
+
 def _read_all(path: PathLike, split: str | None, normalize_ids: bool) -> tuple[Path, str, _Parsed]:
     p = Path(path)
     kind = detect_topics_format(p)
@@ -392,7 +402,7 @@ def read_topics(
 
     Args:
         path: a TREC ``<top>`` file, a TREC Web XML file, a TSV file, a BEIR ``queries.jsonl``,
-            or a BEIR folder (files may be gzipped).
+            a BEIR folder (files may be gzipped), or ``irds:<dataset-id>``.
         field: which text is the query: ``title`` (the short query; the only text of TSV and
             JSONL topics), ``description``, ``narrative``, or several joined by ``+``.
         split: for a BEIR folder, keep only the qids of ``qrels/<split>.tsv``.
@@ -412,6 +422,11 @@ def read_topics(
         [['301', 'Organized Crime Find groups.']]
     """
     names = parse_field(field)
+    dataset_id = _irds(path, split)
+    if dataset_id is not None:
+        from evirank.io.irds import load_irds
+
+        return load_irds(dataset_id).topics(field)
     file, kind, topics = _read_all(path, split, normalize_ids)
     rows: list[tuple[str, str]] = []
     for qid, topic in topics:
@@ -454,3 +469,28 @@ def read_topic_fields(
         [(qid, *(topic.fields.get(name, "") for name in TOPIC_FIELDS)) for qid, topic in topics],
         columns=[QID, *TOPIC_FIELDS],
     )
+
+
+def write_topics(topics: pd.DataFrame, path: PathLike, *, overwrite: bool = False) -> Path:
+    """Write a Topics frame as TSV (``qid<TAB>query``), atomically; whitespace in queries is collapsed.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "t.tsv"
+        >>> _ = write_topics(make_topics([("1", "do goldfish\\tgrow")]), path)
+        >>> path.read_text()
+        '1\\tdo goldfish grow\\n'
+    """
+    require_columns(topics, (QID, QUERY), "write_topics")
+    lines: list[str] = []
+    for qid, query in zip(topics[QID].astype(str), topics[QUERY].astype(str), strict=True):
+        if not qid.strip() or any(c.isspace() for c in qid):
+            raise ValueError(f"write_topics: qids must be non-empty and without whitespace, not {qid!r}")
+        text = " ".join(query.split())
+        if not text:
+            raise ValueError(f"write_topics: query {qid} is empty")
+        lines.append(f"{qid}\t{text}\n")
+    out = Path(path)
+    with atomic_output(out, overwrite=overwrite) as tmp:
+        tmp.write_text("".join(lines), encoding="utf-8")
+    return out
