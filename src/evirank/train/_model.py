@@ -17,8 +17,8 @@ Example:
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -103,8 +103,9 @@ def load_classifier(
             if hasattr(config, key) and isinstance(getattr(config, key), float | int | type(None)):
                 setattr(config, key, float(dropout))
     torch.manual_seed(seed)
-    model = transformers.AutoModelForSequenceClassification.from_pretrained(path, config=config)
-    tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+    with quiet_transformers():
+        model = transformers.AutoModelForSequenceClassification.from_pretrained(path, config=config)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(path)
     return model, tokenizer, fresh_head
 
 
@@ -128,9 +129,12 @@ def encode(tokenizer: Any, queries: Sequence[str], texts: Sequence[str], max_len
 def autocast(device: str, bf16: bool) -> Any:
     """bf16 autocast on a CUDA device that supports it, else a no-op context."""
     torch = require("torch", "torch")
-    enabled = bf16 and device.startswith("cuda") and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-    return torch.autocast(device_type="cuda" if device.startswith("cuda") else "cpu", dtype=torch.bfloat16,
-                          enabled=enabled)
+    enabled = (
+        bf16 and device.startswith("cuda") and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    )
+    return torch.autocast(
+        device_type="cuda" if device.startswith("cuda") else "cpu", dtype=torch.bfloat16, enabled=enabled
+    )
 
 
 def predict_relevance(
@@ -178,11 +182,29 @@ def speed(
     """Pairs per second of :func:`predict_relevance` on these pairs (after one warm-up batch)."""
     import time
 
-    predict_relevance(model, tokenizer, queries[:batch_size], texts[:batch_size], batch_size=batch_size,
-                      max_length=max_length, device=device, bf16=bf16, desc="warm-up")
+    predict_relevance(
+        model,
+        tokenizer,
+        queries[:batch_size],
+        texts[:batch_size],
+        batch_size=batch_size,
+        max_length=max_length,
+        device=device,
+        bf16=bf16,
+        desc="warm-up",
+    )
     start = time.perf_counter()
-    predict_relevance(model, tokenizer, queries, texts, batch_size=batch_size, max_length=max_length,
-                      device=device, bf16=bf16, desc="speed")
+    predict_relevance(
+        model,
+        tokenizer,
+        queries,
+        texts,
+        batch_size=batch_size,
+        max_length=max_length,
+        device=device,
+        bf16=bf16,
+        desc="speed",
+    )
     return len(queries) / max(time.perf_counter() - start, 1e-9)
 
 
@@ -201,11 +223,20 @@ def versions() -> dict[str, str]:
     return out
 
 
-def set_threads_from_env() -> None:
-    """Honour ``EVIRANK_TORCH_THREADS`` (torch's intra-op threads), for shared machines."""
-    value = os.environ.get("EVIRANK_TORCH_THREADS")
-    if value:
-        require("torch", "torch").set_num_threads(int(value))
+@contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """Hide transformers' own progress bars (weight loading, shard writing) inside the block.
+
+    Ours (evirank.progress) report the training; theirs would print at every checkpoint.
+    """
+    logging_utils = require("transformers.utils.logging", "torch")
+    enabled = logging_utils.is_progress_bar_enabled()
+    logging_utils.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            logging_utils.enable_progress_bar()
 
 
 def tensor_labels(values: np.ndarray, device: str) -> torch.Tensor:

@@ -100,8 +100,11 @@ class TrainConfig:
         for name, value in positive.items():
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, found {value!r}")
-        for name, optional in (("max_steps", self.max_steps), ("patience", self.patience),
-                               ("validate_every_steps", self.validate_every_steps)):
+        for name, optional in (
+            ("max_steps", self.max_steps),
+            ("patience", self.patience),
+            ("validate_every_steps", self.validate_every_steps),
+        ):
             if optional is not None and (not isinstance(optional, int) or optional < 1):
                 raise ValueError(f"{name} must be a positive integer or None, found {optional!r}")
         if not 0 <= self.warmup_fraction < 1:

@@ -137,7 +137,9 @@ def _documents(corpus: Corpus) -> Callable[[str], Document | None]:
     """A look-up docno -> Document over a mapping (of Documents or texts) or a frame."""
     if isinstance(corpus, pd.DataFrame):
         require_columns(corpus, (DOCNO, TEXT), "corpus")
-        titles = corpus[TITLE].fillna("").astype(str) if TITLE in corpus.columns else pd.Series("", corpus.index)
+        titles = (
+            corpus[TITLE].fillna("").astype(str) if TITLE in corpus.columns else pd.Series("", corpus.index)
+        )
         table = {
             str(d): Document(str(d), t, str(x))
             for d, t, x in zip(corpus[DOCNO], titles, corpus[TEXT], strict=True)
@@ -253,7 +255,9 @@ def short_text_examples(
         label = 0 if pd.isna(grade) else int(grade >= relevant_grade)
         rows.append((qid, queries[qid], docno, 0, document.contents, label, source))
     if missing:
-        logger.warning("short_text_examples(%s): %d candidates are not in the corpus, skipped", source, missing)
+        logger.warning(
+            "short_text_examples(%s): %d candidates are not in the corpus, skipped", source, missing
+        )
     return make_examples(rows) if rows else _empty()
 
 
@@ -305,7 +309,9 @@ def document_examples(
     if unjudged == "skip":
         negatives = negatives[negatives["_grade"].notna()]
     if negatives_per_query is not None:
-        negatives = negatives.sort_values([QID, RANK], kind="mergesort").groupby(QID).head(negatives_per_query)
+        negatives = (
+            negatives.sort_values([QID, RANK], kind="mergesort").groupby(QID).head(negatives_per_query)
+        )
     queries = _queries(topics, pd.concat([relevant[QID], negatives[QID]]), "document_examples")
     lookup = _documents(corpus)
     units = [(q, d, 1) for q, d in zip(relevant[QID], relevant[DOCNO], strict=True)]
@@ -324,7 +330,9 @@ def document_examples(
             text = f"{document.title} {passage}".strip() if prepend_title and document.title else passage
             rows.append((qid, queries[qid], docno, pid, text, label, source))
     if missing:
-        logger.warning("document_examples(%s): %d judged/retrieved documents are not in the corpus", source, missing)
+        logger.warning(
+            "document_examples(%s): %d judged/retrieved documents are not in the corpus", source, missing
+        )
     return make_examples(rows) if rows else _empty()
 
 
@@ -446,7 +454,9 @@ def evidence_examples(
             if is_gold:
                 rows.append((qid, queries[qid], docno, pid, text_of(document, sentence), 1, f"{source}/gold"))
             elif other_sentences:
-                rows.append((qid, queries[qid], docno, pid, text_of(document, sentence), 0, f"{source}/same-doc"))
+                rows.append(
+                    (qid, queries[qid], docno, pid, text_of(document, sentence), 0, f"{source}/same-doc")
+                )
     for qid, docno in negative_docs:
         document = lookup(docno)
         if qid not in queries or document is None:
@@ -455,7 +465,15 @@ def evidence_examples(
         sentences = [s for s in split_sentences(document.text) if s.strip()]
         for pid, sentence in enumerate(sentences[:max_sentences] if max_sentences else sentences):
             rows.append(
-                (qid, queries[qid], docno, pid, text_of(document, sentence.strip()), 0, f"{source}/run-negative")
+                (
+                    qid,
+                    queries[qid],
+                    docno,
+                    pid,
+                    text_of(document, sentence.strip()),
+                    0,
+                    f"{source}/run-negative",
+                )
             )
     if missing:
         logger.warning("evidence_examples(%s): %d documents are not in the corpus, skipped", source, missing)
@@ -486,10 +504,15 @@ def read_evidence(path: str | os.PathLike[str]) -> pd.DataFrame:
                 row = (str(record["query-id"]), str(record["corpus-id"]), record["evidence"])
             except (json.JSONDecodeError, KeyError, TypeError) as exc:
                 raise InputFormatError(
-                    path, line_no, 'a JSON object {"query-id", "corpus-id", "evidence": [...]}', repr(line[:80])
+                    path,
+                    line_no,
+                    'a JSON object {"query-id", "corpus-id", "evidence": [...]}',
+                    repr(line[:80]),
                 ) from exc
             if not isinstance(row[2], list) or not all(isinstance(s, str) for s in row[2]):
-                raise InputFormatError(path, line_no, "evidence as a list of sentence strings", repr(row[2])[:80])
+                raise InputFormatError(
+                    path, line_no, "evidence as a list of sentence strings", repr(row[2])[:80]
+                )
             rows.append(row)
     return pd.DataFrame(rows, columns=[QID, DOCNO, EVIDENCE])
 
@@ -506,11 +529,8 @@ def query_id(query: str) -> str:
 
 def _label(value: Any, path: str | os.PathLike[str], line_no: int, relevant_grade: int) -> int:
     """An integer grade (int, integral float, or digits) binarised at ``relevant_grade``."""
-    if isinstance(value, bool | int):
-        grade = int(value)
-    elif isinstance(value, float) and value.is_integer():
-        grade = int(value)
-    elif isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value):
+    integral = isinstance(value, bool | int) or (isinstance(value, float) and value.is_integer())
+    if integral or (isinstance(value, str) and re.fullmatch(r"\s*-?\d+\s*", value)):
         grade = int(value)
     else:
         raise InputFormatError(path, line_no, "an integer label (0/1 or a grade)", repr(value))
@@ -553,29 +573,42 @@ def read_pairs(
             if suffix == ".tsv":
                 fields = line.split("\t")
                 if len(fields) != 3:
-                    raise InputFormatError(path, line_no, "3 tab-separated fields: query, text, label",
-                                           f"{len(fields)} fields")
+                    raise InputFormatError(
+                        path, line_no, "3 tab-separated fields: query, text, label", f"{len(fields)} fields"
+                    )
                 if line_no == 1 and [f.strip().lower() for f in fields] == ["query", "text", "label"]:
                     continue
                 query, text, label = fields
-                rows.append((query_id(query), query, str(line_no), 0, text,
-                             _label(label, path, line_no, relevant_grade), name))
+                rows.append(
+                    (
+                        query_id(query),
+                        query,
+                        str(line_no),
+                        0,
+                        text,
+                        _label(label, path, line_no, relevant_grade),
+                        name,
+                    )
+                )
                 continue
             try:
                 record = json.loads(line)
                 query, text, label = record[QUERY], record[TEXT], record[LABEL]
             except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise InputFormatError(path, line_no, 'a JSON object with "query", "text", "label"',
-                                       repr(line[:80])) from exc
-            rows.append((
-                str(record.get(QID) or query_id(str(query))),
-                str(query),
-                str(record.get(DOCNO, line_no)),
-                int(record.get(PID, 0)),
-                str(text),
-                _label(label, path, line_no, relevant_grade),
-                str(record.get(SOURCE) or name),
-            ))
+                raise InputFormatError(
+                    path, line_no, 'a JSON object with "query", "text", "label"', repr(line[:80])
+                ) from exc
+            rows.append(
+                (
+                    str(record.get(QID) or query_id(str(query))),
+                    str(query),
+                    str(record.get(DOCNO, line_no)),
+                    int(record.get(PID, 0)),
+                    str(text),
+                    _label(label, path, line_no, relevant_grade),
+                    str(record.get(SOURCE) or name),
+                )
+            )
     if not rows:
         raise InputFormatError(path, None, "at least one (query, text, label) pair", "an empty file")
     return make_examples(rows)
@@ -636,7 +669,9 @@ def split_by_query(
     return split_by_qids(examples, validation_qids)
 
 
-def split_by_qids(examples: pd.DataFrame, validation_qids: Iterable[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def split_by_qids(
+    examples: pd.DataFrame, validation_qids: Iterable[str]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Split examples into (train, validation): rows of ``validation_qids`` go to validation.
 
     Example:

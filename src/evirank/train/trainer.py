@@ -45,7 +45,7 @@ import pandas as pd
 
 from evirank._extras import require
 from evirank.errors import OutputExistsError
-from evirank.frames import DOCNO, LABEL, PID, QID, QUERY, TEXT, require_columns
+from evirank.frames import DOCNO, LABEL, PID, QID, QUERY, SOURCE, TEXT, require_columns
 from evirank.outputs import atomic_output
 from evirank.progress import progress_bar
 from evirank.train import _model
@@ -114,14 +114,18 @@ class Classification:
 
     def loss(self, model: Any, tokenizer: Any, rows: pd.DataFrame, config: TrainConfig, device: str) -> Any:
         torch = require("torch", "torch")
-        inputs = _model.encode(tokenizer, rows[QUERY].tolist(), rows[TEXT].tolist(), config.max_length, device)
+        inputs = _model.encode(
+            tokenizer, rows[QUERY].tolist(), rows[TEXT].tolist(), config.max_length, device
+        )
         logits = model(**inputs).logits.float()
         labels = rows[LABEL].to_numpy()
         if self.num_labels == 1:
             return torch.nn.functional.binary_cross_entropy_with_logits(
                 logits[:, 0], _model.tensor_labels(labels, device)
             )
-        return torch.nn.functional.cross_entropy(logits, torch.as_tensor(labels, dtype=torch.long, device=device))
+        return torch.nn.functional.cross_entropy(
+            logits, torch.as_tensor(labels, dtype=torch.long, device=device)
+        )
 
     def validation_loss(self, scores: np.ndarray, rows: pd.DataFrame) -> float:
         return _bce(scores, rows[LABEL].to_numpy(dtype=np.float64))
@@ -153,26 +157,31 @@ def fingerprint(frame: pd.DataFrame, columns: tuple[str, ...]) -> str:
     return digest.hexdigest()
 
 
-def _validation_measures(scores: np.ndarray, rows: pd.DataFrame, measures: tuple[str, ...]) -> dict[str, float]:
+def _validation_measures(
+    scores: np.ndarray, rows: pd.DataFrame, measures: tuple[str, ...]
+) -> dict[str, float]:
     """Ranking measures of the validation rows, each query's rows ranked by score.
 
     Each row is one ranked item with its binary label as relevance; queries without a
     relevant row are left out (they carry no ranking signal).
     """
     ir_measures = require("ir_measures", "core")
-    items = pd.DataFrame({
-        "query_id": rows[QID].astype(str).to_numpy(),
-        "doc_id": np.arange(len(rows)).astype(str),
-        "relevance": rows[LABEL].astype(int).to_numpy(),
-        "score": scores,
-    })
+    items = pd.DataFrame(
+        {
+            "query_id": rows[QID].astype(str).to_numpy(),
+            "doc_id": np.arange(len(rows)).astype(str),
+            "relevance": rows[LABEL].astype(int).to_numpy(),
+            "score": scores,
+        }
+    )
     has_relevant = items.groupby("query_id")["relevance"].transform("max") > 0
     items = items[has_relevant]
     if items.empty:
         return {m: float("nan") for m in measures}
     parsed = [ir_measures.parse_measure(m) for m in measures]
-    values = ir_measures.calc_aggregate(parsed, items[["query_id", "doc_id", "relevance"]],
-                                        items[["query_id", "doc_id", "score"]])
+    values = ir_measures.calc_aggregate(
+        parsed, items[["query_id", "doc_id", "relevance"]], items[["query_id", "doc_id", "score"]]
+    )
     return {name: float(values[m]) for name, m in zip(measures, parsed, strict=True)}
 
 
@@ -299,7 +308,9 @@ class Fit:
         for name, param in model.named_parameters():
             if not param.requires_grad:
                 continue
-            (no_decay if param.ndim < 2 or "LayerNorm" in name or "layer_norm" in name else decay).append(param)
+            (no_decay if param.ndim < 2 or "LayerNorm" in name or "layer_norm" in name else decay).append(
+                param
+            )
         groups = [
             {"params": decay, "weight_decay": self.config.weight_decay},
             {"params": no_decay, "weight_decay": 0.0},
@@ -348,14 +359,17 @@ class Fit:
                 "or train into a new folder"
             )
         if payload["fingerprint"] != self.fingerprint:
-            raise ValueError(f"cannot resume {self.out}: the training examples differ from the interrupted run's")
-        model = self.transformers.AutoModelForSequenceClassification.from_pretrained(last)
-        tokenizer = self.transformers.AutoTokenizer.from_pretrained(last)
+            raise ValueError(
+                f"cannot resume {self.out}: the training examples differ from the interrupted run's"
+            )
+        with _model.quiet_transformers():
+            model = self.transformers.AutoModelForSequenceClassification.from_pretrained(last)
+            tokenizer = self.transformers.AutoTokenizer.from_pretrained(last)
         return model, tokenizer, payload
 
     def _restore(self, payload: dict[str, Any], optimizer: Any, scheduler: Any) -> None:
         last = _existing(self.checkpoint_dir / "last")
-        assert last is not None  # noqa: S101 - internal invariant, checked by load_checkpoint
+        assert last is not None
         optimizer.load_state_dict(self.torch.load(last / "optimizer.pt", weights_only=False))
         scheduler.load_state_dict(self.torch.load(last / "scheduler.pt", weights_only=False))
         _set_rng_state(self.torch, self.torch.load(last / "rng.pt", weights_only=False))
@@ -367,26 +381,44 @@ class Fit:
         log = self.out / TRAIN_LOG
         if not log.exists():
             return
-        kept = [line for line in log.read_text(encoding="utf-8").splitlines()
-                if line.strip() and json.loads(line).get("step", 0) <= step]
+        kept = [
+            line
+            for line in log.read_text(encoding="utf-8").splitlines()
+            if line.strip() and json.loads(line).get("step", 0) <= step
+        ]
         log.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
 
     # -- validation --------------------------------------------------------------------
     def _validate(self, model: Any, tokenizer: Any) -> dict[str, Any]:
-        assert self.validation is not None  # noqa: S101 - internal invariant
+        assert self.validation is not None
         cfg = self.config
         scores = _model.predict_relevance(
-            model, tokenizer, self.validation[QUERY].tolist(), self.validation[TEXT].tolist(),
-            batch_size=cfg.eval_batch_size, max_length=cfg.max_length, device=self.device, bf16=cfg.bf16,
+            model,
+            tokenizer,
+            self.validation[QUERY].tolist(),
+            self.validation[TEXT].tolist(),
+            batch_size=cfg.eval_batch_size,
+            max_length=cfg.max_length,
+            device=self.device,
+            bf16=cfg.bf16,
             desc="validate",
         )
-        record: dict[str, Any] = {"event": "validation", "step": self.state.step, "epoch": self.state.epoch,
-                                  "val_loss": self.objective.validation_loss(scores, self.validation)}
+        record: dict[str, Any] = {
+            "event": "validation",
+            "step": self.state.step,
+            "epoch": self.state.epoch,
+            "val_loss": self.objective.validation_loss(scores, self.validation),
+        }
         record.update(_validation_measures(scores, self.validation, cfg.validation_measures))
         return record
 
     # -- the loop ----------------------------------------------------------------------
     def run(self, model: Any, tokenizer: Any, resume_payload: dict[str, Any] | None) -> TrainResult:
+        """Train ``model`` (fresh, or restored from the checkpoint's ``resume_payload``) and save it."""
+        with _model.quiet_transformers():
+            return self._run(model, tokenizer, resume_payload)
+
+    def _run(self, model: Any, tokenizer: Any, resume_payload: dict[str, Any] | None) -> TrainResult:
         torch, cfg = self.torch, self.config
         self.out.mkdir(parents=True, exist_ok=True)
         model.to(self.device)
@@ -418,7 +450,9 @@ class Fit:
                     step_loss = 0.0
                     for idx in group:
                         with _model.autocast(self.device, cfg.bf16):
-                            loss = self.objective.loss(model, tokenizer, self.items.iloc[idx], cfg, self.device)
+                            loss = self.objective.loss(
+                                model, tokenizer, self.items.iloc[idx], cfg, self.device
+                            )
                         (loss * (len(idx) / size)).backward()
                         step_loss += float(loss.detach()) * len(idx) / size
                     if cfg.max_grad_norm is not None:
@@ -430,22 +464,38 @@ class Fit:
                     state.batch += len(group)
                     state.step += 1
                     state.examples_seen += size
-                    state.loss_ema = step_loss if state.loss_ema is None else 0.98 * state.loss_ema + 0.02 * step_loss
+                    state.loss_ema = (
+                        step_loss if state.loss_ema is None else 0.98 * state.loss_ema + 0.02 * step_loss
+                    )
                     state.elapsed_s = base_elapsed + time.perf_counter() - started
-                    log.write(json.dumps({"event": "step", "step": state.step, "epoch": epoch, "loss": step_loss,
-                                          "lr": scheduler.get_last_lr()[0],
-                                          "elapsed_s": round(state.elapsed_s, 3)}) + "\n")
+                    log.write(
+                        json.dumps(
+                            {
+                                "event": "step",
+                                "step": state.step,
+                                "epoch": epoch,
+                                "loss": step_loss,
+                                "lr": scheduler.get_last_lr()[0],
+                                "elapsed_s": round(state.elapsed_s, 3),
+                            }
+                        )
+                        + "\n"
+                    )
                     bar.update(1)
                     bar.set_postfix(loss=f"{state.loss_ema:.4f}", epoch=epoch)
                     end_of_epoch = state.batch >= batches_per_epoch
                     finished = state.step >= total
-                    periodic = cfg.validate_every_steps is not None and state.step % cfg.validate_every_steps == 0
+                    periodic = (
+                        cfg.validate_every_steps is not None and state.step % cfg.validate_every_steps == 0
+                    )
                     if self.validation is not None and (end_of_epoch or finished or periodic):
                         record = self._validate(model, tokenizer)
                         state.history.append(record)
                         log.write(json.dumps(record) + "\n")
                         value = record[selection]
-                        improved = state.best_metric is None or (not math.isnan(value) and value > state.best_metric)
+                        improved = state.best_metric is None or (
+                            not math.isnan(value) and value > state.best_metric
+                        )
                         if improved:
                             state.best_metric, state.best_step, state.bad_validations = value, state.step, 0
                             self._save_best(model)
@@ -453,10 +503,14 @@ class Fit:
                             state.bad_validations += 1
                             if cfg.patience is not None and state.bad_validations >= cfg.patience:
                                 state.stopped_early = True
-                        logger.info("step %d (epoch %d): val_loss %.4f, %s%s", state.step, epoch,
-                                    record["val_loss"],
-                                    ", ".join(f"{m} {record[m]:.4f}" for m in cfg.validation_measures),
-                                    " (best)" if improved else "")
+                        logger.info(
+                            "step %d (epoch %d): val_loss %.4f, %s%s",
+                            state.step,
+                            epoch,
+                            record["val_loss"],
+                            ", ".join(f"{m} {record[m]:.4f}" for m in cfg.validation_measures),
+                            " (best)" if improved else "",
+                        )
                     if end_of_epoch:
                         state.epoch, state.batch = epoch + 1, 0
                     done = state.stopped_early or finished or state.epoch >= cfg.epochs
@@ -471,8 +525,9 @@ class Fit:
             log.close()
             bar.close()
         if self.state.stopped_early:
-            logger.info("early stopping at step %d: no improvement in %d validations", self.state.step,
-                        cfg.patience)
+            logger.info(
+                "early stopping at step %d: no improvement in %d validations", self.state.step, cfg.patience
+            )
         return self._finish(model, tokenizer, total)
 
     def _finish(self, model: Any, tokenizer: Any, total: int) -> TrainResult:
@@ -508,7 +563,9 @@ class Fit:
                 "device": self.device,
                 "wall_time_s": round(state.elapsed_s, 3),
                 "examples_seen": state.examples_seen,
-                "train_pairs_per_s": round(state.examples_seen / state.elapsed_s, 2) if state.elapsed_s else None,
+                "train_pairs_per_s": round(state.examples_seen / state.elapsed_s, 2)
+                if state.elapsed_s
+                else None,
                 "torch_threads": self.torch.get_num_threads(),
             },
         }
@@ -532,6 +589,16 @@ def result_from_json(output_dir: str | os.PathLike[str]) -> TrainResult:
         stopped_early=payload["stopped_early"],
         wall_time_s=payload["timings"]["wall_time_s"],
     )
+
+
+def _summary(examples: pd.DataFrame) -> dict[str, Any]:
+    if SOURCE in examples.columns:
+        return summarize_examples(examples)
+    return {
+        "rows": len(examples),
+        "queries": int(examples[QID].nunique()),
+        "positives": int(examples[LABEL].sum()),
+    }
 
 
 def _check_examples(examples: pd.DataFrame, where: str) -> None:
@@ -578,7 +645,8 @@ def train_cross_encoder(
 
     Example:
         >>> from evirank.train import TrainConfig, train_cross_encoder  # doctest: +SKIP
-        >>> train_cross_encoder(train, TrainConfig(epochs=1), "/work/models/mb", validation=val)  # doctest: +SKIP
+        >>> cfg = TrainConfig(epochs=1)  # doctest: +SKIP
+        >>> train_cross_encoder(train, cfg, "/work/models/mb", validation=val)  # doctest: +SKIP
     """
     config = config or TrainConfig()
     _check_examples(examples, "train_cross_encoder: examples")
@@ -586,8 +654,11 @@ def train_cross_encoder(
         _check_examples(validation, "train_cross_encoder: validation")
         leaked = set(examples[QID].astype(str)) & set(validation[QID].astype(str))
         if leaked:
-            logger.warning("%d queries are in both the training and validation examples (e.g. %s); "
-                           "split by query", len(leaked), sorted(leaked)[:3])
+            logger.warning(
+                "%d queries are in both the training and validation examples (e.g. %s); split by query",
+                len(leaked),
+                sorted(leaked)[:3],
+            )
     out = Path(output_dir)
     mode = prepare_output(out, overwrite=overwrite, resume=resume)
     if mode == "complete":
@@ -604,25 +675,37 @@ def train_cross_encoder(
             "continued_from_checkpoint": config.init is not None,
         },
         "data": {
-            "train": summarize_examples(examples) if "source" in examples.columns else {"rows": len(examples)},
-            "validation": (summarize_examples(validation) if validation is not None and "source" in validation
-                           else ({"rows": len(validation)} if validation is not None else None)),
+            "train": _summary(examples),
+            "validation": None if validation is None else _summary(validation),
             **({"provenance": provenance} if provenance else {}),
         },
     }
-    fit = Fit(items=items, objective=Classification(config.num_labels), config=config, output_dir=out,
-              validation=validation, metadata=metadata, step_callback=step_callback)
+    fit = Fit(
+        items=items,
+        objective=Classification(config.num_labels),
+        config=config,
+        output_dir=out,
+        validation=validation,
+        metadata=metadata,
+        step_callback=step_callback,
+    )
     if mode == "resume":
         model, tokenizer, payload = fit.load_checkpoint()
-        metadata["init"]["fresh_head"] = payload["metadata"]["init"].get("fresh_head")
         fit.metadata = payload["metadata"]
         return fit.run(model, tokenizer, payload)
     if config.init is not None and not _model.has_classification_head(config.init):
-        raise ValueError(f"--init {config.init} has no sequence-classification head; use --model for a plain encoder")
+        raise ValueError(
+            f"--init {config.init} has no sequence-classification head; use --model for a plain encoder"
+        )
     model, tokenizer, fresh_head = _model.load_classifier(
         source, num_labels=config.num_labels, dropout=config.dropout, seed=config.seed
     )
     metadata["init"]["fresh_head"] = fresh_head
-    logger.info("training %s (%s head) on %d examples, %d queries", source, "fresh" if fresh_head else "kept",
-                len(items), items[QID].nunique())
+    logger.info(
+        "training %s (%s head) on %d examples, %d queries",
+        source,
+        "fresh" if fresh_head else "kept",
+        len(items),
+        items[QID].nunique(),
+    )
     return fit.run(model, tokenizer, None)
