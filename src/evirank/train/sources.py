@@ -8,8 +8,9 @@ returns Examples whose ``source`` names the files, plus a provenance record for
 Example:
     >>> from evirank.train.sources import load_short_texts  # doctest: +SKIP
     >>> mb = "../shared/datasets/microblog/2011/"
-    >>> examples, record = load_short_texts(mb + "topics.microblog2011.txt",
-    ...     mb + "qrels.microblog2011.txt", mb + "run.microblog2011.ql.txt", mb + "corpus.jsonl")  # doctest: +SKIP
+    >>> files = [mb + "topics.microblog2011.txt", mb + "qrels.microblog2011.txt",
+    ...          mb + "run.microblog2011.ql.txt", mb + "corpus.jsonl"]
+    >>> examples, record = load_short_texts(*files)  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from typing import Any
 import pandas as pd
 
 from evirank._extras import require
-from evirank.frames import DOCNO, LABEL, QID, RANK, Document
 from evirank.errors import InputFormatError
+from evirank.frames import DOCNO, LABEL, QID, RANK, Document
 from evirank.io import corpus_file, parse_document, read_qrels, read_run, read_topics
 from evirank.io._common import iter_lines
 from evirank.train.examples import (
@@ -74,7 +75,9 @@ def load_texts(corpus: PathLike, docnos: Iterable[str]) -> dict[str, Document]:
         if document.docno in wanted:
             found.setdefault(document.docno, document)
     if len(found) < len(wanted):
-        logger.warning("%s: %d wanted documents are not in the corpus (or empty)", file, len(wanted) - len(found))
+        logger.warning(
+            "%s: %d wanted documents are not in the corpus (or empty)", file, len(wanted) - len(found)
+        )
     return found
 
 
@@ -107,16 +110,29 @@ def load_short_texts(
     topic_frame = read_topics(topics, field=topics_field)
     qrel_frame = read_qrels(qrels)
     candidates = _ranked(read_run(run), depth)
-    wanted = candidates[DOCNO] if unjudged == "negative" else candidates.merge(qrel_frame, on=[QID, DOCNO])[DOCNO]
+    wanted = (
+        candidates[DOCNO] if unjudged == "negative" else candidates.merge(qrel_frame, on=[QID, DOCNO])[DOCNO]
+    )
     texts = load_texts(corpus, wanted.unique())
     source = f"short-texts:{_name(qrels)}"
     examples = short_text_examples(
-        topic_frame, qrel_frame, candidates, texts, unjudged=unjudged, relevant_grade=relevant_grade, source=source
+        topic_frame,
+        qrel_frame,
+        candidates,
+        texts,
+        unjudged=unjudged,
+        relevant_grade=relevant_grade,
+        source=source,
     )
     record = {
         "builder": "short_text_examples",
         "files": {"topics": str(topics), "qrels": str(qrels), "run": str(run), "corpus": str(corpus)},
-        "options": {"unjudged": unjudged, "depth": depth, "relevant_grade": relevant_grade, "field": topics_field},
+        "options": {
+            "unjudged": unjudged,
+            "depth": depth,
+            "relevant_grade": relevant_grade,
+            "field": topics_field,
+        },
         "source": source,
         "rows": len(examples),
     }
@@ -150,21 +166,35 @@ def load_documents(
     texts = load_texts(corpus, wanted)
     source = f"documents:{_name(qrels)}"
     examples = document_examples(
-        topic_frame, qrel_frame, candidates, texts, segment=segment, max_passages=max_passages,
-        negative_depth=negative_depth, negatives_per_query=negatives_per_query, unjudged=unjudged,
-        relevant_grade=relevant_grade, prepend_title=prepend_title, source=source,
-    )  # fmt: skip
+        topic_frame,
+        qrel_frame,
+        candidates,
+        texts,
+        segment=segment,
+        max_passages=max_passages,
+        negative_depth=negative_depth,
+        negatives_per_query=negatives_per_query,
+        unjudged=unjudged,
+        relevant_grade=relevant_grade,
+        prepend_title=prepend_title,
+        source=source,
+    )
     record = {
         "builder": "document_examples",
         "files": {"topics": str(topics), "qrels": str(qrels), "run": str(run), "corpus": str(corpus)},
         "options": {
-            "segment": segment_name, "max_passages": max_passages, "negative_depth": negative_depth,
-            "negatives_per_query": negatives_per_query, "unjudged": unjudged,
-            "relevant_grade": relevant_grade, "prepend_title": prepend_title, "field": topics_field,
+            "segment": segment_name,
+            "max_passages": max_passages,
+            "negative_depth": negative_depth,
+            "negatives_per_query": negatives_per_query,
+            "unjudged": unjudged,
+            "relevant_grade": relevant_grade,
+            "prepend_title": prepend_title,
+            "field": topics_field,
         },
         "source": source,
         "rows": len(examples),
-    }  # fmt: skip
+    }
     return examples, record
 
 
@@ -194,22 +224,40 @@ def load_evidence(
     texts = load_texts(corpus, wanted)
     source = f"evidence:{_name(evidence)}"
     examples = evidence_examples(
-        topic_frame, gold, texts, split_sentences or sentence_splitter(), run=candidates, qrels=qrel_frame,
-        other_sentences=other_sentences, negative_depth=negative_depth, negatives_per_query=negatives_per_query,
-        max_sentences=max_sentences, prepend_title=prepend_title, source=source,
-    )  # fmt: skip
+        topic_frame,
+        gold,
+        texts,
+        split_sentences or sentence_splitter(),
+        run=candidates,
+        qrels=qrel_frame,
+        other_sentences=other_sentences,
+        negative_depth=negative_depth,
+        negatives_per_query=negatives_per_query,
+        max_sentences=max_sentences,
+        prepend_title=prepend_title,
+        source=source,
+    )
     record = {
         "builder": "evidence_examples",
-        "files": {"topics": str(topics), "evidence": str(evidence), "qrels": str(qrels), "run": str(run),
-                  "corpus": str(corpus)},
+        "files": {
+            "topics": str(topics),
+            "evidence": str(evidence),
+            "qrels": str(qrels),
+            "run": str(run),
+            "corpus": str(corpus),
+        },
         "options": {
-            "splitter": splitter_name, "other_sentences": other_sentences, "negative_depth": negative_depth,
-            "negatives_per_query": negatives_per_query, "max_sentences": max_sentences,
-            "prepend_title": prepend_title, "field": topics_field,
+            "splitter": splitter_name,
+            "other_sentences": other_sentences,
+            "negative_depth": negative_depth,
+            "negatives_per_query": negatives_per_query,
+            "max_sentences": max_sentences,
+            "prepend_title": prepend_title,
+            "field": topics_field,
         },
         "source": source,
         "rows": len(examples),
-    }  # fmt: skip
+    }
     return examples, record
 
 

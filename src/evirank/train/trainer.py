@@ -118,7 +118,7 @@ class Classification:
             tokenizer, rows[QUERY].tolist(), rows[TEXT].tolist(), config.max_length, device
         )
         logits = model(**inputs).logits.float()
-        labels = rows[LABEL].to_numpy()
+        labels = rows[LABEL].to_numpy(dtype=np.int64, copy=True)
         if self.num_labels == 1:
             return torch.nn.functional.binary_cross_entropy_with_logits(
                 logits[:, 0], _model.tensor_labels(labels, device)
