@@ -26,6 +26,7 @@ def build_tiny_model(folder: Path, *, layers: int = 2, with_head: bool = False) 
         num_hidden_layers=layers,
         num_attention_heads=2,
         intermediate_size=64,
+        num_labels=1,
         max_position_embeddings=64,
     )
     torch.manual_seed(0)

@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 from evirank.train.config import DistillConfig, TrainConfig
+from evirank.train.distill import DistillResult, distill, make_student
 from evirank.train.examples import (
     EXAMPLE_COLUMNS,
     document_examples,
@@ -30,11 +31,14 @@ from evirank.train.trainer import TrainResult, result_from_json, train_cross_enc
 __all__ = [
     "EXAMPLE_COLUMNS",
     "DistillConfig",
+    "DistillResult",
     "TrainConfig",
     "TrainResult",
+    "distill",
     "document_examples",
     "evidence_examples",
     "make_examples",
+    "make_student",
     "read_evidence",
     "read_pairs",
     "result_from_json",

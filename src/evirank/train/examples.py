@@ -348,7 +348,7 @@ def split_around(text: str, spans: Sequence[str], split_sentences: Segmenter) ->
     Gold spans not found in ``text`` are returned at the end, as gold units.
 
     Example:
-        >>> split = lambda t: [s for s in t.split(". ") if s]
+        >>> split = lambda t: t.replace(". ", ".|").split("|")
         >>> split_around("A b. C d. E f.", ["C d."], split)
         [('A b.', False), ('C d.', True), ('E f.', False)]
     """
