@@ -25,9 +25,7 @@ from evirank.evaluate import (
 from evirank.frames import DOCNO, LABEL, MEASURE, QID, RANK, SCORE, VALUE, make_qrels, make_run
 
 # q1: d1 (1), d3 (2), d5 (1) relevant, d2 judged non-relevant; q2: x1 relevant.
-QRELS = make_qrels(
-    [("1", "d1", 1), ("1", "d2", 0), ("1", "d3", 2), ("1", "d5", 1), ("2", "x1", 1)]
-)
+QRELS = make_qrels([("1", "d1", 1), ("1", "d2", 0), ("1", "d3", 2), ("1", "d5", 1), ("2", "x1", 1)])
 # q1 ranks d1 d2 d3 d4 d5; q2 ranks y then x1.
 RUN = make_run(
     [
@@ -252,29 +250,47 @@ def test_per_query_values_equal_trec_eval_on_the_written_run_file(
     run = make_run(rows)
     judged = run.sample(frac=0.6, random_state=1)
     qrels = make_qrels(
-        pd.DataFrame(
-            {QID: judged[QID], DOCNO: judged[DOCNO], LABEL: rng.integers(0, 3, size=len(judged))}
-        )
+        pd.DataFrame({QID: judged[QID], DOCNO: judged[DOCNO], LABEL: rng.integers(0, 3, size=len(judged))})
     )
     qrels = pd.concat([qrels, make_qrels([("100", "nowhere", 1)])], ignore_index=True)  # not in the run
     run_file, qrels_file = tmp_path / "run.txt", tmp_path / "qrels.txt"
     run_file.write_text(
-        "".join(f"{q} Q0 {d} {r} {s!r} test\n" for q, d, s, r in run[[QID, DOCNO, SCORE, RANK]].itertuples(index=False))
+        "".join(
+            f"{q} Q0 {d} {r} {s!r} test\n"
+            for q, d, s, r in run[[QID, DOCNO, SCORE, RANK]].itertuples(index=False)
+        )
     )
     qrels_file.write_text("".join(f"{q} 0 {d} {label}\n" for q, d, label in qrels.itertuples(index=False)))
 
-    args = ["-m", "map", "-m", "P.5", "-m", "ndcg_cut.10", "-m", "recall.20", "-m", "recip_rank", "-l", str(level)]
+    args = [
+        "-m",
+        "map",
+        "-m",
+        "P.5",
+        "-m",
+        "ndcg_cut.10",
+        "-m",
+        "recall.20",
+        "-m",
+        "recip_rank",
+        "-l",
+        str(level),
+    ]
     if complete:
         args.append("-c")
     expected = _run_trec_eval(trec_eval, args, qrels_file, run_file)
     names = {"map": "AP", "P_5": "P@5", "ndcg_cut_10": "nDCG@10", "recall_20": "R@20", "recip_rank": "RR"}
-    ours = Evaluator(qrels, list(names.values()), missing="zero" if complete else "skip", relevance_level=level)
+    ours = Evaluator(
+        qrels, list(names.values()), missing="zero" if complete else "skip", relevance_level=level
+    )
     table = ours.per_query(run)
     got = values(table)
     renamed = {(q, str(parse_measure(names[m], level))): v for (q, m), v in expected.items()}
     per_q = {k: v for k, v in renamed.items() if k[0] != "all"}
     # trec_eval -c -q prints no line for a query missing from the run; it counts it as 0 in "all"
-    assert {k for k in got if k not in per_q} == ({(q, m) for q, m in got if q == "100"} if complete else set())
+    assert {k for k in got if k not in per_q} == (
+        {(q, m) for q, m in got if q == "100"} if complete else set()
+    )
     assert all(got[k] == 0.0 for k in got if k not in per_q)
     assert set(per_q) <= set(got)
     for key, value in per_q.items():

@@ -9,6 +9,7 @@ Example:
 
 from __future__ import annotations
 
+from evirank.evaluate.compare import Comparison, compare, summarize
 from evirank.evaluate.measures import (
     DEFAULT_MEASURES,
     EvaluationError,
@@ -21,16 +22,30 @@ from evirank.evaluate.measures import (
     per_query,
     rank_for_evaluation,
 )
+from evirank.evaluate.significance import adjust, bonferroni, holm, paired_ttest
+from evirank.evaluate.tables import markdown_report, markdown_table, per_query_markdown, to_json, to_record
 
 __all__ = [
     "DEFAULT_MEASURES",
+    "Comparison",
     "EvaluationError",
     "Evaluator",
     "MeasureError",
+    "adjust",
+    "bonferroni",
+    "compare",
     "evaluate",
+    "holm",
+    "markdown_report",
+    "markdown_table",
     "measure_name",
+    "paired_ttest",
     "parse_measure",
     "parse_measures",
     "per_query",
+    "per_query_markdown",
     "rank_for_evaluation",
+    "summarize",
+    "to_json",
+    "to_record",
 ]

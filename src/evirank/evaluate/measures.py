@@ -71,7 +71,6 @@ from evirank.frames import (
     SCORE,
     VALUE,
     require_columns,
-    sort_run,
 )
 
 logger = logging.getLogger(__name__)
@@ -366,7 +365,9 @@ def rank_for_evaluation(run: pd.DataFrame, ties: Ties = "trec_eval") -> dict[str
     out: dict[str, dict[str, float]] = {}
     for start, end in zip(np.r_[0, bounds].tolist(), np.r_[bounds, len(qids)].tolist(), strict=True):
         count = end - start
-        docs = dict(zip(docnos[start:end].tolist(), np.arange(count, 0, -1, dtype=np.float64).tolist(), strict=True))
+        docs = dict(
+            zip(docnos[start:end].tolist(), np.arange(count, 0, -1, dtype=np.float64).tolist(), strict=True)
+        )
         if len(docs) < count:
             raise EvaluationError(
                 f"evaluate: the run lists a document more than once for query {qids[start]} "
@@ -417,7 +418,9 @@ def _qrels_dict(qrels: pd.DataFrame) -> dict[str, dict[str, int]]:
             "trec_eval refuses such qrels too. Keep one label per (qid, docno)"
         )
     out: dict[str, dict[str, int]] = {}
-    for qid, docno, label in zip(qids.tolist(), docnos.tolist(), labels.astype(np.int64).tolist(), strict=True):
+    for qid, docno, label in zip(
+        qids.tolist(), docnos.tolist(), labels.astype(np.int64).tolist(), strict=True
+    ):
         out.setdefault(qid, {})[docno] = label
     if not out:
         raise EvaluationError("evaluate: the qrels are empty; nothing to evaluate against")
