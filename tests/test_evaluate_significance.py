@@ -130,9 +130,7 @@ def test_undefined_p_values_stay_nan_and_are_not_counted() -> None:
     assert adjust([0.02, 0.5], "none").tolist() == [0.02, 0.5]
     with pytest.raises(ValueError, match="correction"):
         adjust([0.1], "sidak")  # type: ignore[arg-type]
-    one_query = pd.DataFrame(
-        {RUN: ["base", "x"], QID: ["1", "1"], MEASURE: ["AP", "AP"], VALUE: [0.1, 0.9]}
-    )
+    one_query = pd.DataFrame({RUN: ["base", "x"], QID: ["1", "1"], MEASURE: ["AP", "AP"], VALUE: [0.1, 0.9]})
     result = paired_ttest(one_query, "base")
     assert math.isnan(result[P].iloc[0]) and not result[SIGNIFICANT].iloc[0]
 
