@@ -147,7 +147,13 @@ def paired_ttest(
     run_names = [r for r in (runs if runs is not None else seen_runs) if r != baseline]
     measure_names = list(measures) if measures is not None else list(dict.fromkeys(per_query[MEASURE]))
 
-    wide = per_query.pivot_table(index=[MEASURE, QID], columns=RUN, values=VALUE, aggfunc="first")
+    keys = per_query[[RUN, QID, MEASURE]].astype(str)
+    if keys.duplicated().any():
+        first = keys[keys.duplicated()].iloc[0]
+        raise ValueError(
+            f"paired_ttest: run {first[RUN]} has several values for query {first[QID]} on {first[MEASURE]}"
+        )
+    wide = per_query.assign(**{RUN: keys[RUN]}).set_index([MEASURE, QID, RUN])[VALUE].unstack(RUN)
     rows = []
     for measure in measure_names:
         if measure not in wide.index.get_level_values(MEASURE):

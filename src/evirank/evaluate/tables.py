@@ -54,9 +54,7 @@ def per_query_markdown(comparison: Comparison, digits: int = 4) -> str:
     sections = []
     table = comparison.per_query
     for measure in comparison.measures:
-        wide = table[table[MEASURE] == measure].pivot_table(
-            index=QID, columns=RUN, values=VALUE, aggfunc="first", sort=False
-        )
+        wide = table[table[MEASURE] == measure].set_index([QID, RUN])[VALUE].unstack(RUN)
         runs = [r for r in comparison.runs if r in wide.columns]
         lines = [
             f"### {measure}",

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import math
-import os
-import shutil
-import subprocess
-import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -186,58 +183,13 @@ def test_integer_qids_and_docnos_are_compared_as_strings() -> None:
 # --- agreement with the real trec_eval binary ------------------------------------------
 
 
-def _find_trec_eval(tmp_dir: Path) -> Path | None:
-    """A trec_eval binary: $TREC_EVAL, one on PATH, or the one Anserini's jar ships (pyserini)."""
-    explicit = os.environ.get("TREC_EVAL")
-    if explicit and Path(explicit).is_file():
-        return Path(explicit)
-    on_path = shutil.which("trec_eval")
-    if on_path:
-        return Path(on_path)
-    try:
-        import importlib.resources
-
-        jars = importlib.resources.files("pyserini.resources.jars")
-        jar = next(p for p in jars.iterdir() if str(p).endswith(".jar"))
-    except (ImportError, StopIteration, ModuleNotFoundError, FileNotFoundError):
-        return None
-    target = tmp_dir / "trec_eval"
-    try:
-        with zipfile.ZipFile(str(jar)) as archive:
-            target.write_bytes(archive.read("trec_eval/trec_eval-linux-amd64"))
-    except (KeyError, OSError, zipfile.BadZipFile):
-        return None
-    target.chmod(0o755)
-    return target
-
-
-@pytest.fixture(scope="module")
-def trec_eval(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    binary = _find_trec_eval(tmp_path_factory.mktemp("trec_eval"))
-    if binary is None:
-        pytest.skip("no trec_eval binary (set $TREC_EVAL, or install pyserini)")
-    try:
-        subprocess.run([str(binary), "-v"], capture_output=True, check=False, timeout=30)
-    except OSError:
-        pytest.skip("the trec_eval binary does not run on this platform")
-    return binary
-
-
-def _run_trec_eval(binary: Path, args: list[str], qrels: Path, run: Path) -> dict[tuple[str, str], float]:
-    out = subprocess.run(
-        [str(binary), "-q", *args, str(qrels), str(run)], capture_output=True, text=True, check=True
-    ).stdout
-    result = {}
-    for line in out.splitlines():
-        name, qid, value = line.split()
-        result[(qid, name)] = float(value)
-    return result
-
-
 @pytest.mark.parametrize("complete", [False, True])
 @pytest.mark.parametrize("level", [1, 2])
 def test_per_query_values_equal_trec_eval_on_the_written_run_file(
-    trec_eval: Path, tmp_path: Path, complete: bool, level: int
+    trec_eval: Callable[[list[str], Path, Path], dict[tuple[str, str], float]],
+    tmp_path: Path,
+    complete: bool,
+    level: int,
 ) -> None:
     rng = np.random.default_rng(7 + level)
     rows = []
@@ -278,7 +230,7 @@ def test_per_query_values_equal_trec_eval_on_the_written_run_file(
     ]
     if complete:
         args.append("-c")
-    expected = _run_trec_eval(trec_eval, args, qrels_file, run_file)
+    expected = trec_eval(args, qrels_file, run_file)
     names = {"map": "AP", "P_5": "P@5", "ndcg_cut_10": "nDCG@10", "recall_20": "R@20", "recip_rank": "RR"}
     ours = Evaluator(
         qrels, list(names.values()), missing="zero" if complete else "skip", relevance_level=level
