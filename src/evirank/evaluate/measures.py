@@ -216,13 +216,14 @@ class Evaluator:
         self.missing: Missing = missing
         self.relevance_level = relevance_level
         self._qrels = _qrels_dict(qrels)
+        self._qids = _natural_sorted(self._qrels)
         self._evaluator = ir_measures.evaluator(list(self.measures), self._qrels)
         self._aggregators = {measure_name(m): m.aggregator for m in self.measures}
 
     @property
     def qids(self) -> list[str]:
         """The qrels' query ids, in natural order."""
-        return _natural_sorted(self._qrels)
+        return list(self._qids)
 
     def per_query(self, run: pd.DataFrame) -> pd.DataFrame:
         """Per-query values: a frame [qid, measure, value], qids in natural order, measures in given order.
@@ -251,7 +252,7 @@ class Evaluator:
         for metric in self._evaluator.iter_calc(run_for_eval):
             name = names_by_id.get(id(metric.measure)) or measure_name(metric.measure)
             values[(str(metric.query_id), name)] = float(metric.value)
-        keep = self.qids if self.missing == "zero" else [q for q in self.qids if q in run_for_eval]
+        keep = self._qids if self.missing == "zero" else [q for q in self._qids if q in run_for_eval]
         # ir_measures fills qrels queries absent from the run with each measure's default (0).
         rows = [(qid, name, values.get((qid, name), 0.0)) for qid in keep for name in self.names]
         frame = pd.DataFrame(rows, columns=[QID, MEASURE, VALUE])
