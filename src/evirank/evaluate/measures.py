@@ -17,9 +17,9 @@ Which ranking is evaluated (``ties``):
     the order only, never on score values.
 
     - ``"trec_eval"`` (default): single-precision score descending, then docno descending:
-      exactly what trec_eval computes on the run file written from this frame (as long as the
-      file keeps the scores' single-precision values; write scores with at least 9 significant
-      digits to be safe).
+      exactly what trec_eval computes on the run file written from this frame
+      (:func:`evirank.io.write_run` writes scores exactly; a writer that rounds scores to fewer
+      than 9 significant digits can create ties that the frame does not have).
     - ``"rank"``: the frame's ``rank`` column, i.e. evirank's deterministic order (score
       descending, then docno *ascending*, :func:`evirank.frames.sort_run`); a frame without
       ``rank`` is ranked that way first. Use it to score the order a pipeline presents.
