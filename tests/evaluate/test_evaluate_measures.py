@@ -89,13 +89,15 @@ def test_measure_names_aliases_and_trec_eval_names() -> None:
             parse_measure(bad)
 
 
-def test_ties_trec_eval_sorts_docno_descending_and_rank_mode_follows_our_order() -> None:
+def test_ties_trec_eval_sorts_docno_descending_and_rank_mode_follows_the_rank_column() -> None:
     qrels = make_qrels([("1", "a", 1)])
     run = make_run([("1", "a", 1.0), ("1", "b", 1.0), ("1", "c", 1.0)])
-    assert run[DOCNO].tolist() == ["a", "b", "c"]  # our deterministic order: docno ascending
+    assert run[DOCNO].tolist() == ["c", "b", "a"]  # our order is trec_eval's: docno descending on ties
     # trec_eval reads the scores and orders ties by docno descending: c, b, a
     assert evaluate(run, qrels, ["P@1", "RR"]) == {"P@1": 0.0, "RR": pytest.approx(1 / 3)}
-    assert evaluate(run, qrels, ["P@1", "RR"], ties="rank") == {"P@1": 1.0, "RR": 1.0}
+    # ties="rank" follows a run's own rank column, whatever order it states
+    reordered = run.assign(rank=[3, 2, 1])
+    assert evaluate(reordered, qrels, ["P@1", "RR"], ties="rank") == {"P@1": 1.0, "RR": 1.0}
     # RR@10 comes from another ir_measures provider; it must see the same order
     assert evaluate(run, qrels, ["RR@10"])["RR@10"] == pytest.approx(1 / 3)
 

@@ -20,12 +20,14 @@ Which ranking is evaluated (``ties``):
       exactly what trec_eval computes on the run file written from this frame
       (:func:`evirank.io.write_run` writes scores exactly; a writer that rounds scores to fewer
       than 9 significant digits can create ties that the frame does not have).
-    - ``"rank"``: the frame's ``rank`` column, i.e. evirank's deterministic order (score
-      descending, then docno *ascending*, :func:`evirank.frames.sort_run`); a frame without
-      ``rank`` is ranked that way first. Use it to score the order a pipeline presents.
+    - ``"rank"``: the frame's ``rank`` column as given; a frame without ``rank`` is ranked
+      with :func:`evirank.frames.sort_run` first. Use it to score the order a pipeline presents.
 
-    The two differ only inside groups of tied scores. On the Microblog 2011 candidate run, whose
-    query-likelihood scores tie a lot, AP is 0.3576 with ``"trec_eval"`` and 0.3498 with ``"rank"``.
+    evirank's own order (:func:`evirank.frames.sort_run`: score descending, then docno
+    descending) is trec_eval's rule, so for frames that evirank ranked the two agree except where
+    scores tie in single precision only. On the Microblog 2011 candidate run, whose
+    query-likelihood scores tie a lot, AP is 0.3576 either way (breaking ties by docno ascending
+    instead gives the 0.3498 quoted in the dataset README).
 
 Queries in the qrels but missing from the run (``missing``):
     - ``"skip"`` (default, trec_eval's default): left out of the per-query table and the mean.
@@ -329,7 +331,7 @@ def rank_for_evaluation(run: pd.DataFrame, ties: Ties = "trec_eval") -> dict[str
         >>> run = make_run([("1", "a", 1.0), ("1", "b", 1.0), ("1", "c", 2.0)])
         >>> rank_for_evaluation(run, "trec_eval")
         {'1': {'c': 3.0, 'b': 2.0, 'a': 1.0}}
-        >>> rank_for_evaluation(run, "rank")
+        >>> rank_for_evaluation(run.assign(rank=[1, 3, 2]), "rank")
         {'1': {'c': 3.0, 'a': 2.0, 'b': 1.0}}
     """
     _check_choice(ties, TIES, "ties")
