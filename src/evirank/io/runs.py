@@ -1,7 +1,7 @@
 """Reading and writing TREC runs (``qid Q0 docno rank score tag``).
 
 Ranking order is the project's deterministic rule (:func:`evirank.frames.sort_run`): qid in
-natural order, score descending, then docno ascending; ranks are reassigned 1..n from that
+natural order, score descending, then docno descending (trec_eval's tie rule); ranks are reassigned 1..n from that
 order. The rank column of a file that is read is therefore not trusted (trec_eval ignores it
 too); the scores decide.
 
@@ -125,7 +125,7 @@ def write_run(
     Args:
         run: a frame with at least [qid, docno, score]; ranks are recomputed by
             :func:`evirank.frames.sort_run`, so the file order is qid (natural), score
-            descending, docno ascending.
+            descending, docno descending.
         path: the output file (``.gz`` is gzipped).
         tag: the run tag; defaults to ``run.attrs["tag"]`` if set, else ``"evirank"``.
         overwrite: replace an existing file (otherwise :class:`~evirank.errors.OutputExistsError`).
@@ -138,8 +138,8 @@ def write_run(
         >>> path = pathlib.Path(tempfile.mkdtemp()) / "run.txt"
         >>> _ = write_run(make_run([("1", "b", 1.0), ("1", "a", 1.0)]), path)
         >>> print(path.read_text(), end="")
-        1 Q0 a 1 1.0 evirank
-        1 Q0 b 2 1.0 evirank
+        1 Q0 b 1 1.0 evirank
+        1 Q0 a 2 1.0 evirank
     """
     require_columns(run, (QID, DOCNO, SCORE), "write_run")
     tag = str(run.attrs.get("tag", DEFAULT_TAG)) if tag is None else tag
