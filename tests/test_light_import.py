@@ -10,6 +10,7 @@ def test_import_evirank_loads_no_heavy_dependency() -> None:
         " evirank.evaluate, evirank.cli.evaluate,"
         " evirank.train, evirank.train.sources, evirank.train.distill,"
         " evirank.cli.train, evirank.cli.distill;"
+        "import evirank.score, evirank.score.store, evirank.cli.explain;"
         "heavy = [m for m in ('torch', 'transformers', 'jnius', 'pyserini', 'onnxruntime', 'fastapi', "
         "'ir_datasets') if m in sys.modules];"
         "print(','.join(heavy))"
