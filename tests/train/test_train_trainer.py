@@ -213,3 +213,21 @@ def test_validation_measures_skip_queries_without_relevant_rows() -> None:
     rows = pd.DataFrame({"qid": ["1", "1", "2", "2"], "label": [1, 0, 0, 0]})
     values = _validation_measures(np.array([0.1, 0.9, 0.5, 0.2]), rows, ("AP", "nDCG@10"))
     assert values["AP"] == pytest.approx(0.5)  # query 2 has no relevant row: left out
+
+
+@pytest.mark.parametrize("num_labels", [1, 2])
+def test_evirank_cross_encoder_reads_the_trained_head(
+    tiny_encoder: Path, tmp_path: Path, num_labels: int
+) -> None:
+    from evirank.frames import make_passages
+    from evirank.score import CrossEncoder
+    from evirank.train._model import predict_relevance
+
+    train_cross_encoder(toy_examples(), config(tiny_encoder, epochs=2, num_labels=num_labels), tmp_path / "m")
+    passages = make_passages([("1", "d1", 0, "mango good fruit"), ("1", "d2", 0, "mango bad fruit")])
+    passages = passages.assign(query="apple")
+    scored = CrossEncoder(tmp_path / "m", device="cpu", max_length=16, query_max_tokens=4)(passages)
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path / "m")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "m")
+    ours = predict_relevance(model, tokenizer, ["apple"] * 2, passages["text"].tolist(), max_length=16)
+    np.testing.assert_allclose(scored["score"].to_numpy(), ours, atol=1e-5)
