@@ -6,7 +6,7 @@ import sys
 
 def test_import_evirank_loads_no_heavy_dependency() -> None:
     code = (
-        "import sys, evirank, evirank.frames, evirank.stage, evirank.cli;"
+        "import sys, evirank, evirank.frames, evirank.stage, evirank.cli, evirank.segment, evirank.aggregate;"
         "heavy = [m for m in ('torch', 'transformers', 'jnius', 'pyserini', 'onnxruntime', 'fastapi') "
         "if m in sys.modules];"
         "print(','.join(heavy))"
