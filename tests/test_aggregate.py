@@ -230,3 +230,25 @@ def test_rerank_top_rescores_only_the_top_depth() -> None:
     assert out[out[QID] == "1"][DOCNO].tolist() == ["b", "a", "c", "d", "e"]
     assert out[out[QID] == "2"][DOCNO].tolist() == ["y", "x"]
     assert (out.groupby(QID)[RANK].apply(list) == pd.Series({"1": [1, 2, 3, 4, 5], "2": [1, 2]})).all()
+
+
+def test_segment_score_aggregate_pipeline_keeps_every_document() -> None:
+    from evirank.segment import Sentences
+
+    class TermOverlap(Stage):
+        """A stand-in scorer: how many query words a passage contains."""
+
+        def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
+            overlap = [
+                len(set(q.lower().split()) & set(t.lower().replace(".", "").split()))
+                for q, t in zip(frame[QUERY], frame[TEXT], strict=True)
+            ]
+            return frame.assign(**{SCORE: np.asarray(overlap, dtype=float)})
+
+    run = make_run([("1", "d1", 3.0), ("1", "d2", 2.0), ("1", "d3", 1.0), ("1", "d4", 0.5)])
+    run[QUERY] = "solar wind"
+    run[TEXT] = ["Nothing here. Still nothing.", "The solar wind blows. Other text.", "", "Wind only."]
+    pipeline = RerankTop(Sentences() >> TermOverlap() >> Birch(top_n=2, alpha=0.0, weights=(1, 1)), depth=3)
+    out = pipeline(run)
+    assert out[DOCNO].tolist() == ["d2", "d1", "d3", "d4"]  # d3 has no text but stays; d4 is beyond depth
+    assert out[SCORE].tolist()[-1] < out[SCORE].tolist()[-2]
