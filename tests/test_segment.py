@@ -373,3 +373,11 @@ def test_chunks_fit_a_real_wordpiece_tokenizer() -> None:
         segments = stage.segments("", text)
         assert " ".join(segments).split() == text.split()
         assert all(len(tokenizer.tokenize(s)) <= 48 or len(s.split()) == 1 for s in segments)
+
+
+def test_segmenters_pickle_after_use() -> None:
+    import pickle
+
+    stage = Sentences(max_tokens=5, tokenizer=len)
+    stage.segments("", "one two three four five six seven.")
+    assert pickle.loads(pickle.dumps(stage)).segments("", "a b.") == ["a b."]
