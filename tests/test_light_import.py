@@ -7,7 +7,7 @@ import sys
 def test_import_evirank_loads_no_heavy_dependency() -> None:
     code = (
         "import sys, evirank, evirank.frames, evirank.stage, evirank.cli, evirank.io, evirank.io.irds,"
-        " evirank.evaluate, evirank.cli.evaluate,"
+        " evirank.evaluate, evirank.cli.evaluate, evirank.segment, evirank.aggregate,"
         " evirank.train, evirank.train.sources, evirank.train.distill,"
         " evirank.cli.train, evirank.cli.distill;"
         "import evirank.score, evirank.score.store, evirank.cli.explain;"
