@@ -10,6 +10,7 @@ import pytest
 
 from evirank.errors import InputFormatError
 from evirank.frames import Document, make_qrels, make_run, make_topics
+from evirank.segment import Windows
 from evirank.train.examples import (
     EXAMPLE_COLUMNS,
     document_examples,
@@ -23,7 +24,6 @@ from evirank.train.examples import (
     summarize_examples,
     write_examples,
 )
-from evirank.train.sources import word_windows
 
 TOPICS = make_topics([("1", "bbc cuts"), ("2", "fifa soccer")])
 QRELS = make_qrels([("1", "t1", 2), ("1", "t2", 1), ("1", "t3", 0), ("1", "t4", -2), ("2", "t6", 1)])
@@ -87,7 +87,7 @@ def test_documents_label_every_passage_of_relevant_documents_with_title_and_cap(
         qrels,
         run,
         docs,
-        segment=word_windows(4, 2),
+        segment=Windows(4, 2),
         max_passages=3,
         negatives_per_query=2,
         source="dc",

@@ -221,8 +221,9 @@ def set_threads(args: argparse.Namespace) -> None:
 
 
 def _load(args: argparse.Namespace, prefix: str) -> tuple[list[pd.DataFrame], list[dict[str, Any]]]:
+    from evirank.segment import Windows
     from evirank.train.examples import read_pairs
-    from evirank.train.sources import load_documents, load_evidence, load_short_texts, word_windows
+    from evirank.train.sources import load_documents, load_evidence, load_short_texts
 
     frames: list[pd.DataFrame] = []
     records: list[dict[str, Any]] = []
@@ -246,7 +247,7 @@ def _load(args: argparse.Namespace, prefix: str) -> tuple[list[pd.DataFrame], li
             qrels,
             run,
             corpus,
-            segment=word_windows(args.passage_words, args.passage_stride) if windows else None,
+            segment=Windows(args.passage_words, args.passage_stride, title=True) if windows else None,
             segment_name=f"{args.passage_words}-word windows, stride {args.passage_stride}"
             if windows
             else "whole document",

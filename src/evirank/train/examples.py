@@ -41,7 +41,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import pandas as pd
@@ -70,7 +70,14 @@ EVIDENCE = "evidence"  # column of an evidence frame: the list of gold sentence 
 
 Unjudged = Literal["skip", "negative"]
 Corpus = Mapping[str, Document] | Mapping[str, str] | pd.DataFrame
-Segmenter = Callable[[str], Sequence[str]]
+SplitText = Callable[[str], Sequence[str]]  # text -> sentences or passages
+
+
+class DocumentSegmenter(Protocol):
+    """What :mod:`evirank.segment`'s ``Sentences`` and ``Windows`` offer: one document's segments."""
+
+    def segments(self, title: str, text: str) -> list[str]:
+        """The segments of one document (the segmenter applies its own title rule)."""
 
 
 # --- the Examples frame ----------------------------------------------------------------
@@ -267,7 +274,7 @@ def document_examples(
     run: pd.DataFrame,
     corpus: Corpus,
     *,
-    segment: Segmenter | None = None,
+    segment: DocumentSegmenter | SplitText | None = None,
     max_passages: int | None = 4,
     negative_depth: int = 100,
     negatives_per_query: int | None = 10,
@@ -290,8 +297,10 @@ def document_examples(
         qrels: [qid, docno, label].
         run: the first stage's ranking [qid, docno, (score | rank)].
         corpus: docno -> Document (title + text) or text.
-        segment: splits a document's text into passages (e.g. word windows); None keeps the
-            whole text as one passage.
+        segment: a segmenter of :mod:`evirank.segment` (e.g. ``Windows(150, 75)``, which applies
+            its own title rule: pass the title-less document when ``prepend_title`` is False), or
+            a plain callable text -> passages; None keeps the whole text as one passage. Use the
+            segmenter that re-ranking will use, so training and inference see the same units.
         max_passages: at most this many passages per document, the first ones (None: all).
         negative_depth: negatives come from the run's top this many documents.
         negatives_per_query: at most this many negative documents per query (None: all).
@@ -325,9 +334,14 @@ def document_examples(
         if document is None:
             missing += 1
             continue
-        passages = list(segment(document.text)) if segment is not None else [document.text]
+        if hasattr(segment, "segments"):
+            passages = list(segment.segments(document.title if prepend_title else "", document.text))
+            titled = True  # the segmenter applied its title rule
+        else:
+            passages = list(segment(document.text)) if callable(segment) else [document.text]
+            titled = not prepend_title or not document.title
         for pid, passage in enumerate(passages[:max_passages] if max_passages else passages):
-            text = f"{document.title} {passage}".strip() if prepend_title and document.title else passage
+            text = passage if titled else f"{document.title} {passage}".strip()
             rows.append((qid, queries[qid], docno, pid, text, label, source))
     if missing:
         logger.warning(
@@ -340,7 +354,7 @@ def _normalise(text: str) -> str:
     return " ".join(text.split())
 
 
-def split_around(text: str, spans: Sequence[str], split_sentences: Segmenter) -> list[tuple[str, bool]]:
+def split_around(text: str, spans: Sequence[str], split_sentences: SplitText) -> list[tuple[str, bool]]:
     """Split ``text`` into sentences so that each gold span is exactly one unit.
 
     The gold spans are located in ``text`` (whitespace-insensitive); the stretches between
@@ -379,7 +393,7 @@ def evidence_examples(
     topics: pd.DataFrame,
     evidence: pd.DataFrame,
     corpus: Corpus,
-    split_sentences: Segmenter,
+    split_sentences: SplitText,
     *,
     run: pd.DataFrame | None = None,
     qrels: pd.DataFrame | None = None,

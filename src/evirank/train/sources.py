@@ -24,13 +24,13 @@ from typing import Any
 
 import pandas as pd
 
-from evirank._extras import require
 from evirank.errors import InputFormatError
 from evirank.frames import DOCNO, LABEL, QID, RANK, Document
 from evirank.io import corpus_file, parse_document, read_qrels, read_run, read_topics
 from evirank.io._common import iter_lines
 from evirank.train.examples import (
-    Segmenter,
+    DocumentSegmenter,
+    SplitText,
     Unjudged,
     document_examples,
     evidence_examples,
@@ -145,7 +145,7 @@ def load_documents(
     run: PathLike,
     corpus: PathLike,
     *,
-    segment: Segmenter | None = None,
+    segment: DocumentSegmenter | SplitText | None = None,
     segment_name: str = "whole document",
     max_passages: int | None = 4,
     negative_depth: int = 100,
@@ -205,8 +205,8 @@ def load_evidence(
     run: PathLike,
     corpus: PathLike,
     *,
-    split_sentences: Segmenter | None = None,
-    splitter_name: str = "pysbd",
+    split_sentences: SplitText | None = None,
+    splitter_name: str = "syntok (evirank.segment.Sentences)",
     other_sentences: bool = True,
     negative_depth: int = 20,
     negatives_per_query: int | None = 3,
@@ -261,41 +261,18 @@ def load_evidence(
     return examples, record
 
 
-def sentence_splitter() -> Segmenter:
-    """An English sentence splitter (pysbd, the ``segment`` extra), text -> sentences.
+def sentence_splitter(splitter: str = "syntok") -> SplitText:
+    """Text -> sentences with :class:`evirank.segment.Sentences` (the splitter re-ranking uses).
 
     Example:
-        >>> sentence_splitter()("Fish swim. Birds fly.")  # doctest: +SKIP
+        >>> sentence_splitter()("Fish swim. Birds fly.")
         ['Fish swim.', 'Birds fly.']
     """
-    pysbd = require("pysbd", "segment")
-    splitter = pysbd.Segmenter(language="en", clean=False)
+    from evirank.segment import Sentences
+
+    segmenter = Sentences(title="skip", splitter=splitter)
 
     def split(text: str) -> list[str]:
-        return [s.strip() for s in splitter.segment(text) if s.strip()]
-
-    return split
-
-
-def word_windows(length: int, stride: int) -> Segmenter:
-    """Passages of ``length`` words every ``stride`` words (Dai & Callan: 150 and 75).
-
-    The last window ends at the text's end, so no words are dropped.
-
-    Example:
-        >>> word_windows(3, 2)("a b c d e f")
-        ['a b c', 'c d e', 'd e f']
-    """
-    if length < 1 or stride < 1:
-        raise ValueError(f"window length and stride must be positive, found {length}, {stride}")
-
-    def split(text: str) -> list[str]:
-        words = text.split()
-        if len(words) <= length:
-            return [" ".join(words)] if words else []
-        starts = list(range(0, len(words) - length + 1, stride))
-        if starts[-1] + length < len(words):
-            starts.append(len(words) - length)
-        return [" ".join(words[s : s + length]) for s in starts]
+        return [s for s in segmenter.segments("", text) if s.strip()]
 
     return split
