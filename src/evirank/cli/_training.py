@@ -118,6 +118,9 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
         help="documents/evidence: negative documents per query (0: all within the depth)",
     )
     options.add_argument("--no-title", action="store_true", help="documents: do not prepend the title")
+    options.add_argument(
+        "--evidence-title", action="store_true", help="evidence: prepend the document title to each sentence"
+    )
     options.add_argument("--relevant-grade", type=int, default=1, help="the lowest grade counted as relevant")
     options.add_argument(
         "--examples-out",
@@ -268,6 +271,7 @@ def _load(args: argparse.Namespace, prefix: str) -> tuple[list[pd.DataFrame], li
             corpus,
             negative_depth=args.negative_depth,
             negatives_per_query=args.negatives_per_query or None,
+            prepend_title=args.evidence_title,
         )
         frames.append(frame)
         records.append(record)
