@@ -138,7 +138,7 @@ class PointwiseMSE:
     """MSE between the student's and the teacher's relevance logits."""
 
     name = "distill-mse"
-    columns = (QUERY, TEXT, TARGET)
+    columns: tuple[str, ...] = (QUERY, TEXT, TARGET)
 
     def loss(self, model: Any, tokenizer: Any, rows: pd.DataFrame, config: TrainConfig, device: str) -> Any:
         torch = require("torch", "torch")
@@ -156,7 +156,7 @@ class MarginMSE(PointwiseMSE):
     """MSE between the student's and the teacher's margins on (text, text_b) pairs of a query."""
 
     name = "distill-margin-mse"
-    columns = (QUERY, TEXT, TEXT_B, TARGET)
+    columns: tuple[str, ...] = (QUERY, TEXT, TEXT_B, TARGET)
 
     def loss(self, model: Any, tokenizer: Any, rows: pd.DataFrame, config: TrainConfig, device: str) -> Any:
         torch = require("torch", "torch")
@@ -198,10 +198,10 @@ def margin_pairs(scored: pd.DataFrame, per_positive: int, seed: int) -> pd.DataF
                 for j in rng.choice(negatives, size=min(per_positive, len(negatives)), replace=False):
                     out.append((str(qid), query, texts[i], texts[j], float(targets[i] - targets[j])))
         elif len(group) > 1:
-            for i in range(len(group)):
-                others = np.delete(np.arange(len(group)), i)
-                for j in rng.choice(others, size=min(per_positive, len(others)), replace=False):
-                    out.append((str(qid), query, texts[i], texts[j], float(targets[i] - targets[j])))
+            for a in range(len(group)):
+                others = np.delete(np.arange(len(group)), a)
+                for b in rng.choice(others, size=min(per_positive, len(others)), replace=False):
+                    out.append((str(qid), query, texts[a], texts[b], float(targets[a] - targets[b])))
     return pd.DataFrame(out, columns=[QID, QUERY, TEXT, TEXT_B, TARGET])
 
 
@@ -231,7 +231,7 @@ def _teacher_scores(
     cache.parent.mkdir(parents=True, exist_ok=True)
     tmp = cache.with_name(f".tmp-{cache.name}")
     with open(tmp, "wb") as handle:
-        np.savez(handle, **scores)
+        np.savez(handle, **scores)  # type: ignore[arg-type]
     os.replace(tmp, cache)
     return scores
 
@@ -377,7 +377,7 @@ def _compare(
     transformers = require("transformers", "torch")
     with _model.quiet_transformers():
         student = transformers.AutoModelForSequenceClassification.from_pretrained(student_dir).to(device)
-    rows = {
+    rows: dict[str, Any] = {
         "teacher": {"layers": num_layers(teacher.config), "parameters": _parameters(teacher)},
         "student": {"layers": len(layers), "teacher_layers": layers, "parameters": _parameters(student)},
     }

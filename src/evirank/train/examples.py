@@ -41,7 +41,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -68,9 +68,9 @@ logger = logging.getLogger(__name__)
 EXAMPLE_COLUMNS = (QID, QUERY, DOCNO, PID, TEXT, LABEL, SOURCE)
 EVIDENCE = "evidence"  # column of an evidence frame: the list of gold sentence texts
 
-Unjudged = Literal["skip", "negative"]
-Corpus = Mapping[str, Document] | Mapping[str, str] | pd.DataFrame
-SplitText = Callable[[str], Sequence[str]]  # text -> sentences or passages
+Unjudged: TypeAlias = Literal["skip", "negative"]
+Corpus: TypeAlias = Mapping[str, Document] | Mapping[str, str] | pd.DataFrame
+SplitText: TypeAlias = Callable[[str], Sequence[str]]  # text -> sentences or passages
 
 
 class DocumentSegmenter(Protocol):
@@ -334,7 +334,7 @@ def document_examples(
         if document is None:
             missing += 1
             continue
-        if hasattr(segment, "segments"):
+        if segment is not None and hasattr(segment, "segments"):
             passages = list(segment.segments(document.title if prepend_title else "", document.text))
             titled = True  # the segmenter applied its title rule
         else:

@@ -88,8 +88,13 @@ class TrainResult:
 class Objective(Protocol):
     """How a batch of item rows becomes a loss, and how validation is scored."""
 
-    name: str
-    columns: tuple[str, ...]  # the item columns the objective reads (fingerprinted)
+    @property
+    def name(self) -> str:
+        """The objective's name, written into ``evirank-train.json``."""
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The item columns the objective reads (fingerprinted for resumes)."""
 
     def loss(self, model: Any, tokenizer: Any, rows: pd.DataFrame, config: TrainConfig, device: str) -> Any:
         """The mean loss of ``rows`` (a torch scalar with gradient)."""
@@ -106,7 +111,7 @@ def _bce(scores: np.ndarray, labels: np.ndarray) -> float:
 class Classification:
     """Relevance as classification: BCE on one logit, or cross-entropy over two classes."""
 
-    columns = (QUERY, TEXT, LABEL)
+    columns: tuple[str, ...] = (QUERY, TEXT, LABEL)
 
     def __init__(self, num_labels: int) -> None:
         self.num_labels = num_labels
@@ -304,7 +309,8 @@ class Fit:
         return batches, steps_per_epoch, min(total, cfg.max_steps) if cfg.max_steps else total
 
     def _optimizer(self, model: Any) -> Any:
-        decay, no_decay = [], []
+        decay: list[Any] = []
+        no_decay: list[Any] = []
         for name, param in model.named_parameters():
             if not param.requires_grad:
                 continue
@@ -667,13 +673,14 @@ def train_cross_encoder(
     columns = [c for c in (QID, QUERY, DOCNO, PID, TEXT, LABEL) if c in examples.columns]
     items = examples[columns]
     source = config.init or config.model or _model.default_model_path()
-    metadata = {
+    init: dict[str, Any] = {
+        "model": config.init or config.model or _model.DEFAULT_MODEL_NAME,
+        "path": source,
+        "continued_from_checkpoint": config.init is not None,
+    }
+    metadata: dict[str, Any] = {
         "kind": "cross-encoder",
-        "init": {
-            "model": config.init or config.model or _model.DEFAULT_MODEL_NAME,
-            "path": source,
-            "continued_from_checkpoint": config.init is not None,
-        },
+        "init": init,
         "data": {
             "train": _summary(examples),
             "validation": None if validation is None else _summary(validation),
@@ -700,7 +707,7 @@ def train_cross_encoder(
     model, tokenizer, fresh_head = _model.load_classifier(
         source, num_labels=config.num_labels, dropout=config.dropout, seed=config.seed
     )
-    metadata["init"]["fresh_head"] = fresh_head
+    init["fresh_head"] = fresh_head
     logger.info(
         "training %s (%s head) on %d examples, %d queries",
         source,
