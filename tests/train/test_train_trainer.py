@@ -231,3 +231,20 @@ def test_evirank_cross_encoder_reads_the_trained_head(
     tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "m")
     ours = predict_relevance(model, tokenizer, ["apple"] * 2, passages["text"].tolist(), max_length=16)
     np.testing.assert_allclose(scored["score"].to_numpy(), ours, atol=1e-5)
+
+
+def test_fine_tuned_cross_encoder_is_a_pipeline_stage(tiny_encoder: Path, tmp_path: Path) -> None:
+    from evirank.frames import make_passages
+    from evirank.train import FineTunedCrossEncoder
+
+    stage = FineTunedCrossEncoder(
+        tmp_path / "m",
+        config(tiny_encoder, epochs=4),
+        scorer={"device": "cpu", "max_length": 16, "query_max_tokens": 4},
+    )
+    with pytest.raises(RuntimeError, match="fit"):
+        stage.transform(make_passages([("1", "d1", 0, "x")]))
+    passages = make_passages([("1", "d1", 0, "mango good fruit"), ("1", "d2", 0, "mango bad fruit")])
+    scored = stage.fit(toy_examples()).transform(passages.assign(query="apple"))
+    assert stage.result_.steps == 24 and stage.model_path_ == tmp_path / "m"
+    assert scored["score"].iloc[0] > scored["score"].iloc[1]

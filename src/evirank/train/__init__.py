@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from evirank.train.config import DistillConfig, TrainConfig
 from evirank.train.distill import DistillResult, distill, make_student
+from evirank.train.estimator import FineTunedCrossEncoder
 from evirank.train.examples import (
     EXAMPLE_COLUMNS,
     document_examples,
@@ -32,6 +33,7 @@ __all__ = [
     "EXAMPLE_COLUMNS",
     "DistillConfig",
     "DistillResult",
+    "FineTunedCrossEncoder",
     "TrainConfig",
     "TrainResult",
     "distill",
