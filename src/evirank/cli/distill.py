@@ -60,6 +60,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--pairs-per-positive", type=int, default=4, help="margin-mse: negatives per positive"
     )
     parser.add_argument("--speed-pairs", type=int, default=512, help="pairs timed per model (0: no timing)")
+    parser.add_argument("--speed-rounds", type=int, default=3, help="alternating timing rounds (best kept)")
     add_data_arguments(parser)
     add_optimisation_arguments(parser, DistillConfig().train)
     return parser
@@ -107,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
         resume=args.resume,
         provenance=provenance,
         speed_pairs=args.speed_pairs,
+        speed_rounds=args.speed_rounds,
     )
     print(
         json.dumps(
