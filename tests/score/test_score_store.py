@@ -222,3 +222,15 @@ def test_resegmenting_a_document_replaces_its_segments(tiny_cross_encoder_path: 
     with ScoreStore(store_path) as store:
         back = store.passages_scores(qids=["1"], docnos=["d1"])
     assert back[TEXT].tolist() == ["A cat. A dog. A mat."]
+
+
+def test_a_pickled_scorer_reloads_and_reuses_the_store(tiny_cross_encoder_path: Path, tmp_path: Path) -> None:
+    import pickle
+
+    frame = passages(8)
+    scorer = CrossEncoder(tiny_cross_encoder_path, device="cpu", store=ScoreStore(tmp_path / "s.sqlite"))
+    scored = scorer(frame)
+    clone = pickle.loads(pickle.dumps(scorer))
+    again = clone(frame)
+    assert clone.stats_.computed == 0
+    np.testing.assert_array_equal(again[SCORE], scored[SCORE])
