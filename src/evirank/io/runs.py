@@ -1,9 +1,9 @@
 """Reading and writing TREC runs (``qid Q0 docno rank score tag``).
 
 Ranking order is the project's deterministic rule (:func:`evirank.frames.sort_run`): qid in
-natural order, score descending, then docno descending (trec_eval's tie rule); ranks are reassigned 1..n from that
-order. The rank column of a file that is read is therefore not trusted (trec_eval ignores it
-too); the scores decide.
+natural order, score descending, then docno descending (trec_eval's tie rule); ranks are
+reassigned 1..n from that order. The rank column of a file that is read is therefore not
+trusted (trec_eval ignores it too); the scores decide.
 
 Scores are written with Python's shortest round-trip representation (``repr``), so reading a
 written run gives back exactly the same floats and no ties are created by rounding.

@@ -1,4 +1,4 @@
-"""Fixtures of the io tests: where the real data lives (skip when it is absent)."""
+"""Fixtures shared by every test: where the real data lives (skip when it is absent)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def find_datasets() -> Path | None:
