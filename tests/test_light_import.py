@@ -26,7 +26,8 @@ HEAVY = (
 def test_importing_every_evirank_module_loads_no_heavy_dependency() -> None:
     code = (
         "import importlib, pkgutil, sys, evirank\n"
-        "names = [m.name for m in pkgutil.walk_packages(evirank.__path__, 'evirank.') if not m.name.endswith('__main__')]\n"
+        "names = [m.name for m in pkgutil.walk_packages(evirank.__path__, 'evirank.')\n"
+        "         if not m.name.endswith('__main__')]\n"
         "for name in names:\n"
         "    importlib.import_module(name)\n"
         f"heavy = [m for m in {HEAVY!r} if m in sys.modules]\n"
