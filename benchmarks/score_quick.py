@@ -7,7 +7,7 @@ sentence-transformers' raw logits, and bi-encoder sentences/s. This is a quick c
 benchmark (issue 7) is ``benchmarks/scoring.py``.
 
 Usage:
-    DATA=../shared/datasets HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/score_quick.py --pairs 400
+    HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/score_quick.py --pairs 400 --repeats 3
 """
 
 from __future__ import annotations
@@ -25,20 +25,26 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-# $DATA (as in the Makefile) or ../shared/datasets from the repository root
-DATA = (
-    Path(os.environ.get("DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "datasets"))
-    / "scifact"
-)
+
+def scifact_dir() -> Path:
+    """``$EVIRANK_DATASETS`` (or ``$DATA``), else the first ``shared/datasets`` near the repo."""
+    env = os.environ.get("EVIRANK_DATASETS") or os.environ.get("DATA")
+    if env:
+        return Path(env) / "scifact"
+    for parent in Path(__file__).resolve().parents[1].parents:
+        if (parent / "shared" / "datasets").is_dir():
+            return parent / "shared" / "datasets" / "scifact"
+    raise SystemExit("the real datasets (../shared/datasets) are not here; set EVIRANK_DATASETS")
 
 
 def scifact_pairs(n: int) -> pd.DataFrame:
     """(claim, sentence) pairs from the test claims' judged abstracts, in file order."""
-    queries = {r["_id"]: r["text"] for r in map(json.loads, (DATA / "queries.jsonl").open())}
-    qrels = pd.read_csv(DATA / "qrels" / "test.tsv", sep="\t", dtype=str)
+    data = scifact_dir()
+    queries = {r["_id"]: r["text"] for r in map(json.loads, (data / "queries.jsonl").open())}
+    qrels = pd.read_csv(data / "qrels" / "test.tsv", sep="\t", dtype=str)
     wanted = set(qrels["corpus-id"])
     docs = {}
-    for line in (DATA / "corpus.jsonl").open():
+    for line in (data / "corpus.jsonl").open():
         row = json.loads(line)
         if row["_id"] in wanted:
             docs[row["_id"]] = row["text"]

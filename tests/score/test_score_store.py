@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -154,15 +155,13 @@ def test_a_killed_process_keeps_its_committed_scores(tiny_cross_encoder_path: Pa
 
 
 def test_fingerprint_follows_weights_and_settings_not_location(
-    tiny_cross_encoder_path: Path, tmp_path: Path
+    tiny_cross_encoder_path: Path, tmp_path: Path, tiny_bert_builder: Callable[..., Path]
 ) -> None:
-    from conftest import build_tiny_bert
-
     base = CrossEncoder(tiny_cross_encoder_path, device="cpu").fingerprint
     moved = tmp_path / "moved"
     shutil.copytree(tiny_cross_encoder_path, moved)
     assert CrossEncoder(moved, device="cpu").fingerprint == base
-    retrained = build_tiny_bert(tmp_path / "retrained", num_labels=1, seed=99)  # same vocab and config
+    retrained = tiny_bert_builder(tmp_path / "retrained", num_labels=1, seed=99)  # same vocab and config
     assert CrossEncoder(retrained, device="cpu").fingerprint != base
     assert CrossEncoder(tiny_cross_encoder_path, device="cpu", max_length=96).fingerprint != base
     assert CrossEncoder(tiny_cross_encoder_path, device="cpu", query_max_tokens=32).fingerprint != base
