@@ -79,9 +79,12 @@ class LuceneDocs:
                 searcher = autoclass("io.anserini.search.SimpleSearcher")(str(self.index))
                 if searcher.get_total_num_docs() > 0 and searcher.doc(0).get("raw") is None:
                     raise InputFormatError(
-                        self.index, None, "an index with stored raw documents", "none stored",
+                        self.index,
+                        None,
+                        "an index with stored raw documents",
+                        "none stored",
                         "rebuild it with: evirank index",
-                    )  # fmt: skip
+                    )
                 self._searcher = searcher
             return self._searcher
 

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from evirank.errors import InputFormatError
 from evirank.frames import DOCNO, QID, QUERY, RANK, SCORE, TEXT, TITLE, require_columns, sort_run
 from evirank.lucene.docs import document_from_raw
 from evirank.progress import progress_bar
@@ -182,21 +183,26 @@ class Bm25(Stage):
                 check_index(self.index)
                 info = read_index_info(self.index)
                 if info is None:
-                    logger.info("%s was not built by evirank (no evirank-index.json); using it as is", self.index)
+                    logger.info(
+                        "%s was not built by evirank (no evirank-index.json); using it as is", self.index
+                    )
                 searcher = autoclass("io.anserini.search.SimpleSearcher")(str(self.index))
                 cfg = self.config
                 searcher.set_bm25(float(cfg.k1), float(cfg.b))
                 if cfg.rm3 is not None:
                     if not _has_docvectors(self.index):
-                        from evirank.errors import InputFormatError
-
                         raise InputFormatError(
-                            self.index, None, "an index with document vectors (RM3 needs them)", "none stored",
+                            self.index,
+                            None,
+                            "an index with document vectors (RM3 needs them)",
+                            "none stored",
                             "rebuild it with: evirank index",
-                        )  # fmt: skip
+                        )
                     # Anserini's argument order: expansion terms, then feedback documents.
                     searcher.set_rm3(cfg.rm3.fb_terms, cfg.rm3.fb_docs, float(cfg.rm3.original_weight))
-                logger.debug("opened %s (%d documents) for %r", self.index, searcher.get_total_num_docs(), self)
+                logger.debug(
+                    "opened %s (%d documents) for %r", self.index, searcher.get_total_num_docs(), self
+                )
                 self._searcher = searcher
             return self._searcher
 
@@ -233,7 +239,9 @@ class Bm25(Stage):
         queries = frame[QUERY].astype(str).tolist()
         duplicated = frame[QID].astype(str)[frame[QID].astype(str).duplicated()].unique().tolist()
         if duplicated:
-            raise ValueError(f"Bm25: each qid must appear once in the topics, found repeated qids {duplicated[:5]}")
+            raise ValueError(
+                f"Bm25: each qid must appear once in the topics, found repeated qids {duplicated[:5]}"
+            )
         cfg = self.config
         searcher = self._open()
         query_of = dict(zip(qids, queries, strict=True))
