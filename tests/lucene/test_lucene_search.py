@@ -107,6 +107,13 @@ def test_bad_topics_are_refused(tiny_index: Path) -> None:
     assert empty.empty and empty.columns.tolist() == [QID, DOCNO, SCORE, RANK, QUERY]
 
 
+def test_empty_and_stopword_only_queries_retrieve_nothing(tiny_index: Path) -> None:
+    topics = make_topics([("1", ""), ("2", "the of and"), ("3", "( ) * ? : ~ ^ AND"), ("4", "cats")])
+    for threads in (1, 2):
+        run = Bm25(tiny_index, rm3=Rm3(), threads=threads)(topics)
+        assert set(run[QID]) == {"4"}
+
+
 def test_missing_index_raises_file_not_found(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="evirank index"):
         Bm25(tmp_path / "nope")(TOPICS)
