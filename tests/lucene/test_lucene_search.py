@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import pickle
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
@@ -71,6 +73,18 @@ def test_k_limits_hits_and_cutoff_composes(tiny_index: Path) -> None:
     assert Bm25(tiny_index, k=1)(TOPICS).groupby(QID).size().max() == 1
     piped = (Bm25(tiny_index) % 1)(TOPICS)
     assert piped[DOCNO].tolist() == Bm25(tiny_index, k=1)(TOPICS)[DOCNO].tolist()
+
+
+def test_a_stage_is_picklable_and_usable_from_several_threads(tiny_index: Path) -> None:
+    stage = Bm25(tiny_index, k=2)
+    expected = stage(TOPICS)
+    copy = pickle.loads(pickle.dumps(stage))
+    assert copy.config == stage.config
+    pd.testing.assert_frame_equal(copy(TOPICS), expected)
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(pool.map(stage, [TOPICS] * 4))
+    for run in runs:
+        pd.testing.assert_frame_equal(run, expected)
 
 
 def test_batched_threads_give_the_same_run_as_sequential(tiny_index: Path) -> None:

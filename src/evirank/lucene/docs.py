@@ -69,6 +69,18 @@ class LuceneDocs:
     def __repr__(self) -> str:
         return f"LuceneDocs({str(self.index)!r})"
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Picklable (for worker processes): the Java searcher and the lock are not carried over;
+        # the copy opens its own searcher on first use.
+        state = dict(vars(self))
+        state["_searcher"] = None
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        vars(self).update(state)
+        self._lock = threading.Lock()
+
     def _open(self) -> Any:
         with self._lock:
             if self._searcher is None:

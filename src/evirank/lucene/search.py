@@ -174,6 +174,18 @@ class Bm25(Stage):
         params = ", ".join(f"{f.name}={getattr(self.config, f.name)!r}" for f in fields(self.config))
         return f"Bm25({str(self.index)!r}, {params})"
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Picklable (for worker processes): the Java searcher and the lock are not carried over;
+        # the copy opens its own searcher on first use.
+        state = dict(vars(self))
+        state["_searcher"] = None
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        vars(self).update(state)
+        self._lock = threading.Lock()
+
     def _open(self) -> Any:
         with self._lock:
             if self._searcher is None:
