@@ -6,7 +6,8 @@ import sys
 
 def test_import_evirank_loads_no_heavy_dependency() -> None:
     code = (
-        "import sys, evirank, evirank.frames, evirank.stage, evirank.cli, evirank.io, evirank.io.irds;"
+        "import sys, evirank, evirank.frames, evirank.stage, evirank.cli, evirank.io, evirank.io.irds,"
+        " evirank.evaluate, evirank.cli.evaluate;"
         "import evirank.lucene, evirank.lucene.java, evirank.lucene.index, evirank.lucene.search;"
         "import evirank.lucene.docs, evirank.cli.index, evirank.cli.search;"
         "heavy = [m for m in ('torch', 'transformers', 'jnius', 'pyserini', 'onnxruntime', 'fastapi', "

@@ -9,6 +9,7 @@ Frames:
     Qrels    [qid, docno, label]
     Run      [qid, docno, score, rank] (+ optional query, text, title, first_stage_score)
     Passages [qid, docno, pid, text] (+ query, score, first_stage_score, first_stage_rank)
+    PerQuery [qid, measure, value] (+ run when several runs are compared)
 
 Ranking order is deterministic everywhere (writers, evaluation, aggregation): score
 descending, then docno ascending; qids in natural order (numeric when all qids are
@@ -42,6 +43,10 @@ LABEL = "label"
 PID = "pid"
 FIRST_STAGE_SCORE = "first_stage_score"
 FIRST_STAGE_RANK = "first_stage_rank"
+# evaluation: per-query tables [run, qid, measure, value]
+RUN = "run"
+MEASURE = "measure"
+VALUE = "value"
 
 TOPICS_COLUMNS = (QID, QUERY)
 QRELS_COLUMNS = (QID, DOCNO, LABEL)
