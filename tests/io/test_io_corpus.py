@@ -153,3 +153,9 @@ def test_crlf_and_byte_order_mark_are_tolerated(tmp_path: Path) -> None:
     path = tmp_path / "c.jsonl"
     path.write_bytes(b'\xef\xbb\xbf{"id": "d1", "contents": "x"}\r\n{"id": "d2", "contents": "y"}\r\n')
     assert [d.docno for d in read_corpus(path)] == ["d1", "d2"]
+
+
+def test_a_folder_without_corpus_jsonl_says_what_it_needs(tmp_path: Path) -> None:
+    write(tmp_path / "docs.txt", "x")
+    with pytest.raises(FileNotFoundError, match=r"corpus\.jsonl.*docs\.txt"):
+        read_corpus(tmp_path)

@@ -32,6 +32,7 @@ from evirank.frames import Document
 from evirank.io._common import PathLike, iter_lines, open_binary, shorten, type_name
 from evirank.io.irds import irds_id, load_irds
 from evirank.outputs import atomic_output
+from evirank.progress import progress
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +81,10 @@ def parse_document(line: str, path: Path, line_no: int) -> Document:
     Raises:
         InputFormatError: malformed JSON, no id, an id or field of the wrong type, or neither
             title nor text.
+
+    Example:
+        >>> parse_document('{"_id": "d1", "title": "Fish", "text": ""}', Path("c.jsonl"), 1)
+        Document(docno='d1', title='Fish', text='')
     """
     try:
         record = json.loads(line)
@@ -225,7 +230,8 @@ def load_texts(path: PathLike, docnos: Iterable[str], *, missing: str = "error")
     wanted = {str(d) for d in docnos}
     found: dict[str, Document] = {}
     if wanted:
-        for doc in read_corpus(path, check_duplicates=False):
+        docs = progress(read_corpus(path, check_duplicates=False), desc="finding texts", unit="doc")
+        for doc in docs:
             if doc.docno in wanted and doc.docno not in found:
                 found[doc.docno] = doc
                 if len(found) == len(wanted):
