@@ -175,11 +175,12 @@ class ScoreStore:
 
     # -- fingerprints ----------------------------------------------------------------
     def register(self, fingerprint: str, *, kind: str, description: Mapping[str, Any]) -> str:
-        """Record what ``fingerprint`` means (idempotent) and return it."""
+        """Record what ``fingerprint`` means (idempotent; fills in one first seen as ``unknown``)."""
         with self._write() as conn:
             conn.execute(
-                "INSERT OR IGNORE INTO fingerprints (fingerprint, kind, description, created)"
-                " VALUES (?,?,?,?)",
+                "INSERT INTO fingerprints (fingerprint, kind, description, created) VALUES (?,?,?,?)"
+                " ON CONFLICT (fingerprint) DO UPDATE"
+                " SET kind=excluded.kind, description=excluded.description WHERE fingerprints.kind='unknown'",
                 (fingerprint, kind, json.dumps(dict(description), sort_keys=True, default=str), time.time()),
             )
         return fingerprint
