@@ -69,8 +69,8 @@ def run(args: argparse.Namespace) -> int:
     check_output(args.index, args.overwrite)  # fail before reading anything
     try:
         total: int | None = count_corpus(args.corpus)
-    except (OSError, ValueError):
-        total = None  # only the progress bar's total
+    except (OSError, ValueError, ImportError):
+        total = None  # only the progress bar's total; read_corpus reports real problems
     info = build_index(
         read_corpus(args.corpus), args.index, threads=args.threads, overwrite=args.overwrite, total=total
     )

@@ -27,7 +27,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 import pandas as pd
@@ -173,6 +173,19 @@ class Bm25(Stage):
     def __repr__(self) -> str:
         params = ", ".join(f"{f.name}={getattr(self.config, f.name)!r}" for f in fields(self.config))
         return f"Bm25({str(self.index)!r}, {params})"
+
+    def close(self) -> None:
+        """Close the Java searcher (its index files stay mapped until then); the next use reopens it."""
+        with self._lock:
+            if self._searcher is not None:
+                self._searcher.close()
+                self._searcher = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def __getstate__(self) -> dict[str, Any]:
         # Picklable (for worker processes): the Java searcher and the lock are not carried over;
