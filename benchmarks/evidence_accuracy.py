@@ -68,8 +68,17 @@ def is_gold(body: str, gold: list[str]) -> bool:
     return bool(body) and any(body in g or g in body for g in gold)
 
 
-def evaluate(passages: pd.DataFrame, evidence: dict[tuple[str, str], list[str]], titles: dict[str, str]) -> dict:
-    rows = {"model": [], "model_top3": [], "first": [], "last": [], "random": [], "random_top3": []}
+def evaluate(
+    passages: pd.DataFrame, evidence: dict[tuple[str, str], list[str]], titles: dict[str, str]
+) -> dict[str, float]:
+    rows: dict[str, list[float]] = {
+        "model": [],
+        "model_top3": [],
+        "first": [],
+        "last": [],
+        "random": [],
+        "random_top3": [],
+    }
     covered = 0
     groups = passages.sort_values([QID, DOCNO, PID]).groupby([QID, DOCNO], sort=False)
     for (qid, docno), doc in groups:
@@ -99,7 +108,8 @@ def evaluate(passages: pd.DataFrame, evidence: dict[tuple[str, str], list[str]],
         n, g = len(hits), int(hits.sum())
         k = min(3, n)
         rows["random_top3"].append(1.0 - math.comb(n - g, k) / math.comb(n, k))
-    return {"covered": covered, **{name: float(np.mean(v)) if v else float("nan") for name, v in rows.items()}}
+    means = {name: float(np.mean(v)) if v else float("nan") for name, v in rows.items()}
+    return {"covered": covered, **means}
 
 
 def main() -> None:
@@ -115,10 +125,12 @@ def main() -> None:
     evidence = load_evidence(args.data / "scifact" / "evidence" / f"{args.split}.jsonl")
     qids = sorted({q for q, _ in evidence})
     passages = load_passages(args, qids)
-    titles = {d: doc.title for d, doc in load_texts(args.data / "scifact", {d for _, d in evidence}).items()}
+    docs = load_texts(args.data / "scifact", {d for _, d in evidence})
+    titles = {docno: doc.title for docno, doc in docs.items()}
     result = evaluate(passages, evidence, titles)
-    print(f"SciFact {args.split}: {len(evidence)} relevant (query, document) pairs with gold evidence sentences, ")
-    print(f"{result['covered']} of them re-ranked (document in the scored candidates): the table is over those.\n")
+    print(f"SciFact {args.split}: {len(evidence)} relevant (query, document) pairs with gold evidence")
+    print(f"sentences; {result['covered']} of them re-ranked (their document among the scored candidates),")
+    print("and the table is over those.\n")
     print("| choice of sentence | gold evidence (best 1) | gold among 3 |")
     print("| --- | ---: | ---: |")
     print(f"| model's best-scored | {result['model']:.3f} | {result['model_top3']:.3f} |")

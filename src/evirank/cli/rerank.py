@@ -221,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
     from evirank.io import read_run, read_topics, write_run
     from evirank.outputs import atomic_output, check_output
     from evirank.rerank import FetchText, StageTimings, parse_aggregate, parse_segment, passage_budget, rerank
-    from evirank.rerank.pipeline import save_passages
+    from evirank.rerank.pipeline import describe_stage, save_passages
 
     if args.run is None and args.index is None:
         raise _usage("give --run RUN, or --index DIR to retrieve the first stage with BM25")
@@ -249,8 +249,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             from evirank.lucene import Bm25, Rm3
 
-            bm25 = Bm25(args.index, rm3=Rm3() if args.rm3 else None, k=args.k)
-            first = bm25(topics)
+            with Bm25(args.index, rm3=Rm3() if args.rm3 else None, k=args.k) as bm25:
+                first = bm25(topics)
             first_stage = {"bm25": bm25.config.to_dict(), "index": str(args.index)}
     if first.empty:
         raise _usage(f"the first stage has no documents ({args.run or args.index})")
@@ -264,18 +264,23 @@ def run(args: argparse.Namespace) -> int:
     segmenter = parse_segment(
         args.segment, tokenizer=budget[0] if budget else None, max_tokens=budget[1] if budget else None
     )
-    logger.info("pipeline: %r >> %r >> %r >> %r (depth %d)", fetch, segmenter, scorer, aggregator, args.depth)
-
-    result = rerank(
-        first,
-        topics=topics,
-        fetch=fetch,
-        segmenter=segmenter,
-        scorer=scorer,
-        aggregator=aggregator,
-        depth=args.depth,
-        timings=timings,
+    logger.info(
+        "pipeline: %s (depth %d)",
+        " >> ".join(describe_stage(s) for s in (fetch, segmenter, scorer, aggregator)),
+        args.depth,
     )
+
+    with fetch:
+        result = rerank(
+            first,
+            topics=topics,
+            fetch=fetch,
+            segmenter=segmenter,
+            scorer=scorer,
+            aggregator=aggregator,
+            depth=args.depth,
+            timings=timings,
+        )
     tag = args.tag or f"evirank-{args.scorer}-{args.aggregate.replace(':', '')}"
     with timings.measure("write"):
         written = write_run(result.run, args.output, tag=tag, overwrite=args.overwrite)
@@ -295,9 +300,9 @@ def run(args: argparse.Namespace) -> int:
             "count": len(topics),
         },
         "depth": args.depth,
-        "segmenter": repr(segmenter),
+        "segmenter": describe_stage(segmenter),
         "scorer": {**_describe(scorer), "fingerprint": _fingerprint(scorer)},
-        "aggregator": repr(aggregator),
+        "aggregator": describe_stage(aggregator),
         "scores": str(store) if store else None,
         "passages_file": args.save_passages,
         "counts": result.counts,

@@ -175,6 +175,19 @@ class FetchText(Stage):
             self.source_ = LuceneDocs(Path(self.index))  # type: ignore[arg-type]
         return self.source_
 
+    def close(self) -> None:
+        """Release the index (a Lucene searcher) if one was opened; a later call reopens it."""
+        source = getattr(self, "source_", None)
+        if source is not None and hasattr(source, "close"):
+            source.close()
+        self.source_ = None
+
+    def __enter__(self) -> FetchText:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def lookup(self, docnos: Iterable[str]) -> tuple[dict[str, Document], list[str]]:
         """(the documents found by docno, the docnos not found), each distinct docno once."""
         wanted = list(dict.fromkeys(str(d) for d in docnos))
