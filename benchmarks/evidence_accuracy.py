@@ -11,12 +11,12 @@ top-3 aggregation reads), against a random choice of three (exact expectation).
 
 Matching: texts are whitespace-normalised; with ``sentences:prepend`` segments the document's
 title is removed from the front first. A segment is gold when it is a substring of a gold
-sentence (a chunk of a long one) or contains one (the splitter merged it with a neighbour).
-A title-only segment (``sentences`` mode, pid 0) is never a candidate.
+sentence of at least 3 words (a chunk of a long one) or contains one (the splitter merged it with
+a neighbour). A title-only segment (``sentences`` mode, pid 0) is never a candidate.
 
 Usage:
     PYTHONPATH=src python benchmarks/evidence_accuracy.py --scores runs/scifact.scores.sqlite \\
-        [--passages runs/scifact.test.bi.passages.parquet] [--data ../shared/datasets] [--split test]
+        [--passages runs/scifact.test.bi.maxp.passages.parquet] [--data ../shared/datasets] [--split test]
 """
 
 from __future__ import annotations
@@ -65,7 +65,9 @@ def load_passages(args: argparse.Namespace, qids: list[str]) -> pd.DataFrame:
 
 
 def is_gold(body: str, gold: list[str]) -> bool:
-    return bool(body) and any(body in g or g in body for g in gold)
+    """Part of a gold sentence (3 words at least: a chunk of a long one) or containing one."""
+    part = len(body.split()) >= 3
+    return bool(body) and any((part and body in g) or g in body for g in gold)
 
 
 def evaluate(
@@ -100,11 +102,11 @@ def evaluate(
         covered += 1
         hits = np.array([is_gold(b, gold) for b in bodies])
         order = np.argsort(-np.asarray(scores), kind="stable")  # ties: document order
-        rows["model"].append(hits[order[0]])
-        rows["model_top3"].append(hits[order[:3]].any())
-        rows["first"].append(hits[0])
-        rows["last"].append(hits[-1])
-        rows["random"].append(hits.mean())
+        rows["model"].append(float(hits[order[0]]))
+        rows["model_top3"].append(float(hits[order[:3]].any()))
+        rows["first"].append(float(hits[0]))
+        rows["last"].append(float(hits[-1]))
+        rows["random"].append(float(hits.mean()))
         n, g = len(hits), int(hits.sum())
         k = min(3, n)
         rows["random_top3"].append(1.0 - math.comb(n - g, k) / math.comb(n, k))

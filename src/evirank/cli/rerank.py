@@ -241,6 +241,7 @@ def run(args: argparse.Namespace) -> int:
 
     timings = StageTimings()
     started = time.perf_counter()
+    first_stage: dict[str, Any]
     with timings.measure("first_stage"):
         topics = read_topics(args.topics, field=args.field, split=args.split)
         if args.run is not None:

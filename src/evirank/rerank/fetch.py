@@ -121,6 +121,9 @@ class FetchText(Stage):
         ['What Part B covers.']
     """
 
+    #: the opened index (LuceneDocs), once used
+    source_: Any = None
+
     def __init__(
         self,
         index: str | os.PathLike[str] | None = None,
@@ -169,17 +172,16 @@ class FetchText(Stage):
         return f"documents ({type(self.docs).__name__})"
 
     def _lucene(self) -> Any:
-        if getattr(self, "source_", None) is None:
+        if self.source_ is None:
             from evirank.lucene.docs import LuceneDocs
 
-            self.source_ = LuceneDocs(Path(self.index))  # type: ignore[arg-type]
+            self.source_ = LuceneDocs(Path(str(self.index)))
         return self.source_
 
     def close(self) -> None:
         """Release the index (a Lucene searcher) if one was opened; a later call reopens it."""
-        source = getattr(self, "source_", None)
-        if source is not None and hasattr(source, "close"):
-            source.close()
+        if self.source_ is not None and hasattr(self.source_, "close"):
+            self.source_.close()
         self.source_ = None
 
     def __enter__(self) -> FetchText:
