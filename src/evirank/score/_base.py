@@ -186,6 +186,13 @@ class TransformerScorer(Stage):
         self.store = store
         self.commit_every = commit_every
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Parameters only: a pickled scorer (sent to a worker process) reloads lazily there."""
+        return {k: v for k, v in vars(self).items() if not k.endswith("_")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
     # -- lazy state ------------------------------------------------------------------
     def _prepare(self) -> None:
         """Resolve the model folder, tokenizer, limits, device and precision (no weights loaded)."""
