@@ -197,3 +197,9 @@ def test_locate_finds_passages_despite_whitespace_and_titles(
     text: str, passage: str, title: str, expected: tuple[int, int] | None
 ) -> None:
     assert locate(text, passage, title) == expected
+
+
+def test_warm_up_opens_the_first_stage_and_calls_the_model_once() -> None:
+    searcher = toy_searcher()
+    assert searcher.warm_up("zebra") >= 0  # no hit for this query, yet the model is called
+    assert searcher.scorer.calls == 1  # type: ignore[attr-defined]

@@ -40,9 +40,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--segment", default="sentences", help="sentences | windows:LENGTH:STRIDE (default: sentences)"
     )
     parser.add_argument(
+        "--title",
+        choices=("prepend", "segment", "skip"),
+        default="prepend",
+        help="titles before every passage, as their own passage, or not at all (default: prepend)",
+    )
+    parser.add_argument(
         "--aggregate",
-        default="maxp",
-        help="birch[:N] | maxp | firstp | sump | meanp (default: maxp)",
+        default="birch:3",
+        help="birch[:N] | maxp | firstp | sump | meanp (default: birch:3, alpha 0.5, weights 1,0.5,0.25)",
     )
     parser.add_argument("--alpha", type=float, default=None, help="Birch: weight of the first-stage score")
     parser.add_argument("--weights", default=None, help="Birch: comma-separated weights of the top passages")
@@ -52,7 +58,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--depth", type=int, default=defaults.default_depth, help="default re-rank depth")
     parser.add_argument("--k", type=int, default=defaults.default_k, help="default number of results")
     parser.add_argument("--max-depth", type=int, default=defaults.max_depth, help="largest depth accepted")
-    parser.add_argument("--evidence", type=int, default=defaults.evidence, help="passages shown per result")
+    parser.add_argument("--evidence", type=int, default=3, help="passages shown per result")
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8080, help="port (default: 8080)")
     parser.add_argument(
@@ -84,7 +90,6 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
         timeout_s=args.timeout,
         workers=args.workers,
         max_pending=args.max_pending,
-        evidence=args.evidence,
     )
 
 
@@ -97,24 +102,26 @@ def run(args: argparse.Namespace) -> int:
     uvicorn = require("uvicorn", "serve")
     try:
         config = config_from_args(args)
+        searcher = build_searcher(
+            index=args.index,
+            model=args.model,
+            scorer=args.scorer,
+            segment=args.segment,
+            title=args.title,
+            aggregate=args.aggregate,
+            alpha=args.alpha,
+            weights=args.weights,
+            scores=args.scores,
+            device=args.device,
+            evidence=args.evidence,
+            max_depth=config.max_depth,
+        )
     except ValueError as exc:
         logger.error("%s", exc)
         return 2
-    searcher = build_searcher(
-        index=args.index,
-        model=args.model,
-        scorer=args.scorer,
-        segment=args.segment,
-        aggregate=args.aggregate,
-        alpha=args.alpha,
-        weights=args.weights,
-        scores=args.scores,
-        device=args.device,
-        evidence=args.evidence,
-    )
     if not args.no_warmup:
-        result = searcher.search("warm up", k=1, depth=1)
-        logger.info("warm-up search took %.0f ms", result.timings["total"])
+        seconds = searcher.warm_up()
+        logger.info("warm-up (index open, model loaded) took %.1f s", seconds)
     app = create_app(searcher, config)
     logger.info("serving %s on http://%s:%d/ (API docs at /docs)", args.index, args.host, args.port)
     level = "info" if logging.getLogger("evirank").getEffectiveLevel() <= logging.DEBUG else "warning"

@@ -35,7 +35,6 @@ class ServeConfig:
             in the background; queued work is dropped).
         workers: searches running at once (pipeline stages still serialise on their locks).
         max_pending: searches admitted at once (running or queued); more get 503 at once.
-        evidence: passages shown per candidate.
         title: the page title.
     """
 
@@ -47,7 +46,6 @@ class ServeConfig:
     timeout_s: float = 30.0
     workers: int = 4
     max_pending: int = 64
-    evidence: int = 3
     title: str = "evirank"
 
     def __post_init__(self) -> None:

@@ -305,6 +305,21 @@ class Searcher:
         logger.debug("query %r: %d candidates, timings %s", query, len(candidates), clock.timings)
         return SearchResult(query, k, depth, candidates, _rounded(clock.timings), passages=len(scored))
 
+    def warm_up(self, query: str = "evidence") -> float:
+        """Open the index and load the model now, not on the first request; return the seconds it took.
+
+        Runs one retrieval and scores one made-up passage (a retrieval may find nothing to score).
+        """
+        began = time.perf_counter()
+        with self._locks["retrieve"]:
+            self.retrieve(make_topics([(_QID, query)]), 1)
+        passage = pd.DataFrame(
+            {QID: [_QID], DOCNO: ["warm-up"], PID: [0], TEXT: [query], QUERY: [query], FIRST_STAGE_SCORE: [0.0]}
+        )
+        with self._locks["score"]:
+            self.scorer(passage)
+        return time.perf_counter() - began
+
     def document(self, docno: str) -> Document:
         """The stored document ``docno``.
 
