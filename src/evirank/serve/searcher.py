@@ -314,7 +314,14 @@ class Searcher:
         with self._locks["retrieve"]:
             self.retrieve(make_topics([(_QID, query)]), 1)
         passage = pd.DataFrame(
-            {QID: [_QID], DOCNO: ["warm-up"], PID: [0], TEXT: [query], QUERY: [query], FIRST_STAGE_SCORE: [0.0]}
+            {
+                QID: [_QID],
+                DOCNO: ["warm-up"],
+                PID: [0],
+                TEXT: [query],
+                QUERY: [query],
+                FIRST_STAGE_SCORE: [0.0],
+            }
         )
         with self._locks["score"]:
             self.scorer(passage)
