@@ -157,3 +157,10 @@ def test_page_with_long_documents_shows_an_excerpt_and_the_full_text_folded() ->
     card = card[: card.index("</details>")]
     assert "<details" in card and "Full text" in card
     assert marks_of(card).count("Cats purr loudly.") == 2  # in the excerpt and in the folded full text
+
+
+def test_page_sends_a_content_security_policy_that_allows_only_its_own_script() -> None:
+    response = page_client().get("/", params={"q": "cats"})
+    policy = response.headers["content-security-policy"]
+    assert "default-src 'none'" in policy and "script-src 'sha256-" in policy
+    assert response.headers["x-content-type-options"] == "nosniff"

@@ -124,6 +124,22 @@ def run(args: argparse.Namespace) -> int:
         logger.info("warm-up (index open, model loaded) took %.1f s", seconds)
     app = create_app(searcher, config)
     logger.info("serving %s on http://%s:%d/ (API docs at /docs)", args.index, args.host, args.port)
+    quiet_per_request_progress()
     level = "info" if logging.getLogger("evirank").getEffectiveLevel() <= logging.DEBUG else "warning"
     uvicorn.run(app, host=args.host, port=args.port, log_level=level, timeout_graceful_shutdown=5)
     return 0
+
+
+def quiet_per_request_progress() -> None:
+    """Hide the pipeline's progress bars (one per request would flood the log) but keep serve's own logs.
+
+    Progress bars show while the ``evirank`` logger is at INFO; while serving, that logger is raised to
+    WARNING (unless debugging) and ``evirank.serve``/``evirank.cli`` keep the level the user chose.
+    """
+    root = logging.getLogger("evirank")
+    level = root.getEffectiveLevel()
+    if level <= logging.DEBUG:
+        return
+    for name in ("evirank.serve", "evirank.cli"):
+        logging.getLogger(name).setLevel(level)
+    root.setLevel(max(level, logging.WARNING))

@@ -139,7 +139,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
     from evirank.serve import schema
-    from evirank.serve.page import render_page, render_results
+    from evirank.serve.page import render_page, render_results, security_headers
 
     config = config or ServeConfig()
     runner = SearchRunner(searcher, config)
@@ -293,7 +293,9 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
                 logger.error("search failed: %s: %s", type(exc).__name__, exc, exc_info=exc)
                 message, status = f"internal error: {type(exc).__name__} (see the server log)", 500
         if partial:
-            return HTMLResponse(render_results(result, message), status_code=status)
+            return HTMLResponse(
+                render_results(result, message), status_code=status, headers=security_headers()
+            )
         body = render_page(
             config,
             searcher.info,
@@ -303,7 +305,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
             result=result,
             error=message,
         )
-        return HTMLResponse(body, status_code=status)
+        return HTMLResponse(body, status_code=status, headers=security_headers())
 
     # ---- OpenAPI: our 400 replaces FastAPI's default 422 -------------------------------------------------
     def openapi() -> dict[str, Any]:
