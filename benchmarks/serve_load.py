@@ -49,7 +49,8 @@ def machine() -> str:
     except (OSError, ValueError, IndexError):
         pass
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return f"{cpu}, {cores} cores{mem}, Python {platform.python_version()}, {platform.system()}"
+    load = f", load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
+    return f"{cpu}, {cores} cores{mem}, Python {platform.python_version()}, {platform.system()}{load}"
 
 
 def test_queries(folder: Path) -> list[str]:
@@ -201,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(queries) < needed:
         queries = (queries * (needed // len(queries) + 1))[:needed]
     port = free_port()
+    before = machine()
     server = start_server(args, port)
     rows = []
     try:
@@ -230,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
         f"SciFact test claims, depth {args.depth}, k {args.k}, scorer {info['info'].get('scorer')} "
         f"({info['info'].get('model')}), aggregate {info['info'].get('aggregate')}, "
         f"{args.requests} requests per level, time cap {args.time_cap:.0f} s, score store "
-        f"{'on' if args.scores else 'off'}.\n\nMachine: {machine()}.\n"
+        f"{'on' if args.scores else 'off'}.\n\nMachine: {before} at the start; "
+        f"{machine().rsplit(', ', 1)[-1]} at the end.\n"
     )
     print(table(rows))
     if args.json:
