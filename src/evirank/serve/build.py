@@ -149,19 +149,19 @@ def build_searcher(
     Raises:
         ValueError: on a bad spec; FileNotFoundError when the index is missing.
     """
-    from evirank import score as scoring
-    from evirank.lucene import LuceneDocs
-
-    if not Path(index).is_dir():
-        raise FileNotFoundError(
-            f"no index folder at {index}: build one with `evirank index --corpus ... --index {index}`"
-        )
     if scorer not in ("bi", "cross"):
         raise ValueError(f"--scorer must be bi or cross, found {scorer!r}")
     if scorer == "cross" and model is None:
         raise ValueError(
             "--scorer cross needs --model (a cross-encoder id or folder, e.g. one from `evirank train`)"
         )
+    if not Path(index).is_dir():
+        raise FileNotFoundError(
+            f"no index folder at {index}: build one with `evirank index --corpus ... --index {index}`"
+        )
+    from evirank import score as scoring
+    from evirank.lucene import LuceneDocs
+
     segmenter = parse_segment(segment, title)
     aggregator = parse_aggregate(aggregate, alpha, weights)
     kwargs: dict[str, Any] = {"device": device or "auto"}
