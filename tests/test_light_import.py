@@ -6,12 +6,12 @@ import sys
 
 def test_import_evirank_loads_no_heavy_dependency() -> None:
     code = (
-        "import sys, evirank, evirank.frames, evirank.stage, evirank.cli;"
+        "import sys, evirank, evirank.frames, evirank.stage, evirank.cli, evirank.io, evirank.io.irds;"
         "import evirank.score, evirank.score.store, evirank.cli.explain;"
         "import evirank.serve, evirank.serve.app, evirank.serve.page, evirank.serve.testing;"
         "import evirank.cli.serve;"
-        "heavy = [m for m in ('torch', 'transformers', 'jnius', 'pyserini', 'onnxruntime', 'fastapi') "
-        "if m in sys.modules];"
+        "heavy = [m for m in ('torch', 'transformers', 'jnius', 'pyserini', 'onnxruntime', 'fastapi', "
+        "'ir_datasets') if m in sys.modules];"
         "print(','.join(heavy))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -1,0 +1,115 @@
+"""Shared helpers of the readers: opening plain or gzipped files, decoding lines with exact errors.
+
+Every reader goes through :func:`iter_lines`, so a non-UTF-8 byte anywhere is reported the
+same way: the file, the 1-based line, and the byte offset.
+
+Example:
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "a.txt"
+    >>> _ = path.write_bytes(b"one\\ntwo\\n")
+    >>> [(n, line) for n, line in iter_lines(path)]
+    [(1, 'one'), (2, 'two')]
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO, cast
+
+from evirank.errors import InputFormatError
+
+PathLike = str | os.PathLike[str]
+
+
+def open_binary(path: PathLike) -> BinaryIO:
+    """Open ``path`` for reading bytes, transparently decompressing ``.gz`` files.
+
+    Raises:
+        FileNotFoundError: when ``path`` does not exist (the message names it).
+    """
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"{p}: no such file")
+    if p.is_dir():
+        raise IsADirectoryError(f"{p}: expected a file, found a directory")
+    if p.suffix == ".gz":
+        return cast(BinaryIO, gzip.open(p, "rb"))
+    return p.open("rb")
+
+
+def decode_line(raw: bytes, path: PathLike, line_no: int, line_start: int) -> str:
+    """Decode one line as UTF-8 or raise :class:`InputFormatError` naming the bad byte.
+
+    Args:
+        raw: the line's bytes (with or without its newline).
+        path: the file, for the message.
+        line_no: the 1-based line number.
+        line_start: the byte offset of the line's first byte in the (decompressed) file.
+    """
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = raw[exc.start : exc.start + 1].hex()
+        raise InputFormatError(
+            path,
+            line_no,
+            "UTF-8 text",
+            f"the byte 0x{bad} at column {exc.start + 1} (byte offset {line_start + exc.start} "
+            "in the file), which is not valid UTF-8",
+            hint="re-encode the file as UTF-8, e.g. iconv -f latin1 -t utf-8",
+        ) from None
+
+
+def iter_lines(path: PathLike) -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, text)`` for each line of ``path`` (1-based, newline stripped).
+
+    Decodes strictly as UTF-8 line by line, so a bad byte is reported with its line and
+    byte offset. ``.gz`` files are decompressed on the fly.
+    """
+    offset = 0
+    with open_binary(path) as handle:
+        for line_no, raw in enumerate(handle, start=1):
+            text = decode_line(raw, path, line_no, offset)
+            if line_no == 1:
+                text = text.lstrip("\ufeff")  # a byte-order mark is not content
+            offset += len(raw)
+            yield line_no, text.rstrip("\r\n")
+
+
+def read_text(path: PathLike) -> str:
+    """The whole (possibly gzipped) file as text; a non-UTF-8 byte is reported with its line."""
+    with open_binary(path) as handle:
+        data = handle.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line_start = data.rfind(b"\n", 0, exc.start) + 1
+        line_no = data.count(b"\n", 0, exc.start) + 1
+        line_end = data.find(b"\n", exc.start)
+        raw = data[line_start : len(data) if line_end < 0 else line_end]
+        decode_line(raw, path, line_no, line_start)
+        raise  # pragma: no cover - decode_line always raises for this line
+    return text.lstrip("\ufeff")
+
+
+def shorten(value: object, limit: int = 60) -> str:
+    """A short printable form of ``value`` for error messages."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def type_name(value: object) -> str:
+    """The JSON-ish name of a value's type, for messages about wrong types."""
+    if value is None:
+        return "null"
+    return {
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "an object",
+    }.get(type(value), type(value).__name__)

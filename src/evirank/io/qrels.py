@@ -1,0 +1,179 @@
+"""Reading and writing relevance judgements: TREC qrels and BEIR qrels TSV.
+
+Accepted files (detected from the first non-blank line):
+
+- TREC: ``qid iter docno label`` (4 whitespace-separated columns; ``iter`` is ignored)
+- BEIR: a header ``query-id corpus-id score``, then ``qid docno label`` rows (tab-separated)
+- three columns without a header: ``qid docno label``
+
+Labels are integers (negative grades allowed). A pair judged twice with the same label is
+kept once (with a warning); judged twice with different labels is an error.
+
+Example:
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "qrels.txt"
+    >>> _ = path.write_text("1 0 d1 2\\n1 0 d2 0\\n")
+    >>> read_qrels(path).values.tolist()
+    [['1', 'd1', 2], ['1', 'd2', 0]]
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from evirank.errors import InputFormatError
+from evirank.frames import DOCNO, LABEL, QID, QRELS_COLUMNS, make_qrels, require_columns
+from evirank.io._common import PathLike, shorten
+from evirank.io._table import (
+    INT_PATTERN,
+    fast_read,
+    first_content_line,
+    has_whitespace,
+    int_converter,
+    open_text_for_write,
+    slow_read,
+)
+from evirank.io.irds import irds_id, load_irds
+from evirank.outputs import atomic_output
+
+logger = logging.getLogger(__name__)
+
+BEIR_QRELS_HEADER = ("query-id", "corpus-id", "score")
+_TREC = "4 columns: qid iter docno label"
+_THREE = "3 columns: qid docno label"
+
+
+def read_qrels(path: PathLike) -> pd.DataFrame:
+    """Read a qrels file (TREC 4 columns, or BEIR TSV with its header) into a Qrels frame.
+
+    ``irds:<dataset-id>`` reads the judgements of an ir_datasets dataset instead.
+
+    Returns:
+        a frame [qid, docno, label] in file order (string ids, integer labels).
+
+    Raises:
+        InputFormatError: naming the file and line, for a line with the wrong number of
+            columns, a non-integer label, a pair judged twice with different labels,
+            non-UTF-8 bytes, or an empty file.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "test.tsv"
+        >>> _ = path.write_text("query-id\\tcorpus-id\\tscore\\n3\\td7\\t1\\n")
+        >>> read_qrels(path).values.tolist()
+        [['3', 'd7', 1]]
+    """
+    dataset_id = irds_id(path)
+    if dataset_id is not None:
+        return load_irds(dataset_id).qrels()
+    file = Path(path)
+    first = first_content_line(file)
+    if first is None:
+        raise InputFormatError(file, None, f"TREC qrels ({_TREC}) or BEIR qrels TSV", "an empty file")
+    first_no, first_line = first
+    tokens = first_line.split()
+    skip = 0
+    if [t.lower() for t in tokens] == list(BEIR_QRELS_HEADER):
+        skip, expected, cols = first_no, f"{_THREE} (BEIR qrels, after its header)", (0, 1, 2)
+    elif len(tokens) == 4:
+        expected, cols = _TREC, (0, 2, 3)
+    elif len(tokens) == 3:
+        expected, cols = _THREE, (0, 1, 2)
+    else:
+        raise InputFormatError(
+            file,
+            first_no,
+            f"TREC qrels ({_TREC}) or BEIR qrels (header {' '.join(BEIR_QRELS_HEADER)})",
+            f"{len(tokens)} column(s): {shorten(first_line.strip())}",
+        )
+    ncols = 4 if expected == _TREC else 3
+    label_col = cols[2]
+
+    frame = fast_read(file, ncols, skip_first=skip)
+    if frame is not None:
+        labels = frame[label_col]
+        qrels = pd.DataFrame({QID: frame[cols[0]], DOCNO: frame[cols[1]], LABEL: labels})
+        if labels.str.fullmatch(INT_PATTERN).all() and not qrels.duplicated([QID, DOCNO]).any():
+            qrels[LABEL] = labels.astype(np.int64)
+            return make_qrels(qrels)
+    return _slow_qrels(file, ncols, expected, cols, skip)
+
+
+def _slow_qrels(file: Path, ncols: int, expected: str, cols: tuple[int, int, int], skip: int) -> pd.DataFrame:
+    names = [str(i) for i in range(ncols)]
+    rows = slow_read(
+        file,
+        names,
+        expected,
+        {cols[2]: int_converter(file, f"relevance label in column {cols[2] + 1}")},
+        skip,
+    )
+    seen: dict[tuple[str, str], tuple[int, int]] = {}
+    out: list[tuple[str, str, int]] = []
+    repeats = 0
+    for line_no, values in rows:
+        qid, docno, label = str(values[cols[0]]), str(values[cols[1]]), int(values[cols[2]])  # type: ignore[call-overload]
+        before = seen.get((qid, docno))
+        if before is not None:
+            if before[1] != label:
+                raise InputFormatError(
+                    file,
+                    line_no,
+                    "each (qid, docno) pair judged once",
+                    f"query {qid} document {docno} labelled {label} here and {before[1]} on line {before[0]}",
+                )
+            repeats += 1
+            continue
+        seen[(qid, docno)] = (line_no, label)
+        out.append((qid, docno, label))
+    if repeats:
+        logger.warning("%s: %d repeated judgement(s) with the same label kept once", file, repeats)
+    return make_qrels(out)
+
+
+def write_qrels(
+    qrels: pd.DataFrame, path: PathLike, *, format: str = "trec", overwrite: bool = False
+) -> Path:
+    """Write a Qrels frame as TREC qrels (``qid 0 docno label``) or BEIR TSV (with header).
+
+    Rows are ordered by qid (natural order) then docno, so the file is deterministic. The
+    write is atomic and refuses to replace an existing file unless ``overwrite``.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "qrels.txt"
+        >>> _ = write_qrels(make_qrels([("2", "d1", 1), ("10", "d0", 0)]), path)
+        >>> path.read_text()
+        '2 0 d1 1\\n10 0 d0 0\\n'
+    """
+    if format not in ("trec", "beir"):
+        raise ValueError(f"format must be 'trec' or 'beir', not {format!r}")
+    require_columns(qrels, QRELS_COLUMNS, "write_qrels")
+    frame = make_qrels(qrels[list(QRELS_COLUMNS)])
+    for column in (QID, DOCNO):
+        bad = has_whitespace(frame[column])
+        if bad.any():
+            raise ValueError(
+                f"write_qrels: {column} values must be non-empty and without whitespace; "
+                f"found {shorten(frame.loc[bad, column].iloc[0])}"
+            )
+    qid_str = frame[QID]
+    key = qid_str.astype(np.int64) if qid_str.str.fullmatch(r"\d+").all() else qid_str
+    frame = frame.assign(_key=key).sort_values(["_key", DOCNO], kind="mergesort").drop(columns="_key")
+    if format == "trec":
+        lines = frame[QID] + " 0 " + frame[DOCNO] + " " + frame[LABEL].astype(str) + "\n"
+        header = ""
+    else:
+        lines = frame[QID] + "\t" + frame[DOCNO] + "\t" + frame[LABEL].astype(str) + "\n"
+        header = "\t".join(BEIR_QRELS_HEADER) + "\n"
+    out = Path(path)
+    compress = out.name.endswith(".gz")
+    with atomic_output(out, overwrite=overwrite) as tmp, open_text_for_write(tmp, compress) as handle:
+        handle.write(header)
+        handle.write("".join(lines.tolist()))
+    logger.info("wrote %d judgements to %s", len(frame), out)
+    return out
