@@ -7,6 +7,7 @@ import sys
 def test_import_evirank_loads_no_heavy_dependency() -> None:
     code = (
         "import sys, evirank, evirank.frames, evirank.stage, evirank.cli, evirank.io, evirank.io.irds;"
+        "import evirank.segment, evirank.aggregate;"
         "import evirank.score, evirank.score.store, evirank.cli.explain;"
         "import evirank.serve, evirank.serve.app, evirank.serve.page, evirank.serve.testing;"
         "import evirank.cli.serve;"
