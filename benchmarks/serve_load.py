@@ -29,7 +29,19 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-SCIFACT = ROOT / ".." / "shared" / "datasets" / "scifact"
+
+
+def _scifact() -> Path:
+    """``$EVIRANK_DATASETS/scifact``, else ``shared/datasets/scifact`` beside the repo or a parent."""
+    if os.environ.get("EVIRANK_DATASETS"):
+        return Path(os.environ["EVIRANK_DATASETS"]) / "scifact"
+    for parent in (ROOT, *ROOT.parents):
+        if (parent.parent / "shared" / "datasets" / "scifact").is_dir():
+            return parent.parent / "shared" / "datasets" / "scifact"
+    return ROOT / ".." / "shared" / "datasets" / "scifact"
+
+
+SCIFACT = _scifact()
 
 
 def machine() -> str:

@@ -85,12 +85,24 @@ def test_long_texts_become_excerpts_around_the_evidence() -> None:
     html = excerpt(text, ev)
     assert marks_of(html) == ["THE EVIDENCE."]
     assert html.startswith("… ") and html.endswith(" …")
-    assert len(html) < 700
+    assert len(html) < 900
     assert not re.search(r"\bw\d*…|…v\d", html)  # cut at word boundaries
 
 
 def page_client(**config: Any) -> TestClient:
     return TestClient(create_app(toy_searcher(), ServeConfig(**config)), raise_server_exceptions=False)
+
+
+def test_excerpt_windows_are_joined_by_one_ellipsis() -> None:
+    words = [f"w{i}" for i in range(600)]
+    text = " ".join(words)
+    spans = []
+    for i in (100, 400):
+        start = text.index(f" w{i} ") + 1
+        spans.append(Evidence(f"w{i}", 1.0 / i, i, start, start + len(f"w{i}")))
+    html = excerpt(text, spans)
+    assert marks_of(html) == ["w100", "w400"]
+    assert html.count("…") == 3 and "… …" not in html
 
 
 def test_page_without_a_query_shows_the_form_and_no_results() -> None:

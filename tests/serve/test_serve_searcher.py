@@ -188,6 +188,7 @@ def test_stage_retriever_builds_the_first_stage_per_depth() -> None:
         ("One. Two three.", "Two three.", "", (5, 15)),
         ("One.\n Two   three.", "Two three.", "", (6, 18)),
         ("Body sentence.", "A Title Body sentence.", "A Title", (0, 14)),
+        ("Body sentence.", "A Title Body sentence.", "A   Title ", (0, 14)),
         ("Body sentence.", "Something else.", "", None),
         ("Body.", "   ", "", None),
         ("a+b (c) [d]?", "(c) [d]?", "", (4, 12)),

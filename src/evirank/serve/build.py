@@ -4,8 +4,8 @@ Everything heavy (the JVM, torch, the model) is imported here, inside :func:`bui
 the model is loaded once by :func:`warm_up` before the service starts listening.
 
 Example:
-    >>> parse_aggregate("birch:2", alpha=0.3, weights="1,0.5").top_n  # doctest: +SKIP
-    2
+    >>> parse_aggregate("birch:2", alpha=0.3, weights="1,0.5").weights
+    (1.0, 0.5)
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ logger = logging.getLogger(__name__)
 
 #: First-stage depths that get their own searcher; a request's depth is rounded up to one of them and cut.
 DEPTH_BUCKETS = (10, 20, 50, 100, 200, 500, 1000)
-#: Birch's defaults for serving: the measured zero-shot setting on SciFact (see docs/serve.md).
+#: Birch's alpha for serving: an even mix of normalised BM25 and evidence (the untuned zero-shot setting
+#: that beat MaxP alone on SciFact, see /work/shared/NOTES.md); weights default to 1, 1/2, 1/4.
 BIRCH_ALPHA = 0.5
-BIRCH_WEIGHTS = (1.0, 0.5, 0.25)
 
 
 class BucketedBm25:
@@ -73,7 +73,7 @@ def parse_aggregate(
 ) -> Any:
     """An aggregator from ``birch[:N] | maxp | firstp | sump | meanp``.
 
-    ``alpha`` and ``weights`` apply to Birch (defaults :data:`BIRCH_ALPHA`, :data:`BIRCH_WEIGHTS`,
+    ``alpha`` and ``weights`` apply to Birch (defaults :data:`BIRCH_ALPHA` and 1, 1/2, 1/4, ...;
     per-query min-max normalisation); ``alpha`` also to the others (default 0: evidence only).
     """
     from evirank import aggregate
@@ -89,9 +89,9 @@ def parse_aggregate(
             top_n = int(arg) if arg else 3
         except ValueError as exc:
             raise ValueError(f"--aggregate birch:N needs a whole number N, found {arg!r}") from exc
-        chosen = list(weights) if weights is not None else list(BIRCH_WEIGHTS[:top_n]) + [0.0] * (top_n - 3)
+        # weights default to 1, 1/2, 1/4, ... (Birch's own default; untuned)
         return aggregate.Birch(
-            top_n=top_n, alpha=BIRCH_ALPHA if alpha is None else alpha, weights=chosen, normalise="minmax"
+            top_n=top_n, alpha=BIRCH_ALPHA if alpha is None else alpha, weights=weights, normalise="minmax"
         )
     classes = {"maxp": "MaxP", "firstp": "FirstP", "sump": "SumP", "meanp": "MeanP"}
     if name not in classes or arg:
@@ -192,6 +192,6 @@ def build_searcher(
             "scorer": scorer,
             "segment": f"{segment} (title {title})",
             "aggregate": aggregate,
-            "store": str(scores) if scores else None,
+            "store": Path(scores).name if scores else None,
         },
     )

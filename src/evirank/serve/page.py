@@ -24,9 +24,9 @@ from evirank.serve.config import ServeConfig
 from evirank.serve.searcher import Candidate, Evidence, SearchResult
 
 #: Texts longer than this are shown as excerpts around their evidence, the full text one click away.
-EXCERPT_ABOVE = 1400
+EXCERPT_ABOVE = 1000
 #: Characters of context kept on each side of a highlighted span in an excerpt.
-CONTEXT = 180
+CONTEXT = 160
 
 
 def _e(value: object) -> str:
@@ -105,15 +105,14 @@ def excerpt(text: str, evidence: Sequence[Evidence]) -> str:
             windows[-1][1] = max(windows[-1][1], hi)
         else:
             windows.append([lo, hi])
-    parts = []
-    for lo, hi in windows:
-        body = highlight(text, evidence, (lo, hi)).strip()
-        parts.append(("… " if lo > 0 else "") + body + (" …" if hi < len(text) else ""))
-    return " ".join(parts)
+    body = " … ".join(highlight(text, evidence, (lo, hi)).strip() for lo, hi in windows)
+    return ("… " if windows[0][0] > 0 else "") + body + (" …" if windows[-1][1] < len(text) else "")
 
 
 def _fmt_ms(ms: float) -> str:
-    return f"{ms:,.0f} ms" if ms >= 10 else f"{ms:.1f} ms"
+    if ms >= 1000:
+        return f"{ms / 1000:.1f} s"
+    return f"{ms:.0f} ms" if ms >= 10 else f"{ms:.1f} ms"
 
 
 def _movement(candidate: Candidate) -> str:
@@ -255,7 +254,7 @@ header .wrap{display:flex;align-items:center;gap:22px;padding-top:14px;padding-b
 .brand{font-weight:700;font-size:20px;color:var(--ink);text-decoration:none;letter-spacing:-.02em}
 .brand span{display:block;font-weight:500;font-size:11px;color:var(--muted);letter-spacing:.06em;
 text-transform:uppercase}
-form{display:flex;gap:8px;align-items:center;flex:1;min-width:320px}
+form{display:flex;gap:8px;align-items:center;flex:1;min-width:280px;flex-wrap:wrap}
 form label{font-size:13px;color:var(--muted);white-space:nowrap}
 input[type=search]{flex:1;min-width:180px;font:inherit;padding:9px 12px;border:1px solid #c9d0db;
 border-radius:8px;background:#fff}
@@ -312,7 +311,8 @@ footer{display:flex;justify-content:space-between;gap:12px;flex-wrap:wrap;color:
 padding-bottom:24px}
 footer a{color:var(--muted)}
 #results[aria-busy=true]{opacity:.45;transition:opacity .15s}
-@media (max-width:640px){.result{padding:14px}.rank{display:none}.steps{display:none}}
+@media (max-width:640px){.result{padding:14px}.rank{display:none}.steps{display:none}
+input[type=search]{flex-basis:100%}button{margin-left:auto}header{position:static}header .wrap{gap:10px}}
 """
 
 # Progressive enhancement: fetch the rendered results section and swap it in; keep the URL shareable.

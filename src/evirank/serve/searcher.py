@@ -191,13 +191,11 @@ def locate(text: str, passage: str, title: str = "") -> tuple[int, int] | None:
     start = text.find(passage)
     if start >= 0:
         return start, start + len(passage)
-    candidates = [passage]
-    title = title.strip()
-    stripped = passage.strip()
-    if title and stripped.startswith(title):
-        candidates.append(stripped[len(title) :])
-    for candidate in candidates:
-        words = candidate.split()
+    candidates = [passage.split()]
+    title_words = title.split()
+    if title_words and candidates[0][: len(title_words)] == title_words:
+        candidates.append(candidates[0][len(title_words) :])  # a prepended title, spaces normalised or not
+    for words in candidates:
         if not words:
             continue
         match = re.search(r"\s+".join(re.escape(w) for w in words), text)
