@@ -14,7 +14,7 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 
@@ -104,9 +104,16 @@ def parse_segment(spec: str, title: str) -> Any:
     """A segmenter from ``sentences | windows:LENGTH:STRIDE``."""
     from evirank import segment
 
+    modes: dict[str, Literal["prepend", "segment", "skip"]] = {
+        "prepend": "prepend",
+        "segment": "segment",
+        "skip": "skip",
+    }
+    if title not in modes:
+        raise ValueError(f"--title must be prepend, segment or skip; found {title!r}")
     name, *args = spec.strip().lower().split(":")
     if name == "sentences" and not args:
-        return segment.Sentences(title=title)
+        return segment.Sentences(title=modes[title])
     if name == "windows" and len(args) <= 2:
         try:
             length, stride = (int(a) for a in (args + ["150", "75"][len(args) :]))
@@ -167,9 +174,10 @@ def build_searcher(
     kwargs: dict[str, Any] = {"device": device or "auto"}
     if scores is not None:
         kwargs["store"] = scores
-    model_stage = (
-        scoring.BiEncoder(model, **kwargs) if scorer == "bi" else scoring.CrossEncoder(model, **kwargs)
-    )
+    if scorer == "cross" and model is not None:
+        model_stage: Any = scoring.CrossEncoder(model, **kwargs)
+    else:
+        model_stage = scoring.BiEncoder(model, **kwargs)
     docs = LuceneDocs(index)
 
     def lookup(docno: str) -> Document | None:
