@@ -91,11 +91,13 @@ def start_server(args: argparse.Namespace, port: int) -> subprocess.Popen[bytes]
     command = [
         sys.executable, "-m", "evirank", "-q", "serve",
         "--index", args.index, "--port", str(port), "--host", "127.0.0.1",
-        "--scorer", args.scorer, "--aggregate", args.aggregate, "--depth", str(args.depth),
+        "--scorer", args.scorer, "--depth", str(args.depth),
         "--timeout", str(args.timeout), "--max-pending", str(max(64, 4 * max(args.levels))),
     ]  # fmt: skip
     if args.model:
         command += ["--model", args.model]
+    if args.aggregate:
+        command += ["--aggregate", args.aggregate]
     if args.scores:
         command += ["--scores", args.scores]
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), HF_HUB_OFFLINE="1")
@@ -195,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--scorer", default="bi", choices=("bi", "cross"))
     parser.add_argument("--model", default=None)
-    parser.add_argument("--aggregate", default="maxp")
+    parser.add_argument("--aggregate", default=None, help="the server's --aggregate (default: its own)")
     parser.add_argument("--scores", default=None, help="score store for the server (off by default)")
     parser.add_argument("--timeout", type=float, default=120.0, help="the server's --timeout")
     parser.add_argument("--startup", type=float, default=300.0, help="seconds to wait for the server")
