@@ -206,3 +206,17 @@ def test_timed_out_searches_do_not_pile_up_behind_a_slow_model(live_server: Any)
         # queued searches were dropped or gave up at their deadline: at most the one holding the model ran it
         assert searcher.scorer.calls <= 2  # type: ignore[attr-defined]
         assert http.get("/health").json()["in_flight"] == 0
+
+
+def test_time_queued_for_a_worker_is_reported_as_wait(live_server: Any) -> None:
+    app = create_app(toy_searcher(delay_s=0.3), ServeConfig(workers=1))
+    with (
+        live_server(app) as url,
+        httpx.Client(base_url=url, timeout=30) as http,
+        ThreadPoolExecutor(max_workers=2) as pool,
+    ):
+        bodies = list(pool.map(lambda q: http.get("/v1/search", params={"q": q}).json(), ["cats", "dogs"]))
+    waits = sorted(b["timings"]["wait"] for b in bodies)
+    assert waits[1] >= 250  # the second search queued behind the first one's 300 ms model call
+    for body in bodies:
+        assert body["timings"]["total"] >= body["timings"]["wait"] + body["timings"]["score"] - 0.01

@@ -12,7 +12,6 @@ import pytest
 pytestmark = [pytest.mark.slow, pytest.mark.lucene]
 
 
-
 def _datasets() -> Path:
     """``$EVIRANK_DATASETS``, else ``shared/datasets`` beside the repository or one of its parents."""
     if os.environ.get("EVIRANK_DATASETS"):

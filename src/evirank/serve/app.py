@@ -25,6 +25,7 @@ import time
 from collections.abc import AsyncIterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from evirank import __version__
@@ -80,12 +81,21 @@ class SearchRunner:
             self._in_flight += 1
         deadline = time.monotonic() + self.config.timeout_s
         try:
-            future = self._pool.submit(self.searcher.search, query, k, depth, deadline)
+            future = self._pool.submit(self._search, time.perf_counter(), query, k, depth, deadline)
         except BaseException:
             self._release(None)
             raise
         future.add_done_callback(self._release)
         return future
+
+    def _search(self, submitted: float, query: str, k: int, depth: int, deadline: float) -> SearchResult:
+        """Run one search on a pool thread; time spent queued for the pool counts as ``wait``."""
+        queued_ms = (time.perf_counter() - submitted) * 1000.0
+        result = self.searcher.search(query, k, depth, deadline)
+        timings = dict(result.timings)
+        timings["wait"] = round(timings.get("wait", 0.0) + queued_ms, 3)
+        timings["total"] = round(timings.get("total", 0.0) + queued_ms, 3)
+        return replace(result, timings=timings)
 
     def _release(self, _: Future[SearchResult] | None) -> None:
         with self._lock:

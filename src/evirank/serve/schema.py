@@ -64,10 +64,10 @@ class TimingsModel(BaseModel):
 
     retrieve: float = Field(description="first stage, including fetching the hits' text")
     segment: float = Field(description="splitting the hits into passages")
-    wait: float = Field(description="queueing for a stage busy with other requests")
+    wait: float = Field(description="queueing: for a free worker, and for stages busy with other requests")
     score: float = Field(description="the model scoring passages")
     aggregate: float = Field(description="passage scores to document scores")
-    total: float = Field(description="the whole search, queueing included")
+    total: float = Field(description="the whole search, from admission to answer, queueing included")
 
 
 class SearchResponse(BaseModel):

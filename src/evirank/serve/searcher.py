@@ -138,8 +138,8 @@ class Candidate:
 class SearchResult:
     """The answer to one query: candidates best first, and milliseconds per stage.
 
-    ``timings`` keys: ``retrieve``, ``segment``, ``wait`` (time spent queueing for a busy piece),
-    ``score``, ``aggregate``, ``total``.
+    ``timings`` keys (milliseconds): ``retrieve``, ``segment``, ``wait`` (time spent queueing for a busy
+    piece), ``score``, ``aggregate``, ``total``.
 
     Example:
         >>> SearchResult("cats", 10, 20, (), {"total": 1.5}, passages=0).timings["total"]
