@@ -171,7 +171,7 @@ def run_level(
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| concurrency | requests ok | errors | p50 ms | p95 ms | requests/s | "
-        "server mean ms: retrieve / segment / score / queue / total |",
+        "server mean ms: retrieve / segment / score / aggregate / queue / total |",
         "|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
