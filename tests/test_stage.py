@@ -34,6 +34,6 @@ def test_cutoff_rejects_non_positive_depth() -> None:
         CutOff(0)
 
 
-def test_ties_broken_by_docno_and_qids_in_numeric_order() -> None:
+def test_ties_broken_by_docno_descending_and_qids_in_numeric_order() -> None:
     run = make_run([("10", "b", 1.0), ("10", "a", 1.0), ("9", "z", 0.5)])
-    assert run[["qid", "docno", "rank"]].values.tolist() == [["9", "z", 1], ["10", "a", 1], ["10", "b", 2]]
+    assert run[["qid", "docno", "rank"]].values.tolist() == [["9", "z", 1], ["10", "b", 1], ["10", "a", 2]]

@@ -9,15 +9,17 @@ Frames:
     Qrels    [qid, docno, label]
     Run      [qid, docno, score, rank] (+ optional query, text, title, first_stage_score)
     Passages [qid, docno, pid, text] (+ query, score, first_stage_score, first_stage_rank)
+    PerQuery [qid, measure, value] (+ run when several runs are compared)
 
 Ranking order is deterministic everywhere (writers, evaluation, aggregation): score
-descending, then docno ascending; qids in natural order (numeric when all qids are
+descending, then docno descending (trec_eval's own tie rule, so the rank column we write is
+exactly the order trec_eval evaluates); qids in natural order (numeric when all qids are
 integers, otherwise lexicographic).
 
 Example:
-    >>> run = make_run([("q1", "d2", 1.0), ("q1", "d1", 1.0), ("q1", "d3", 2.0)])
+    >>> run = make_run([("q1", "d1", 1.0), ("q1", "d2", 1.0), ("q1", "d3", 2.0)])
     >>> run[["docno", "rank"]].values.tolist()
-    [['d3', 1], ['d1', 2], ['d2', 3]]
+    [['d3', 1], ['d2', 2], ['d1', 3]]
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ LABEL = "label"
 PID = "pid"
 FIRST_STAGE_SCORE = "first_stage_score"
 FIRST_STAGE_RANK = "first_stage_rank"
+# evaluation: per-query tables [run, qid, measure, value]
+RUN = "run"
+MEASURE = "measure"
+VALUE = "value"
 
 TOPICS_COLUMNS = (QID, QUERY)
 QRELS_COLUMNS = (QID, DOCNO, LABEL)
@@ -91,12 +97,13 @@ def _natural_qid_key(qids: pd.Series) -> pd.Series:
 def sort_run(run: pd.DataFrame) -> pd.DataFrame:
     """Order a run deterministically and (re)assign ranks 1..n within each query.
 
-    Order: qid (natural), score descending, docno ascending. Returns a new frame.
+    Order: qid (natural), score descending, docno descending (as trec_eval breaks ties).
+    Returns a new frame.
     """
     require_columns(run, (QID, DOCNO, SCORE), "sort_run")
     out = run.copy()
     out["_qkey"] = _natural_qid_key(out[QID])
-    out = out.sort_values(["_qkey", SCORE, DOCNO], ascending=[True, False, True], kind="mergesort")
+    out = out.sort_values(["_qkey", SCORE, DOCNO], ascending=[True, False, False], kind="mergesort")
     out = out.drop(columns="_qkey").reset_index(drop=True)
     out[RANK] = out.groupby(QID, sort=False).cumcount().astype(np.int64) + 1
     return out
@@ -138,10 +145,7 @@ def make_run(rows: Iterable[tuple[str, str, float]] | pd.DataFrame) -> pd.DataFr
 
     Extra columns of a DataFrame input are kept.
     """
-    if isinstance(rows, pd.DataFrame):
-        frame = rows
-    else:
-        frame = pd.DataFrame(list(rows), columns=[QID, DOCNO, SCORE])
+    frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows), columns=[QID, DOCNO, SCORE])
     require_columns(frame, (QID, DOCNO, SCORE), "Run")
     frame = frame.copy()
     frame[QID] = frame[QID].astype(str)

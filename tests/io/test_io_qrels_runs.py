@@ -86,8 +86,8 @@ def test_reads_a_run_sorted_with_its_tag(tmp_path: Path) -> None:
     path = write(tmp_path / "r.txt", "2 Q0 a 1 1.0 t\n10 Q0 b 1 5 t\n2 Q0 c 2 3.5 t\n2 Q0 b 3 3.5 t\n")
     run = read_run(path)
     assert run[["qid", "docno", "rank"]].values.tolist() == [
-        ["2", "b", 1],
-        ["2", "c", 2],
+        ["2", "c", 1],
+        ["2", "b", 2],
         ["2", "a", 3],
         ["10", "b", 1],
     ]
@@ -139,8 +139,8 @@ def test_write_run_is_deterministic_and_byte_identical(tmp_path: Path) -> None:
     assert first.read_bytes() == second.read_bytes()
     assert first.read_text().splitlines() == [
         "2 Q0 c 1 2.0 x",
-        "2 Q0 a 2 1.0 x",
-        "2 Q0 b 3 1.0 x",
+        "2 Q0 b 2 1.0 x",
+        "2 Q0 a 3 1.0 x",
         "10 Q0 a 1 3.0 x",
     ]
 

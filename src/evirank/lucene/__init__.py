@@ -1,4 +1,4 @@
-"""The first stage on Lucene (through Pyserini's Anserini jar): index a corpus, search it with BM25 or BM25+RM3.
+"""The first stage on Lucene (Pyserini's Anserini jar): index a corpus, search it with BM25 or BM25+RM3.
 
 Importing this package starts no JVM and imports neither pyserini nor jnius; the JVM starts
 (once per process) when a searcher first opens, and indexing runs Java in a separate process.

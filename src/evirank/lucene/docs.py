@@ -20,7 +20,7 @@ import os
 import threading
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from evirank.errors import InputFormatError
 from evirank.frames import Document
@@ -69,6 +69,31 @@ class LuceneDocs:
     def __repr__(self) -> str:
         return f"LuceneDocs({str(self.index)!r})"
 
+    def close(self) -> None:
+        """Close the Java searcher (its index files stay mapped until then); the next use reopens it."""
+        with self._lock:
+            if self._searcher is not None:
+                self._searcher.close()
+                self._searcher = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Picklable (for worker processes): the Java searcher and the lock are not carried over;
+        # the copy opens its own searcher on first use.
+        state = dict(vars(self))
+        state["_searcher"] = None
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        vars(self).update(state)
+        self._lock = threading.Lock()
+
     def _open(self) -> Any:
         with self._lock:
             if self._searcher is None:
@@ -79,9 +104,12 @@ class LuceneDocs:
                 searcher = autoclass("io.anserini.search.SimpleSearcher")(str(self.index))
                 if searcher.get_total_num_docs() > 0 and searcher.doc(0).get("raw") is None:
                     raise InputFormatError(
-                        self.index, None, "an index with stored raw documents", "none stored",
+                        self.index,
+                        None,
+                        "an index with stored raw documents",
+                        "none stored",
                         "rebuild it with: evirank index",
-                    )  # fmt: skip
+                    )
                 self._searcher = searcher
             return self._searcher
 

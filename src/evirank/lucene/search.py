@@ -6,9 +6,10 @@ words), same BM25 (Lucene's, with its one-byte document length norms), same RM3,
 scores, which Anserini rounds to 4 decimals and nudges apart by 1e-6 steps when they tie.
 
 Tie order: the returned Run is ordered with :func:`evirank.frames.sort_run` (score descending,
-then docno ascending). Plain Lucene would break ties by its internal document number, which
-depends on indexing order and threads; Anserini already breaks them by docid, which
-``sort_run`` keeps, and the top-``k`` cut is made in that same order. Runs are therefore the
+then docno descending). Plain Lucene would break ties by its internal document number, which
+depends on indexing order and threads; Anserini breaks them by docid (ascending) and nudges the
+tied scores apart by 1e-6 steps, so the scores it returns no longer tie and ``sort_run`` keeps
+Anserini's order and top-``k`` cut. Runs are therefore the
 same whatever the number of indexing or search threads.
 
 Example:
@@ -27,11 +28,12 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 import pandas as pd
 
+from evirank.errors import InputFormatError
 from evirank.frames import DOCNO, QID, QUERY, RANK, SCORE, TEXT, TITLE, require_columns, sort_run
 from evirank.lucene.docs import document_from_raw
 from evirank.progress import progress_bar
@@ -173,6 +175,31 @@ class Bm25(Stage):
         params = ", ".join(f"{f.name}={getattr(self.config, f.name)!r}" for f in fields(self.config))
         return f"Bm25({str(self.index)!r}, {params})"
 
+    def close(self) -> None:
+        """Close the Java searcher (its index files stay mapped until then); the next use reopens it."""
+        with self._lock:
+            if self._searcher is not None:
+                self._searcher.close()
+                self._searcher = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Picklable (for worker processes): the Java searcher and the lock are not carried over;
+        # the copy opens its own searcher on first use.
+        state = dict(vars(self))
+        state["_searcher"] = None
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        vars(self).update(state)
+        self._lock = threading.Lock()
+
     def _open(self) -> Any:
         with self._lock:
             if self._searcher is None:
@@ -182,21 +209,26 @@ class Bm25(Stage):
                 check_index(self.index)
                 info = read_index_info(self.index)
                 if info is None:
-                    logger.info("%s was not built by evirank (no evirank-index.json); using it as is", self.index)
+                    logger.info(
+                        "%s was not built by evirank (no evirank-index.json); using it as is", self.index
+                    )
                 searcher = autoclass("io.anserini.search.SimpleSearcher")(str(self.index))
                 cfg = self.config
                 searcher.set_bm25(float(cfg.k1), float(cfg.b))
                 if cfg.rm3 is not None:
                     if not _has_docvectors(self.index):
-                        from evirank.errors import InputFormatError
-
                         raise InputFormatError(
-                            self.index, None, "an index with document vectors (RM3 needs them)", "none stored",
+                            self.index,
+                            None,
+                            "an index with document vectors (RM3 needs them)",
+                            "none stored",
                             "rebuild it with: evirank index",
-                        )  # fmt: skip
+                        )
                     # Anserini's argument order: expansion terms, then feedback documents.
                     searcher.set_rm3(cfg.rm3.fb_terms, cfg.rm3.fb_docs, float(cfg.rm3.original_weight))
-                logger.debug("opened %s (%d documents) for %r", self.index, searcher.get_total_num_docs(), self)
+                logger.debug(
+                    "opened %s (%d documents) for %r", self.index, searcher.get_total_num_docs(), self
+                )
                 self._searcher = searcher
             return self._searcher
 
@@ -227,13 +259,15 @@ class Bm25(Stage):
             bar.close()
 
     def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
-        """Search every topic; return the Run sorted by qid, score descending, docno ascending."""
+        """Search every topic; return the Run sorted by qid, score descending, docno descending."""
         require_columns(frame, (QID, QUERY), "Bm25")
         qids = frame[QID].astype(str).tolist()
         queries = frame[QUERY].astype(str).tolist()
         duplicated = frame[QID].astype(str)[frame[QID].astype(str).duplicated()].unique().tolist()
         if duplicated:
-            raise ValueError(f"Bm25: each qid must appear once in the topics, found repeated qids {duplicated[:5]}")
+            raise ValueError(
+                f"Bm25: each qid must appear once in the topics, found repeated qids {duplicated[:5]}"
+            )
         cfg = self.config
         searcher = self._open()
         query_of = dict(zip(qids, queries, strict=True))
