@@ -12,34 +12,25 @@ import pytest
 pytestmark = [pytest.mark.slow, pytest.mark.lucene]
 
 
-def _datasets() -> Path:
-    """``$EVIRANK_DATASETS``, else ``shared/datasets`` beside the repository or one of its parents."""
-    if os.environ.get("EVIRANK_DATASETS"):
-        return Path(os.environ["EVIRANK_DATASETS"])
-    root = Path(__file__).resolve().parents[2]
-    for parent in (root, *root.parents):
-        if (parent.parent / "shared" / "datasets").is_dir():
-            return parent.parent / "shared" / "datasets"
-    return root / ".." / "shared" / "datasets"
-
-
-SCIFACT = _datasets() / "scifact"
-if not (SCIFACT / "corpus.jsonl").exists():
-    pytest.skip(f"SciFact is not at {SCIFACT}", allow_module_level=True)
 pytest.importorskip("fastapi")
 pytest.importorskip("torch")
 pytest.importorskip("pyserini")
 
 
-def first_test_claims(n: int) -> list[tuple[str, str, set[str]]]:
+@pytest.fixture(scope="module")
+def scifact(datasets: Path) -> Path:
+    return datasets / "scifact"
+
+
+def first_test_claims(scifact: Path, n: int) -> list[tuple[str, str, set[str]]]:
     relevant: dict[str, set[str]] = {}
-    with (SCIFACT / "qrels" / "test.tsv").open(encoding="utf-8") as lines:
+    with (scifact / "qrels" / "test.tsv").open(encoding="utf-8") as lines:
         next(lines)
         for line in lines:
             qid, docno, _ = line.rstrip("\n").split("\t")
             relevant.setdefault(qid, set()).add(docno)
     claims = []
-    with (SCIFACT / "queries.jsonl").open(encoding="utf-8") as lines:
+    with (scifact / "queries.jsonl").open(encoding="utf-8") as lines:
         for line in lines:
             record = json.loads(line)
             if record["_id"] in relevant:
@@ -48,7 +39,7 @@ def first_test_claims(n: int) -> list[tuple[str, str, set[str]]]:
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory) -> Any:
+def client(tmp_path_factory: pytest.TempPathFactory, scifact: Path) -> Any:
     from fastapi.testclient import TestClient
 
     from evirank.io import read_corpus
@@ -58,15 +49,15 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     index = tmp_path_factory.mktemp("serve") / "scifact"
-    build_index(read_corpus(SCIFACT), index)
+    build_index(read_corpus(scifact), index)
     searcher = build_searcher(index)
     searcher.warm_up()
     return TestClient(create_app(searcher))
 
 
-def test_scifact_claims_are_served_with_located_evidence(client: Any) -> None:
+def test_scifact_claims_are_served_with_located_evidence(client: Any, scifact: Path) -> None:
     before = after = pairs = 0
-    for _, claim, relevant in first_test_claims(6):
+    for _, claim, relevant in first_test_claims(scifact, 6):
         response = client.get("/v1/search", params={"q": claim, "k": 20, "depth": 20})
         assert response.status_code == 200
         body = response.json()
@@ -87,8 +78,8 @@ def test_scifact_claims_are_served_with_located_evidence(client: Any) -> None:
     assert after <= before + pairs
 
 
-def test_scifact_page_and_document_lookup(client: Any) -> None:
-    _, claim, _ = first_test_claims(1)[0]
+def test_scifact_page_and_document_lookup(client: Any, scifact: Path) -> None:
+    _, claim, _ = first_test_claims(scifact, 1)[0]
     html = client.get("/", params={"q": claim, "k": 3}).text
     assert html.count('class="result"') == 3 and html.count("<mark") >= 3
     docno = client.get("/v1/search", params={"q": claim, "k": 1}).json()["candidates"][0]["docno"]
