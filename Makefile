@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 DATA ?= ../shared/datasets
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-slow lint bench clean
+.PHONY: install browser demo test test-slow lint clean
 
 install: $(STAMP)
 
@@ -18,10 +18,16 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[all,dev]"
 	touch $(STAMP)
 
+# Debian's Chromium for the browser tests (Playwright drives it; its own browser downloads are never used).
+browser:
+	@if command -v chromium >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q chromium; \
+	else echo "browser tests will be skipped: chromium is missing and installing it needs root (apt-get install -y chromium)"; fi
+
 demo: install
 	DATA=$(DATA) bash scripts/demo.sh
 
-test: install
+test: install browser
 	$(BIN)/python -m pytest -q
 
 test-slow: install
