@@ -1,0 +1,184 @@
+"""Aggregators: a scored Passages frame -> a Run, one score per (qid, docno).
+
+- :class:`MaxP`, :class:`FirstP`, :class:`SumP` (Dai & Callan 2019) and :class:`MeanP`
+  (Steensland 2021): the best, the first (smallest pid), the sum and the mean of a
+  document's passage scores.
+- :class:`Birch` (Akkalyoncu Yilmaz et al. 2019): ``alpha * s_doc + (1 - alpha) *
+  sum_i w_i * s_i`` over the document's top-n passage scores s_1 >= s_2 >= ..., with
+  ``s_doc`` the first-stage score. A document with fewer than n passages gets 0 for the
+  missing terms; with ``normalise="minmax"`` that is the query's lowest passage score,
+  while with raw scores that can be negative (logits) 0 is not neutral, which is one
+  reason the default is ``"minmax"``.
+
+Every aggregator also takes ``alpha`` and ``normalise``, so any of them can interpolate the
+first-stage score in the same way (``alpha=0``, the default except for Birch, ignores it).
+Normalisation is described in :mod:`evirank.aggregate.core`. The input needs qid, docno,
+score (the passage score), and first_stage_score when ``alpha > 0``; the output Run is
+[qid, (query), docno, score, rank, first_stage_score, (first_stage_rank)], ordered by
+:func:`evirank.frames.sort_run` (score descending, ties by docno).
+
+Example:
+    >>> import pandas as pd
+    >>> passages = pd.DataFrame({"qid": ["1"] * 3, "docno": ["a", "a", "b"], "pid": [0, 1, 0],
+    ...                          "score": [0.2, 0.9, 0.5], "first_stage_score": [10.0, 10.0, 12.0]})
+    >>> MaxP()(passages)[["docno", "score"]].values.tolist()
+    [['a', 0.9], ['b', 0.5]]
+    >>> FirstP()(passages)["docno"].tolist()
+    ['b', 'a']
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from evirank.aggregate.core import (
+    NORMALISATIONS,
+    Normalise,
+    PassageTable,
+    birch_scores,
+    top_passage_matrix,
+)
+from evirank.frames import DOCNO, FIRST_STAGE_RANK, FIRST_STAGE_SCORE, QID, QUERY, RANK, SCORE, sort_run
+from evirank.stage import Stage
+
+logger = logging.getLogger(__name__)
+
+RUN_ORDER = (QID, QUERY, DOCNO, SCORE, RANK, FIRST_STAGE_SCORE, FIRST_STAGE_RANK)
+
+
+def _check_alpha(alpha: float) -> float:
+    if not 0.0 <= float(alpha) <= 1.0:
+        raise ValueError(f"alpha must be in [0, 1], found {alpha!r}")
+    return float(alpha)
+
+
+class Aggregator(Stage):
+    """Base class: ``score = alpha * s_doc + (1 - alpha) * evidence(document's passages)``.
+
+    Args:
+        alpha: weight of the first-stage score (0 ignores it).
+        normalise: ``"none"`` or ``"minmax"`` (per query, first-stage and passage scores).
+    """
+
+    top_n: int = 1
+
+    def __init__(self, alpha: float = 0.0, normalise: Normalise = "none") -> None:
+        if normalise not in NORMALISATIONS:
+            raise ValueError(f"normalise must be one of {NORMALISATIONS}, found {normalise!r}")
+        self.alpha = _check_alpha(alpha)
+        self.normalise = normalise
+
+    def evidence(self, table: PassageTable) -> np.ndarray:
+        """The passage evidence per document, ``[D]``."""
+        raise NotImplementedError
+
+    def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """Aggregate a scored Passages frame into a Run."""
+        table = top_passage_matrix(frame, self.top_n, self.normalise, require_first_stage=self.alpha > 0)
+        run = sort_run(table.keys.assign(**{SCORE: self.scores(table)}))
+        return run[[c for c in RUN_ORDER if c in run.columns]]
+
+    def scores(self, table: PassageTable) -> np.ndarray:
+        """Document scores ``[D]`` for the rows of ``table.keys``."""
+        return birch_scores(table.s_doc, self.evidence(table)[:, np.newaxis], self.alpha, [1.0])
+
+
+class MaxP(Aggregator):
+    """The best passage score (Dai & Callan's BERT-MaxP).
+
+    Example:
+        >>> p = pd.DataFrame({"qid": ["1", "1"], "docno": ["a", "a"], "score": [1.0, 3.0]})
+        >>> MaxP()(p)["score"].tolist()
+        [3.0]
+    """
+
+    def evidence(self, table: PassageTable) -> np.ndarray:
+        return table.best
+
+
+class FirstP(Aggregator):
+    """The score of the document's first passage, the one with the smallest pid (BERT-FirstP).
+
+    Example:
+        >>> p = pd.DataFrame({"qid": ["1", "1"], "docno": ["a", "a"], "pid": [1, 0], "score": [1.0, 3.0]})
+        >>> FirstP()(p)["score"].tolist()
+        [3.0]
+    """
+
+    def evidence(self, table: PassageTable) -> np.ndarray:
+        return table.first
+
+
+class SumP(Aggregator):
+    """The sum of the document's passage scores (BERT-SumP).
+
+    Example:
+        >>> p = pd.DataFrame({"qid": ["1", "1"], "docno": ["a", "a"], "score": [1.0, 3.0]})
+        >>> SumP()(p)["score"].tolist()
+        [4.0]
+    """
+
+    def evidence(self, table: PassageTable) -> np.ndarray:
+        return table.total
+
+
+class MeanP(Aggregator):
+    """The mean of the document's passage scores (Steensland's BERT-Mean).
+
+    Example:
+        >>> p = pd.DataFrame({"qid": ["1", "1"], "docno": ["a", "a"], "score": [1.0, 3.0]})
+        >>> MeanP()(p)["score"].tolist()
+        [2.0]
+    """
+
+    def evidence(self, table: PassageTable) -> np.ndarray:
+        return table.total / table.n_passages
+
+
+class Birch(Aggregator):
+    """Birch: the first-stage score interpolated with the weighted top-n passage scores.
+
+    ``score = alpha * s_doc + (1 - alpha) * sum_{i=1..top_n} w_i * s_i``, s_i the i-th best
+    passage score of the document (0 when it has fewer than top_n passages).
+
+    Args:
+        top_n: how many of the best passages count (Birch's 1S, 2S, 3S).
+        alpha: weight of the first-stage score.
+        weights: ``w_1 .. w_top_n``; None gives 1, 1/2, 1/4, ... (an untuned starting point;
+            Birch fixed w_1 = 1 and tuned alpha, w_2, w_3 in [0, 1] by cross-validation).
+        normalise: ``"minmax"`` (default: per-query min-max of the first-stage scores and,
+            separately, of all the query's passage scores, so alpha mixes comparable
+            scales) or ``"none"`` (raw scores, as Birch did).
+
+    Example:
+        >>> p = pd.DataFrame({"qid": ["1"] * 3, "docno": ["a", "a", "b"], "score": [0.2, 0.9, 0.5],
+        ...                   "first_stage_score": [10.0, 10.0, 12.0]})
+        >>> birch = Birch(top_n=2, alpha=0.5, weights=(1.0, 0.5), normalise="none")
+        >>> birch(p)[["docno", "score"]].values.tolist()
+        [['b', 6.25], ['a', 5.5]]
+    """
+
+    def __init__(
+        self,
+        top_n: int = 3,
+        alpha: float = 0.5,
+        weights: Sequence[float] | None = None,
+        normalise: Normalise = "minmax",
+    ) -> None:
+        super().__init__(alpha=alpha, normalise=normalise)
+        if not isinstance(top_n, int) or top_n < 1:
+            raise ValueError(f"top_n must be a positive integer, found {top_n!r}")
+        chosen = tuple(0.5**i for i in range(top_n)) if weights is None else tuple(float(w) for w in weights)
+        if len(chosen) != top_n:
+            raise ValueError(f"weights must have top_n={top_n} values, found {len(chosen)}: {chosen}")
+        if not all(np.isfinite(chosen)):
+            raise ValueError(f"weights must be finite numbers, found {chosen}")
+        self.top_n = top_n
+        self.weights = chosen
+
+    def scores(self, table: PassageTable) -> np.ndarray:
+        return birch_scores(table.s_doc, table.top, self.alpha, self.weights)
