@@ -1,0 +1,292 @@
+"""What the cross-encoder and the bi-encoder share: lazy loading, fingerprints, the store,
+chunked writes, timing."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from evirank._extras import require
+from evirank.progress import progress
+from evirank.score.backends import Backend, Task, TokenBatch, get_backend
+from evirank.score.batching import token_budget_batches
+from evirank.score.devices import default_batch_tokens
+from evirank.score.fingerprint import model_fingerprint, resolve_model_dir
+from evirank.score.store import ScoreStore
+from evirank.score.tokenize import TextEncoder
+from evirank.stage import Stage
+
+logger = logging.getLogger(__name__)
+
+#: The longest input a scorer will build, whatever the model allows (BERT's 512 positions).
+MAX_LENGTH_CAP = 512
+
+
+@dataclass
+class ScoringStats:
+    """Counts and timings of the last ``transform`` call (``scorer.stats_``).
+
+    Attributes:
+        rows: rows in the input frame. distinct: distinct (query, text) pairs (or texts, for
+        embeddings). cached: distinct pairs found in the store. computed: items run through the
+        model. batches: model batches. tokens: padded tokens sent to the model.
+        tokenize_s / model_s / total_s: seconds spent tokenising, in the model, in all.
+    """
+
+    rows: int = 0
+    distinct: int = 0
+    cached: int = 0
+    computed: int = 0
+    batches: int = 0
+    tokens: int = 0
+    tokenize_s: float = 0.0
+    model_s: float = 0.0
+    total_s: float = 0.0
+
+    @property
+    def per_second(self) -> float:
+        """Model throughput: computed items per second of model time."""
+        return self.computed / self.model_s if self.model_s > 0 else float("nan")
+
+
+class _ChunkedWriter:
+    """Buffers computed results and writes them every ``every`` batches, and on exit.
+
+    Exiting on an exception (Ctrl-C included) still writes what was computed, so an
+    interrupted run loses at most the batch in flight (or, if the process is killed, the last
+    ``every`` batches).
+    """
+
+    def __init__(self, write: Callable[[list[Any]], None] | None, every: int) -> None:
+        self._write = write
+        self._every = max(1, every)
+        self._rows: list[Any] = []
+        self._batches = 0
+
+    def add(self, rows: list[Any]) -> None:
+        if self._write is None:
+            return
+        self._rows.extend(rows)
+        self._batches += 1
+        if self._batches >= self._every:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._write is not None and self._rows:
+            self._write(self._rows)
+        self._rows = []
+        self._batches = 0
+
+    def __enter__(self) -> _ChunkedWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.flush()
+
+
+class TransformerScorer(Stage):
+    """Base of the scorers: parameters, lazy model/tokenizer/store, fingerprint, batched runs."""
+
+    kind: ClassVar[str]
+    task: ClassVar[Task]
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str],
+        *,
+        max_length: int | None,
+        batch_tokens: int | None,
+        device: str,
+        dtype: str,
+        backend: str,
+        store: ScoreStore | str | os.PathLike[str] | None,
+        commit_every: int,
+    ) -> None:
+        if max_length is not None and max_length < 8:
+            raise ValueError(f"max_length must be at least 8 tokens, found {max_length}")
+        if batch_tokens is not None and batch_tokens < 1:
+            raise ValueError(f"batch_tokens must be positive, found {batch_tokens}")
+        if commit_every < 1:
+            raise ValueError(f"commit_every must be at least 1, found {commit_every}")
+        get_backend(backend)  # fail early on an unknown name
+        self.model = model
+        self.max_length = max_length
+        self.batch_tokens = batch_tokens
+        self.device = device
+        self.dtype = dtype
+        self.backend = backend
+        self.store = store
+        self.commit_every = commit_every
+
+    # -- lazy state ------------------------------------------------------------------
+    def _prepare(self) -> None:
+        """Resolve the model folder, tokenizer, limits, device and precision (no weights loaded)."""
+        if getattr(self, "encoder_", None) is not None:
+            return
+        transformers = require("transformers", "torch")
+        model_dir = resolve_model_dir(self.model)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(str(model_dir))
+        config = transformers.AutoConfig.from_pretrained(str(model_dir))
+        limits = [MAX_LENGTH_CAP]
+        if getattr(tokenizer, "model_max_length", None) and tokenizer.model_max_length < 100_000:
+            limits.append(int(tokenizer.model_max_length))
+        if getattr(config, "max_position_embeddings", None):
+            limits.append(int(config.max_position_embeddings))
+        limit = min(limits)
+        wanted = self._default_max_length(model_dir) if self.max_length is None else self.max_length
+        if wanted > limit:
+            logger.info("max_length %d lowered to %d, the model's limit", wanted, limit)
+        device, precision = get_backend(self.backend).resolve(self.device, self.dtype)
+        self.model_dir_ = model_dir
+        self.config_ = config
+        self.max_length_ = min(wanted, limit)
+        self.device_ = device
+        self.precision_ = precision
+        self.batch_tokens_ = self.batch_tokens or max(default_batch_tokens(device), self.max_length_)
+        self.encoder_ = TextEncoder(tokenizer)
+        self.backend_: Backend | None = None
+        self.fingerprint_: str | None = None
+        self._check_settings()
+
+    def _default_max_length(self, model_dir: Path) -> int:
+        return MAX_LENGTH_CAP
+
+    def _check_settings(self) -> None:
+        """Validate settings that need the tokenizer (subclasses)."""
+
+    def _settings(self) -> dict[str, Any]:
+        """What changes a score besides the model files (subclasses extend)."""
+        return {
+            "kind": self.kind,
+            "max_length": self.max_length_,
+            "backend": self.backend,
+            "precision": self.precision_,
+        }
+
+    def _load_backend(self) -> Backend:
+        self._prepare()
+        if self.backend_ is None:
+            started = time.perf_counter()
+            backend = get_backend(self.backend).load(
+                self.model_dir_, self.task, self.device_, self.precision_
+            )
+            self.backend_ = backend
+            logger.info(
+                "loaded %s on %s (%s, %s backend) in %.1f s",
+                self.model,
+                backend.device,
+                backend.precision,
+                self.backend,
+                time.perf_counter() - started,
+            )
+            if backend.newly_initialised:
+                logger.warning(
+                    "%s: %d parameters are not in the checkpoint and were initialised at random (%s); "
+                    "scores mean nothing until the model is trained, and they are cached under a "
+                    "fingerprint of these random weights",
+                    self.model,
+                    len(backend.newly_initialised),
+                    ", ".join(backend.newly_initialised[:4]),
+                )
+                self.fingerprint_ = None  # now includes the random parameters
+        return self.backend_
+
+    @property
+    def fingerprint(self) -> str:
+        """sha256 hex naming the model files and every setting that changes a score."""
+        self._prepare()
+        if self.fingerprint_ is None:
+            store = self._store()
+            base = model_fingerprint(
+                self.model_dir_,
+                self._settings(),
+                store.cached_file_hash if store is not None else None,
+                store.put_file_hash if store is not None else None,
+            )
+            if self.backend_ is not None and self.backend_.newly_initialised:
+                digest = self.backend_.parameters_digest()
+                base = hashlib.sha256(f"{base}:{digest}".encode()).hexdigest()
+            self.fingerprint_ = base
+        return self.fingerprint_
+
+    def describe(self) -> dict[str, Any]:
+        """A readable description of the fingerprint (stored beside it)."""
+        self._prepare()
+        random_init = bool(self.backend_ is not None and self.backend_.newly_initialised)
+        return {"model": str(self.model), **self._settings(), "random_init": random_init}
+
+    def _store(self) -> ScoreStore | None:
+        if self.store is None:
+            return None
+        if not isinstance(self.store, ScoreStore):
+            if getattr(self, "store_", None) is None:
+                self.store_ = ScoreStore(self.store)
+            return self.store_
+        return self.store
+
+    def _lookup(
+        self, store: ScoreStore, qhashes: list[bytes], phashes: list[bytes]
+    ) -> tuple[str, np.ndarray]:
+        """(final fingerprint, stored scores with nan where missing) of hashed pairs.
+
+        When something is missing the model is loaded first: a checkpoint with randomly
+        initialised parameters only knows its fingerprint once loaded.
+        """
+        fingerprint = self.fingerprint
+        scores = store.lookup(fingerprint, qhashes, phashes)
+        if np.isnan(scores).any():
+            self._load_backend()
+            if self.fingerprint != fingerprint:
+                fingerprint = self.fingerprint
+                scores = store.lookup(fingerprint, qhashes, phashes)
+        self._register()
+        return fingerprint, scores
+
+    def _register(self) -> str:
+        store = self._store()
+        fingerprint = self.fingerprint
+        if store is not None:
+            store.register(fingerprint, kind=self.kind, description=self.describe())
+        return fingerprint
+
+    # -- the batched model loop ------------------------------------------------------
+    def _run_batches(
+        self,
+        lengths: np.ndarray,
+        build: Callable[[np.ndarray, int], TokenBatch],
+        consume: Callable[[np.ndarray, np.ndarray], None],
+        stats: ScoringStats,
+        desc: str,
+    ) -> None:
+        """Run the model over items in token-budget batches.
+
+        Args:
+            lengths: token count of each item.
+            build: (item indices, pad multiple) -> the padded batch.
+            consume: (item indices, model output rows) -> None; called after every batch.
+            stats: updated in place.
+            desc: progress bar label.
+        """
+        backend = self._load_backend()
+        batches = token_budget_batches(lengths, self.batch_tokens_, backend.pad_multiple)
+        for rows in progress(batches, desc=desc, total=len(batches), unit="batch"):
+            t0 = time.perf_counter()
+            batch = build(rows, backend.pad_multiple)
+            t1 = time.perf_counter()
+            output = backend.forward(batch)
+            t2 = time.perf_counter()
+            consume(rows, output)
+            n, width = batch.shape
+            stats.batches += 1
+            stats.tokens += n * width
+            stats.computed += n
+            stats.tokenize_s += t1 - t0
+            stats.model_s += t2 - t1

@@ -1,0 +1,179 @@
+"""The seam between scorers and the engine that runs the model.
+
+A scorer tokenises, batches and caches; a :class:`Backend` only turns one padded
+:class:`TokenBatch` into numbers: classification logits (task ``"classify"``) or mean-pooled,
+L2-normalised embeddings (task ``"embed"``). The ``"torch"`` backend is built in; another engine
+(ONNX Runtime, say) plugs in with :func:`register_backend` and is chosen by name
+(``CrossEncoder(model, backend="onnx")``).
+
+Example:
+    >>> sorted(available_backends())
+    ['torch']
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+from evirank._extras import require
+from evirank.score.devices import resolve_device, resolve_precision
+
+logger = logging.getLogger(__name__)
+
+Task = Literal["classify", "embed"]
+
+
+@dataclass(frozen=True)
+class TokenBatch:
+    """One padded batch of model inputs (numpy int64 arrays of shape rows x length).
+
+    ``token_type_ids`` is ``None`` for models that take none (RoBERTa, DistilBERT).
+    """
+
+    input_ids: np.ndarray
+    attention_mask: np.ndarray
+    token_type_ids: np.ndarray | None = None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(rows, padded length)."""
+        rows, width = self.input_ids.shape
+        return int(rows), int(width)
+
+
+class Backend(ABC):
+    """Runs a loaded model on token batches.
+
+    Subclasses set ``name``, implement :meth:`resolve`, :meth:`load` and :meth:`forward`, and
+    fill ``device``, ``precision``, ``pad_multiple`` and ``newly_initialised`` when loaded.
+    """
+
+    name: ClassVar[str]
+    device: str = "cpu"
+    precision: str = "fp32"
+    #: batches are padded to a multiple of this many tokens (8 helps GPU tensor cores).
+    pad_multiple: int = 1
+    #: parameter names that were not in the checkpoint and were randomly initialised.
+    newly_initialised: tuple[str, ...] = ()
+
+    @classmethod
+    @abstractmethod
+    def resolve(cls, device: str, dtype: str) -> tuple[str, str]:
+        """The (device, precision) that :meth:`load` will use for these requests, without loading."""
+
+    @classmethod
+    @abstractmethod
+    def load(cls, model_dir: Path, task: Task, device: str, precision: str) -> Backend:
+        """Load the model in ``model_dir`` for ``task`` on a resolved device and precision."""
+
+    @abstractmethod
+    def forward(self, batch: TokenBatch) -> np.ndarray:
+        """float32 array: logits (rows x labels) for ``classify``, unit vectors (rows x dim) for ``embed``."""
+
+    def parameters_digest(self) -> str:
+        """A hash of the parameters in memory (used when some were initialised at random)."""
+        raise NotImplementedError(f"backend {self.name!r} cannot hash its parameters")
+
+
+_BACKENDS: dict[str, type[Backend]] = {}
+
+
+def register_backend(cls: type[Backend]) -> type[Backend]:
+    """Make a backend class selectable by its ``name`` (usable as a class decorator)."""
+    _BACKENDS[cls.name] = cls
+    return cls
+
+
+def available_backends() -> list[str]:
+    """Names of the registered backends."""
+    return list(_BACKENDS)
+
+
+def get_backend(name: str) -> type[Backend]:
+    """The backend class registered under ``name``.
+
+    Raises:
+        ValueError: naming the registered backends when ``name`` is unknown.
+    """
+    try:
+        return _BACKENDS[name]
+    except KeyError:
+        raise ValueError(f"unknown backend {name!r}; expected one of {sorted(_BACKENDS)}") from None
+
+
+@register_backend
+class TorchBackend(Backend):
+    """PyTorch through ``transformers``: eval mode, ``torch.inference_mode``, SDPA attention, and
+    bf16/fp16 autocast when the precision asks for it (weights stay fp32)."""
+
+    name = "torch"
+
+    def __init__(self, model: Any, task: Task, device: str, precision: str) -> None:
+        self.model = model
+        self.task = task
+        self.device = device
+        self.precision = precision
+        self.pad_multiple = 8 if device.startswith("cuda") else 1
+
+    @classmethod
+    def resolve(cls, device: str, dtype: str) -> tuple[str, str]:
+        resolved = resolve_device(device)
+        return resolved, resolve_precision(resolved, dtype)
+
+    @classmethod
+    def load(cls, model_dir: Path, task: Task, device: str, precision: str) -> TorchBackend:
+        torch = require("torch", "torch")
+        transformers = require("transformers", "torch")
+        auto = (
+            transformers.AutoModelForSequenceClassification if task == "classify" else transformers.AutoModel
+        )
+        model, info = auto.from_pretrained(str(model_dir), output_loading_info=True, dtype=torch.float32)
+        model.eval()
+        model.to(device)
+        backend = cls(model, task, device, precision)
+        missing = sorted(info.get("missing_keys", ()))
+        if task == "embed":  # mean pooling never uses BERT's pooler head
+            missing = [k for k in missing if not k.startswith("pooler.")]
+        backend.newly_initialised = tuple(missing)
+        return backend
+
+    def forward(self, batch: TokenBatch) -> np.ndarray:
+        torch = require("torch", "torch")
+        device = torch.device(self.device)
+        inputs = {
+            "input_ids": torch.from_numpy(batch.input_ids).to(device, non_blocking=True),
+            "attention_mask": torch.from_numpy(batch.attention_mask).to(device, non_blocking=True),
+        }
+        if batch.token_type_ids is not None:
+            inputs["token_type_ids"] = torch.from_numpy(batch.token_type_ids).to(device, non_blocking=True)
+        autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.precision)
+        with (
+            torch.inference_mode(),
+            torch.autocast(
+                device_type=device.type,
+                dtype=autocast_dtype or torch.float32,
+                enabled=autocast_dtype is not None,
+            ),
+        ):
+            if self.task == "classify":
+                out = self.model(**inputs).logits.float()
+            else:
+                hidden = self.model(**inputs).last_hidden_state.float()
+                mask = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+                pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+                out = torch.nn.functional.normalize(pooled, p=2.0, dim=-1)
+        return out.cpu().numpy().astype(np.float32, copy=False)
+
+    def parameters_digest(self) -> str:
+        digest = hashlib.sha256()
+        for name, tensor in sorted(self.model.state_dict().items()):
+            digest.update(name.encode())
+            digest.update(tensor.detach().float().cpu().contiguous().numpy().tobytes())
+        return digest.hexdigest()

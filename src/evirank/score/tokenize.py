@@ -1,0 +1,160 @@
+"""Tokenise each distinct text once, then assemble model inputs from token ids.
+
+Queries and passages are tokenised separately, without special tokens, in one batched call of
+the fast (Rust) tokenizer each; every (query, passage) input is then assembled from those ids
+with the model's own special-token template (``[CLS] q [SEP] p [SEP]`` for BERT,
+``<s> q </s></s> p </s>`` for RoBERTa), read once from the tokenizer's post-processor. A passage
+shared by many queries is tokenised once, and truncation is decided per pair: the query keeps at
+most ``query_max_tokens``, the passage takes the rest of ``max_length``.
+
+Example:
+    >>> template = Template(prefix=(101,), middle=(102,), suffix=(102,), types=(0, 0, 1, 1, 1))
+    >>> template.pair([7, 8], [9])
+    ([101, 7, 8, 102, 9, 102], [0, 0, 0, 0, 1, 1])
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from evirank.score.backends import TokenBatch
+
+
+@dataclass(frozen=True)
+class Template:
+    """Where special tokens go around one text or a pair of texts.
+
+    Attributes:
+        prefix: ids before the first text. middle: ids between the texts (empty for single
+        texts). suffix: ids after the last text. types: token type ids of
+        (prefix, first text, middle, second text, suffix).
+    """
+
+    prefix: tuple[int, ...]
+    middle: tuple[int, ...]
+    suffix: tuple[int, ...]
+    types: tuple[int, int, int, int, int]
+
+    @property
+    def n_special(self) -> int:
+        """How many special tokens the template adds."""
+        return len(self.prefix) + len(self.middle) + len(self.suffix)
+
+    def pair(self, first: Sequence[int], second: Sequence[int]) -> tuple[list[int], list[int]]:
+        """Input ids and token type ids of ``first`` and ``second`` joined by the template."""
+        ids = [*self.prefix, *first, *self.middle, *second, *self.suffix]
+        t = self.types
+        types = (
+            [t[0]] * len(self.prefix)
+            + [t[1]] * len(first)
+            + [t[2]] * len(self.middle)
+            + [t[3]] * len(second)
+            + [t[4]] * len(self.suffix)
+        )
+        return ids, types
+
+
+def _template_from(encoding: Any, lengths: Sequence[int]) -> Template:
+    """Split a post-processed encoding of texts with ``lengths`` tokens into template parts."""
+    ids = list(encoding.ids)
+    special = list(encoding.special_tokens_mask)
+    types = list(encoding.type_ids)
+    parts: list[tuple[int, ...]] = []
+    part_types: list[int] = []
+    text_types: list[int] = []
+    pos = 0
+    for n_text in lengths:
+        start = pos
+        while pos < len(ids) and special[pos]:
+            pos += 1
+        parts.append(tuple(ids[start:pos]))
+        part_types.append(types[start] if pos > start else 0)
+        text_types.append(types[pos] if pos < len(types) else 0)
+        pos += n_text
+    parts.append(tuple(ids[pos:]))
+    part_types.append(types[pos] if pos < len(types) else 0)
+    if len(lengths) == 1:
+        return Template(parts[0], (), parts[1], (part_types[0], text_types[0], 0, 0, part_types[1]))
+    return Template(
+        parts[0],
+        parts[1],
+        parts[2],
+        (part_types[0], text_types[0], part_types[1], text_types[1], part_types[2]),
+    )
+
+
+class TextEncoder:
+    """Tokenisation and input assembly for one Hugging Face fast tokenizer.
+
+    Args:
+        tokenizer: a ``transformers`` fast tokenizer (``AutoTokenizer.from_pretrained(...)``).
+
+    Example:
+        >>> from transformers import AutoTokenizer  # doctest: +SKIP
+        >>> enc = TextEncoder(AutoTokenizer.from_pretrained("bert-base-uncased"))  # doctest: +SKIP
+        >>> enc.pair_template.n_special  # doctest: +SKIP
+        3
+    """
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        if getattr(tokenizer, "backend_tokenizer", None) is None:
+            raise TypeError(
+                f"{type(tokenizer).__name__} is not a fast tokenizer; evirank needs a tokenizer.json "
+                "(any model saved by a recent transformers has one)"
+            )
+        self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
+        self.uses_token_types = "token_type_ids" in getattr(tokenizer, "model_input_names", [])
+        backend = copy.deepcopy(tokenizer.backend_tokenizer)
+        backend.no_padding()
+        backend.no_truncation()
+        self._backend = backend
+        first = backend.encode("relevance", add_special_tokens=False)
+        second = backend.encode("evidence", add_special_tokens=False)
+        processor = backend.post_processor
+        if processor is None:
+            self.single_template = Template((), (), (), (0, 0, 0, 0, 0))
+            self.pair_template = Template((), (), (), (0, 0, 0, 1, 0))
+        else:
+            single = processor.process(copy.deepcopy(first), None, add_special_tokens=True)
+            pair = processor.process(copy.deepcopy(first), copy.deepcopy(second), add_special_tokens=True)
+            self.single_template = _template_from(single, [len(first.ids)])
+            self.pair_template = _template_from(pair, [len(first.ids), len(second.ids)])
+
+    def token_ids(self, texts: Sequence[str], max_tokens: int) -> list[list[int]]:
+        """Token ids of each text without special tokens, cut to at most ``max_tokens``."""
+        if not texts:
+            return []
+        encodings = self._backend.encode_batch(list(texts), add_special_tokens=False)
+        return [enc.ids[:max_tokens] for enc in encodings]
+
+    def pair_batch(
+        self, queries: Sequence[Sequence[int]], passages: Sequence[Sequence[int]], pad_multiple: int = 1
+    ) -> TokenBatch:
+        """Padded inputs of (query, passage) id lists, already truncated by the caller."""
+        rows = [self.pair_template.pair(q, p) for q, p in zip(queries, passages, strict=True)]
+        return self._pad(rows, pad_multiple)
+
+    def single_batch(self, texts: Sequence[Sequence[int]], pad_multiple: int = 1) -> TokenBatch:
+        """Padded inputs of single texts' id lists, already truncated by the caller."""
+        rows = [self.single_template.pair(t, ()) for t in texts]
+        return self._pad(rows, pad_multiple)
+
+    def _pad(self, rows: list[tuple[list[int], list[int]]], pad_multiple: int) -> TokenBatch:
+        width = max(len(ids) for ids, _ in rows)
+        if pad_multiple > 1:
+            width = -(-width // pad_multiple) * pad_multiple
+        input_ids = np.full((len(rows), width), self.pad_id, dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=np.int64)
+        types = np.zeros((len(rows), width), dtype=np.int64) if self.uses_token_types else None
+        for i, (ids, tt) in enumerate(rows):
+            input_ids[i, : len(ids)] = ids
+            mask[i, : len(ids)] = 1
+            if types is not None:
+                types[i, : len(tt)] = tt
+        return TokenBatch(input_ids=input_ids, attention_mask=mask, token_type_ids=types)

@@ -1,0 +1,125 @@
+"""Shared fixtures: tiny random transformers built locally in seconds (no hub, no downloads).
+
+``tiny_cross_encoder_path`` (one-logit head), ``tiny_two_logit_path`` (two-logit head) and
+``tiny_bi_encoder_path`` (a bare encoder) are session-scoped folders in the standard Hugging Face
+layout (config.json, model.safetensors, tokenizer files), loadable by ``from_pretrained``.
+"""
+
+from __future__ import annotations
+
+import string
+from pathlib import Path
+
+import pytest
+
+_WORDS = (
+    "the",
+    "a",
+    "an",
+    "of",
+    "and",
+    "or",
+    "to",
+    "in",
+    "is",
+    "are",
+    "was",
+    "be",
+    "for",
+    "on",
+    "with",
+    "by",
+    "as",
+    "at",
+    "from",
+    "that",
+    "this",
+    "it",
+    "not",
+    "no",
+    "bm25",
+    "rank",
+    "ranking",
+    "document",
+    "documents",
+    "passage",
+    "passages",
+    "sentence",
+    "query",
+    "evidence",
+    "relevant",
+    "model",
+    "score",
+    "scores",
+    "search",
+    "retrieval",
+    "cat",
+    "cats",
+    "dog",
+    "dogs",
+    "sat",
+    "mat",
+    "vaccine",
+    "virus",
+    "cell",
+    "cells",
+)
+
+
+def build_tiny_bert(folder: Path, *, head: str = "classify", num_labels: int = 1, seed: int = 0) -> Path:
+    """Save a random 2-layer BERT (hidden 32) with a small WordPiece vocabulary in ``folder``.
+
+    Args:
+        folder: where to save (created).
+        head: ``"classify"`` (BertForSequenceClassification) or ``"embed"`` (BertModel).
+        num_labels: logits of the classification head.
+        seed: torch seed of the random weights.
+    """
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification, BertModel, BertTokenizer
+
+    folder.mkdir(parents=True, exist_ok=True)
+    letters = list(string.ascii_lowercase + string.digits)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *string.punctuation, *letters]
+    vocab += [f"##{c}" for c in letters] + [w for w in _WORDS if w not in vocab]
+    vocab_file = folder / "vocab.txt"
+    vocab_file.write_text("\n".join(vocab) + "\n")
+    tokenizer = BertTokenizer(vocab_file=str(vocab_file), do_lower_case=True, model_max_length=128)
+    tokenizer.save_pretrained(str(folder))
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+        num_labels=num_labels,
+        initializer_range=0.5,  # large random weights, so different inputs get clearly different scores
+    )
+    torch.manual_seed(seed)
+    model = (
+        BertForSequenceClassification(config)
+        if head == "classify"
+        else BertModel(config, add_pooling_layer=False)
+    )
+    model.eval()
+    model.save_pretrained(str(folder))
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_cross_encoder_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random one-logit cross-encoder folder."""
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny-cross"), head="classify", num_labels=1)
+
+
+@pytest.fixture(scope="session")
+def tiny_two_logit_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random two-logit cross-encoder folder."""
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny-two"), head="classify", num_labels=2, seed=1)
+
+
+@pytest.fixture(scope="session")
+def tiny_bi_encoder_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random encoder (no head) for bi-encoder tests."""
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny-bi"), head="embed", seed=2)
