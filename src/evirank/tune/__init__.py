@@ -20,9 +20,10 @@ Example:
 
 from __future__ import annotations
 
-from evirank.tune.aggregators import KINDS, AggregateSpecError, Tunable, parse_aggregate
+from evirank.tune.aggregators import KINDS, Tunable, parse_aggregate
+from evirank.tune.errors import AggregateSpecError, FoldsError, GridError, TuneError
 from evirank.tune.folds import DEFAULT_TUNE_ON, Fold, Folds, k_folds, read_folds, write_folds
-from evirank.tune.grid import Grid, GridError, parse_grid
+from evirank.tune.grid import Grid, parse_grid
 from evirank.tune.metrics import FastEvaluator, Layout
 from evirank.tune.search import (
     TIE_TOLERANCE,
@@ -44,10 +45,12 @@ __all__ = [
     "Fold",
     "FoldChoice",
     "Folds",
+    "FoldsError",
     "Grid",
     "GridError",
     "Layout",
     "Tunable",
+    "TuneError",
     "TuneResult",
     "choose",
     "cross_validate",

@@ -43,16 +43,13 @@ from evirank.aggregate import (
     top_passage_matrix,
 )
 from evirank.aggregate.core import Normalise
+from evirank.tune.errors import AggregateSpecError
 
 logger = logging.getLogger(__name__)
 
 KINDS = ("birch", "maxp", "firstp", "sump", "meanp")
 _STAGES: dict[str, type[Aggregator]] = {"maxp": MaxP, "firstp": FirstP, "sump": SumP, "meanp": MeanP}
 _SPEC = re.compile(r"^(?P<kind>[a-z]+)(?::(?P<n>\d+))?$")
-
-
-class AggregateSpecError(ValueError):
-    """An aggregator name that cannot be parsed, or parameters it does not have."""
 
 
 @dataclass(frozen=True)

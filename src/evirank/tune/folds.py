@@ -38,6 +38,7 @@ import numpy as np
 
 from evirank.errors import InputFormatError
 from evirank.outputs import atomic_output
+from evirank.tune.errors import FoldsError
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ class Folds(Sequence[Fold]):
         source: where they came from (a path, or ``k_folds(k=5, seed=1)``), for records.
 
     Raises:
-        ValueError: a fold whose tuning and test queries overlap, a query predicted by two
+        FoldsError: a fold whose tuning and test queries overlap, a query predicted by two
             folds, or no folds.
     """
 
@@ -76,21 +77,21 @@ class Folds(Sequence[Fold]):
         self._folds = tuple(folds)
         self.source = source
         if not self._folds:
-            raise ValueError("expected at least one fold, found none")
+            raise FoldsError("expected at least one fold, found none")
         seen: dict[str, str] = {}
         names = [f.name for f in self._folds]
         if len(set(names)) != len(names):
-            raise ValueError(f"fold names must be unique, found {names}")
+            raise FoldsError(f"fold names must be unique, found {names}")
         for fold in self._folds:
             leak = sorted(set(fold.tune) & set(fold.test))
             if leak:
-                raise ValueError(
+                raise FoldsError(
                     f"fold {fold.name}: queries {leak[:5]} are both tuned on and predicted; "
                     "a fold's test queries must not choose its own parameters"
                 )
             for qid in fold.test:
                 if qid in seen:
-                    raise ValueError(f"query {qid} is predicted by folds {seen[qid]} and {fold.name}")
+                    raise FoldsError(f"query {qid} is predicted by folds {seen[qid]} and {fold.name}")
                 seen[qid] = fold.name
 
     def __len__(self) -> int:
@@ -118,7 +119,7 @@ class Folds(Sequence[Fold]):
         """The same folds over only ``qids`` (queries without data or qrels drop out).
 
         Folds left with no test queries are dropped; a fold left with test queries but no
-        tuning queries raises ``ValueError``.
+        tuning queries raises :class:`FoldsError`.
         """
         keep = set(map(str, qids))
         folds = []
@@ -129,13 +130,15 @@ class Folds(Sequence[Fold]):
                 logger.warning("fold %s has none of its test queries in the data; it is left out", fold.name)
                 continue
             if not tune:
-                raise ValueError(f"fold {fold.name} has no tuning queries in the data")
+                raise FoldsError(f"fold {fold.name} has no tuning queries in the data")
             folds.append(Fold(fold.name, tune, test))
         return Folds(folds, self.source)
 
     def to_record(self) -> dict[str, Any]:
         """The folds in the Robust04 JSON shape (``dev`` empty), loadable by :func:`read_folds`."""
-        return {f.name: {"train_qids": list(f.tune), "predict": {"dev": [], "test": list(f.test)}} for f in self}
+        return {
+            f.name: {"train_qids": list(f.tune), "predict": {"dev": [], "test": list(f.test)}} for f in self
+        }
 
 
 def k_folds(qids: Iterable[str], k: int = 5, seed: int = 0) -> Folds:
@@ -147,9 +150,9 @@ def k_folds(qids: Iterable[str], k: int = 5, seed: int = 0) -> Folds:
     """
     unique = _natural(list(dict.fromkeys(str(q) for q in qids)))
     if not isinstance(k, int) or k < 2:
-        raise ValueError(f"k must be an integer >= 2, found {k!r}")
+        raise FoldsError(f"k must be an integer >= 2, found {k!r}")
     if len(unique) < k:
-        raise ValueError(f"{k} folds need at least {k} queries, found {len(unique)}")
+        raise FoldsError(f"{k} folds need at least {k} queries, found {len(unique)}")
     order = np.random.default_rng(seed).permutation(len(unique))
     assigned: list[list[str]] = [[] for _ in range(k)]
     for position, index in enumerate(order):
@@ -192,12 +195,14 @@ def write_folds(folds: Folds, path: str | os.PathLike[str], *, overwrite: bool =
 def _read_json(file: Path, text: str, tune_on: Sequence[str]) -> Folds:
     bad = sorted(set(tune_on) - {"train", "dev"})
     if bad or not tune_on:
-        raise ValueError(f"tune_on must name 'train' and/or 'dev', found {list(tune_on)}")
+        raise FoldsError(f"tune_on must name 'train' and/or 'dev', found {list(tune_on)}")
     expected = '{fold: {"train_qids": [...], "predict": {"dev": [...], "test": [...]}}}'
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InputFormatError(file, exc.lineno, f"JSON folds {expected}", f"invalid JSON ({exc.msg})") from None
+        raise InputFormatError(
+            file, exc.lineno, f"JSON folds {expected}", f"invalid JSON ({exc.msg})"
+        ) from None
     if not isinstance(data, dict) or not data:
         raise InputFormatError(file, 1, f"JSON folds {expected}", f"a {type(data).__name__}")
     folds = []
@@ -205,23 +210,32 @@ def _read_json(file: Path, text: str, tune_on: Sequence[str]) -> Folds:
         line = _line_of_key(text, name)
         if not isinstance(body, dict) or not isinstance(body.get("predict"), dict):
             raise InputFormatError(file, line, f'fold {name!r} with "train_qids" and "predict"', _keys(body))
-        lists = {"train": body.get("train_qids", []), "dev": body["predict"].get("dev", []),
-                 "test": body["predict"].get("test")}
+        lists = {
+            "train": body.get("train_qids", []),
+            "dev": body["predict"].get("dev", []),
+            "test": body["predict"].get("test"),
+        }
         for key, value in lists.items():
             if not isinstance(value, list) or not all(isinstance(q, (str, int)) for q in value):
                 raise InputFormatError(
                     file, line, f"fold {name!r}: {key} as a list of query ids", _shorten(value)
                 )
         if not lists["test"]:
-            raise InputFormatError(file, line, f'fold {name!r}: a non-empty "predict": {{"test": [...]}}', "none")
+            raise InputFormatError(
+                file, line, f'fold {name!r}: a non-empty "predict": {{"test": [...]}}', "none"
+            )
         tune = tuple(dict.fromkeys(str(q) for key in tune_on for q in lists[key]))
         test = tuple(dict.fromkeys(str(q) for q in lists["test"]))
         folds.append(Fold(str(name), tune, test))
     try:
         return Folds(folds, str(file))
-    except ValueError as exc:
-        raise InputFormatError(file, None, "folds whose test queries are disjoint from their own tuning "
-                               "queries and from each other", str(exc)) from None
+    except FoldsError as exc:
+        raise InputFormatError(
+            file,
+            None,
+            "folds whose test queries are disjoint from their own tuning queries and from each other",
+            str(exc),
+        ) from None
 
 
 _TSV_LINE = re.compile(r"^(\S+)\s+(\S+)$")
@@ -240,12 +254,19 @@ def _read_tsv(file: Path, text: str) -> Folds:
                 file, number, "two columns 'qid<TAB>fold' (or the Robust04 JSON folds)", repr(_shorten(line))
             )
         qid, fold = match.groups()
-        if not order and not fold_of and qid.lower() in ("qid", "query-id", "query_id") and fold.lower() == "fold":
+        if (
+            not order
+            and not fold_of
+            and qid.lower() in ("qid", "query-id", "query_id")
+            and fold.lower() == "fold"
+        ):
             continue  # header
         if qid in fold_of:
             if fold_of[qid] != fold:
                 raise InputFormatError(
-                    file, number, f"each query in one fold; query {qid} is already in fold {fold_of[qid]}",
+                    file,
+                    number,
+                    f"each query in one fold; query {qid} is already in fold {fold_of[qid]}",
                     f"fold {fold}",
                 )
             continue
@@ -253,7 +274,9 @@ def _read_tsv(file: Path, text: str) -> Folds:
         if fold not in order:
             order.append(fold)
     if len(order) < 2:
-        raise InputFormatError(file, None, "qid<TAB>fold lines naming at least 2 folds", f"{len(order)} fold(s)")
+        raise InputFormatError(
+            file, None, "qid<TAB>fold lines naming at least 2 folds", f"{len(order)} fold(s)"
+        )
     qids = _natural(list(fold_of))
     folds = [
         Fold(name, tuple(q for q in qids if fold_of[q] != name), tuple(q for q in qids if fold_of[q] == name))

@@ -28,10 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-
-class GridError(ValueError):
-    """A grid specification that cannot be parsed."""
-
+from evirank.tune.errors import GridError
 
 _AXIS = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<values>\S+)$")
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
@@ -70,7 +67,9 @@ class Grid:
 
     def spec(self) -> list[str]:
         """The grid written back as ``NAME=V1,V2,...`` tokens (parses to the same grid)."""
-        return [f"{n}=" + ",".join(_fmt(v) for v in axis) for n, axis in zip(self.names, self.axes, strict=True)]
+        return [
+            f"{n}=" + ",".join(_fmt(v) for v in axis) for n, axis in zip(self.names, self.axes, strict=True)
+        ]
 
     def to_record(self) -> dict[str, list[float]]:
         """``{name: [values]}`` for JSON records."""

@@ -10,9 +10,10 @@ the inner loop of tuning; tests check it against :class:`Evaluator` on random ca
 Semantics are :class:`Evaluator`'s defaults (trec_eval's): scores compared in single precision,
 ties broken by docno descending; queries evaluated are those with candidates and qrels
 (``missing="skip"``); binary measures count labels >= ``relevance_level`` (default 1) as
-relevant; nDCG uses labels (negative ones as 0) as gains, as trec_eval's ``ndcg_cut``. Every measure depends only on the ranks of the judged-relevant candidates,
-so only those ranks are computed: by counting the documents that beat each one, or by a stable
-sort when queries hold many relevant candidates.
+relevant; nDCG uses labels (negative ones as 0) as gains, as trec_eval's ``ndcg_cut``. Every
+measure depends only on the ranks of the positively judged candidates, so only those ranks are
+computed: by counting the documents that beat each one, or by a stable sort when queries hold
+many relevant candidates.
 
 Supported measures: ``AP``, ``AP@k``, ``P@k``, ``R@k``, ``RR``, ``RR@k``, ``Success@k``,
 ``nDCG``, ``nDCG@k``, ``Rprec`` (with ``rel=``).
@@ -142,7 +143,10 @@ class FastEvaluator:
         n_candidates = np.bincount(row[row >= 0], minlength=len(judged)).astype(np.int64)
         width = int(n_candidates.max()) if len(judged) else 0
         labels = np.array(
-            [self._labels[q].get(d, 0) if q in self._labels else 0 for q, d in zip(qids, docnos, strict=True)],
+            [
+                self._labels[q].get(d, 0) if q in self._labels else 0
+                for q, d in zip(qids, docnos, strict=True)
+            ],
             dtype=np.int64,
         )
         positive = (row >= 0) & (labels > 0)
@@ -194,11 +198,10 @@ class FastEvaluator:
         valid = layout.rel_col >= 0
         safe_col = np.where(valid, layout.rel_col, 0)
         width, depth = table.shape[2], layout.rel_col.shape[1]
-        counting = depth <= max(4, int(np.log2(max(width, 2)))) if self.method == "auto" else self.method == "count"
-        if counting:
-            ranks = _ranks_by_counting(table, safe_col)
-        else:
-            ranks = _ranks_by_sorting(table, safe_col)
+        counting = (
+            depth <= max(4, int(np.log2(max(width, 2)))) if self.method == "auto" else self.method == "count"
+        )
+        ranks = _ranks_by_counting(table, safe_col) if counting else _ranks_by_sorting(table, safe_col)
         return np.where(valid[np.newaxis], ranks, np.inf)
 
     def _measure(self, measure: Measure, layout: Layout, ranks: np.ndarray) -> np.ndarray:
@@ -222,7 +225,9 @@ class FastEvaluator:
             first = np.where(hit, ranks, np.inf).min(axis=2)
             return np.where(np.isfinite(first), 1.0 / first, 0.0)
         if name == "Rprec":
-            return _divide((binary[np.newaxis] & (ranks <= n_rel[np.newaxis, :, np.newaxis])).sum(axis=2), n_rel)
+            return _divide(
+                (binary[np.newaxis] & (ranks <= n_rel[np.newaxis, :, np.newaxis])).sum(axis=2), n_rel
+            )
         if name == "AP":
             ordered = np.sort(np.where(hit, ranks, np.inf), axis=2)
             found = np.arange(1, ordered.shape[2] + 1, dtype=np.float64)
@@ -245,7 +250,9 @@ class FastEvaluator:
         return out
 
 
-def _ndcg(fast: FastEvaluator, measure: Measure, layout: Layout, ranks: np.ndarray, limit: float) -> np.ndarray:
+def _ndcg(
+    fast: FastEvaluator, measure: Measure, layout: Layout, ranks: np.ndarray, limit: float
+) -> np.ndarray:
     gains = np.maximum(layout.rel_label.astype(np.float64), 0.0)[np.newaxis]
     with np.errstate(divide="ignore"):
         discount = np.where(ranks <= limit, 1.0 / np.log2(ranks + 1.0), 0.0)

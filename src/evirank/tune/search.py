@@ -45,6 +45,7 @@ from evirank.frames import FIRST_STAGE_SCORE, QID, SCORE, sort_run
 from evirank.progress import progress_bar
 from evirank.stage import Estimator
 from evirank.tune.aggregators import Tunable
+from evirank.tune.errors import TuneError
 from evirank.tune.folds import Fold, Folds, k_folds
 from evirank.tune.grid import Grid
 from evirank.tune.metrics import FastEvaluator, Layout
@@ -185,7 +186,7 @@ def choose(values: np.ndarray, qids: Sequence[str], tune: Sequence[str]) -> tupl
     position = {q: i for i, q in enumerate(qids)}
     idx = [position[q] for q in tune]
     if not idx:
-        raise ValueError("cannot choose a setting without tuning queries")
+        raise TuneError("cannot choose a setting without tuning queries")
     means = values[:, idx].mean(axis=1)
     best = float(means.max())
     tied = np.flatnonzero(means >= best - TIE_TOLERANCE)
@@ -234,7 +235,7 @@ def cross_validate(
     layout = evaluator.layout(table.keys)
     qids = layout.qids
     if not qids:
-        raise ValueError("no query has both scored passages and qrels; nothing to tune")
+        raise TuneError("no query has both scored passages and qrels; nothing to tune")
     unjudged = table.keys[QID].nunique() - len(qids)
     if unjudged:
         logger.warning("%d queries have passages but no qrels; they are not tuned or predicted", unjudged)
@@ -244,7 +245,8 @@ def cross_validate(
     if unpredicted:
         logger.warning(
             "%d evaluated queries are in no fold's test set and are left out of the run: %s",
-            len(unpredicted), ", ".join(unpredicted[:10]),
+            len(unpredicted),
+            ", ".join(unpredicted[:10]),
         )
     timings["layout"] = time.perf_counter() - clock
 
@@ -259,8 +261,13 @@ def cross_validate(
     for choice in choices:
         logger.info(
             "fold %s: %s (tuning %s %.4f over %d queries, test %.4f over %d)",
-            choice.fold, _format_params(choice.params), name, choice.tune_mean, choice.n_tune,
-            choice.test_mean, choice.n_test,
+            choice.fold,
+            _format_params(choice.params),
+            name,
+            choice.tune_mean,
+            choice.n_tune,
+            choice.test_mean,
+            choice.n_test,
         )
     everything = Fold("all", tuple(qids), ())
     best = _choice(values, qids, everything, full_grid, position)
@@ -269,7 +276,12 @@ def cross_validate(
     result = TuneResult(aggregator, full_grid, name, used, choices, run, qids, values, best, timings)
     logger.info(
         "cross-validated %s: %.4f over %d queries (%d settings x %d folds in %.2f s)",
-        name, result.cv_mean, len(used.qids), len(full_grid), len(used), timings["grid"],
+        name,
+        result.cv_mean,
+        len(used.qids),
+        len(full_grid),
+        len(used),
+        timings["grid"],
     )
     return result
 
@@ -314,15 +326,23 @@ class CrossValidatedTuner(Estimator):
     def fit(self, passages: pd.DataFrame, qrels: pd.DataFrame, **_: Any) -> CrossValidatedTuner:
         """Run the cross-validated grid search; the result is ``self.result_``."""
         self.result_ = cross_validate(
-            passages, qrels, self.aggregator, self.grid, self.folds,
-            metric=self.metric, k=self.k, seed=self.random_state,
+            passages,
+            qrels,
+            self.aggregator,
+            self.grid,
+            self.folds,
+            metric=self.metric,
+            k=self.k,
+            seed=self.random_state,
         )
         return self
 
     def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
         """Aggregate scored passages with each query's fold setting (``best`` for other queries)."""
         result: TuneResult = self.result_
-        table = self.aggregator.table(frame, require_first_stage=_needs_first_stage(self.aggregator, result.grid))
+        table = self.aggregator.table(
+            frame, require_first_stage=_needs_first_stage(self.aggregator, result.grid)
+        )
         fold_of = result.folds.fold_of()
         by_fold = {c.fold: c.index for c in result.choices}
         index = np.array([by_fold.get(fold_of.get(q, ""), result.best.index) for q in table.keys[QID]])
@@ -340,10 +360,14 @@ def _choice(
     index, tune_mean, tied = choose(values, qids, fold.tune)
     test_idx = [position[q] for q in fold.test]
     test_mean = float(values[index, test_idx].mean()) if test_idx else float("nan")
-    return FoldChoice(fold.name, index, grid.setting(index), tune_mean, test_mean, tied, len(fold.tune), len(test_idx))
+    return FoldChoice(
+        fold.name, index, grid.setting(index), tune_mean, test_mean, tied, len(fold.tune), len(test_idx)
+    )
 
 
-def _cv_run(aggregator: Tunable, table: PassageTable, grid: Grid, folds: Folds, choices: list[FoldChoice]) -> pd.DataFrame:
+def _cv_run(
+    aggregator: Tunable, table: PassageTable, grid: Grid, folds: Folds, choices: list[FoldChoice]
+) -> pd.DataFrame:
     keys_qid = table.keys[QID].to_numpy()
     parts = []
     for fold, choice in zip(folds, choices, strict=True):
@@ -352,12 +376,16 @@ def _cv_run(aggregator: Tunable, table: PassageTable, grid: Grid, folds: Folds, 
         part = table.keys[rows].assign(**{SCORE: scores[rows]})
         parts.append(part)
     run = pd.concat(parts, ignore_index=True)
-    columns = [c for c in run.columns if c != FIRST_STAGE_SCORE] + ([FIRST_STAGE_SCORE] if FIRST_STAGE_SCORE in run else [])
+    columns = [c for c in run.columns if c != FIRST_STAGE_SCORE] + (
+        [FIRST_STAGE_SCORE] if FIRST_STAGE_SCORE in run else []
+    )
     return sort_run(run[columns])
 
 
 def _needs_first_stage(aggregator: Tunable, grid: Grid) -> bool:
-    alphas = grid.axes[grid.names.index("alpha")] if "alpha" in grid.names else (aggregator.defaults()["alpha"],)
+    alphas = (
+        grid.axes[grid.names.index("alpha")] if "alpha" in grid.names else (aggregator.defaults()["alpha"],)
+    )
     return any(a > 0 for a in alphas)
 
 

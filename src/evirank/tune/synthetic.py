@@ -86,6 +86,8 @@ def synthetic_passages(
         }
     )
     qrels = make_qrels(
-        pd.DataFrame({QID: qid_str[is_rel], DOCNO: docnos[is_rel], LABEL: np.ones(int(is_rel.sum()), dtype=np.int64)})
+        pd.DataFrame(
+            {QID: qid_str[is_rel], DOCNO: docnos[is_rel], LABEL: np.ones(int(is_rel.sum()), dtype=np.int64)}
+        )
     )
     return passages, qrels
