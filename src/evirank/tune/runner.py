@@ -220,8 +220,7 @@ def run_tune(config: TuneConfig, output: str | Path, *, overwrite: bool = False)
         "aggregate": aggregator.name,
         "normalise": aggregator.normalise,
         "parameters": list(aggregator.parameters),
-        "grid": grid.to_record(),
-        "grid_searched": result.grid.to_record(),
+        "grid": result.grid.spec(),
         "settings": len(result.grid),
         "metric": result.metric,
         "tie_rule": "first setting in grid order (last axis fastest) among means within 1e-12 of the best",
@@ -248,11 +247,31 @@ def run_tune(config: TuneConfig, output: str | Path, *, overwrite: bool = False)
         result.fold_means().to_csv(tmp / GRID_FILE, sep="\t", index=False, float_format="%.10g")
         write_folds(result.folds, tmp / FOLDS_FILE)
         record["timings"]["total"] = time.perf_counter() - started
-        (tmp / RECORD_FILE).write_text(
-            json.dumps(_plain(record), indent=2, allow_nan=False) + "\n", encoding="utf-8"
-        )
+        (tmp / RECORD_FILE).write_text(compact_json(_plain(record)) + "\n", encoding="utf-8")
     logger.info("wrote %s (%s %.4f cross-validated)", out, result.metric, exact)
     return TuneOutcome(config, result, run, evaluation, out, record)
+
+
+def compact_json(value: Any, indent: int = 2, level: int = 0) -> str:
+    """JSON with one key per line, but lists of plain values (numbers, strings) on one line.
+
+    Example:
+        >>> print(compact_json({"alpha": [0.0, 0.5], "name": "birch"}))
+        {
+          "alpha": [0.0, 0.5],
+          "name": "birch"
+        }
+    """
+    pad, inner = " " * (indent * level), " " * (indent * (level + 1))
+    if isinstance(value, dict) and value:
+        items = [
+            f"{inner}{json.dumps(str(k))}: {compact_json(v, indent, level + 1)}" for k, v in value.items()
+        ]
+        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
+    if isinstance(value, list) and value and any(isinstance(v, (dict, list)) for v in value):
+        items = [f"{inner}{compact_json(v, indent, level + 1)}" for v in value]
+        return "[\n" + ",\n".join(items) + f"\n{pad}]"
+    return json.dumps(value, allow_nan=False, ensure_ascii=False)
 
 
 def _evaluation(evaluator: Any, per_query: pd.DataFrame, result: TuneResult) -> dict[str, Any]:

@@ -49,7 +49,7 @@ def synthetic_passages(
         sentences: mean passages per document (Poisson, at least 1).
         relevant: mean relevant documents per query among the candidates (at least 1).
         seed: random seed.
-        text: fill the text column with short placeholder sentences (else empty strings).
+        text: fill the text column with placeholder sentences, unique per passage (else empty strings).
     """
     rng = np.random.default_rng(seed)
     qids = np.repeat(np.arange(1, n_queries + 1), depth)
@@ -79,7 +79,7 @@ def synthetic_passages(
             QUERY: np.char.add("synthetic query ", qid_str[doc_of]),
             DOCNO: docnos[doc_of],
             PID: pid.astype(np.int64),
-            TEXT: (np.char.add("sentence ", pid.astype(str)) if text else np.full(len(doc_of), "")),
+            TEXT: _texts(docnos[doc_of], pid) if text else np.full(len(doc_of), ""),
             SCORE: score,
             FIRST_STAGE_SCORE: first_stage[doc_of],
             FIRST_STAGE_RANK: fs_rank[doc_of],
@@ -91,3 +91,7 @@ def synthetic_passages(
         )
     )
     return passages, qrels
+
+
+def _texts(docnos: np.ndarray, pids: np.ndarray) -> np.ndarray:
+    return np.char.add(np.char.add("sentence ", pids.astype(str)), np.char.add(" of ", docnos.astype(str)))
