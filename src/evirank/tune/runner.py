@@ -217,6 +217,7 @@ def run_tune(config: TuneConfig, output: str | Path, *, overwrite: bool = False)
     tag = config.tag or _tag(out.name)
     record: dict[str, Any] = {
         "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(config).items()},
+        "resolved": _resolved(config),
         "aggregate": aggregator.name,
         "normalise": aggregator.normalise,
         "parameters": list(aggregator.parameters),
@@ -301,6 +302,37 @@ def _params_table(result: TuneResult) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+def _resolved(config: TuneConfig) -> dict[str, str | None]:
+    """The input paths made absolute, so the record is usable from another folder."""
+    out: dict[str, str | None] = {}
+    for name in ("qrels", "scores", "passages", "run", "folds"):
+        value = getattr(config, name)
+        out[name] = None if value is None else str(Path(value).resolve())
+    return out
+
+
+def load_record(folder: str | Path) -> tuple[TuneConfig, dict[str, Any]]:
+    """The config of an earlier ``tune`` output folder (paths resolved) and its whole record.
+
+    Example:
+        >>> load_record("no/such/folder")  # doctest: +IGNORE_EXCEPTION_DETAIL
+        Traceback (most recent call last):
+        FileNotFoundError: no/such/folder/tune.json: not a tune output folder
+    """
+    path = Path(folder) / RECORD_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: not a tune output folder (no {RECORD_FILE})")
+    record = json.loads(path.read_text(encoding="utf-8"))
+    values = dict(record["config"])
+    for name, resolved in record.get("resolved", {}).items():
+        if resolved is not None and not Path(str(values.get(name))).exists() and Path(resolved).exists():
+            values[name] = resolved
+    for name in ("tune_on", "grid", "measures"):
+        if values.get(name) is not None:
+            values[name] = tuple(values[name])
+    return TuneConfig(**values), record
 
 
 def _versions() -> dict[str, str]:
