@@ -1,0 +1,127 @@
+"""Read documents (title and text) back from a Lucene index's stored raw JSON.
+
+Indexes built by :func:`evirank.lucene.build_index` (and Anserini's BEIR "flat" indexes) store
+each document's raw JSON ``{"_id", "title", "text"}``; Pyserini JSONL indexes store
+``{"id", "contents"}``. Both are understood.
+
+Example:
+    >>> document_from_raw("d1", '{"_id": "d1", "title": "Cats", "text": "Cats purr."}')
+    Document(docno='d1', title='Cats', text='Cats purr.')
+    >>> docs = LuceneDocs("/tmp/pets-index")  # doctest: +SKIP
+    >>> docs.get(["d2"])["d2"].title  # doctest: +SKIP
+    'Dogs'
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from evirank.errors import InputFormatError
+from evirank.frames import Document
+
+logger = logging.getLogger(__name__)
+
+
+def document_from_raw(docno: str, raw: str) -> Document:
+    """A Document from one stored raw record (BEIR JSON, Pyserini JSON, or plain text).
+
+    Example:
+        >>> document_from_raw("7", '{"id": "7", "contents": "just text"}').text
+        'just text'
+    """
+    try:
+        obj = json.loads(raw)
+    except ValueError:
+        return Document(docno, "", raw)
+    if not isinstance(obj, dict):
+        return Document(docno, "", raw)
+    title = obj.get("title") or ""
+    text = obj.get("text")
+    if text is None:
+        text = obj.get("contents") or ""
+    return Document(docno, str(title), str(text))
+
+
+class LuceneDocs:
+    """Look documents up by id in a Lucene index with stored raw documents.
+
+    The index opens lazily, on the first lookup (this starts the JVM).
+
+    Args:
+        index: the index folder.
+
+    Example:
+        >>> LuceneDocs("/tmp/pets-index").get(["d1", "d2"])  # doctest: +SKIP
+        {'d1': Document(docno='d1', title='Cats', text='Cats purr.'), 'd2': ...}
+    """
+
+    def __init__(self, index: str | os.PathLike[str]) -> None:
+        self.index = Path(index)
+        self._searcher: Any = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"LuceneDocs({str(self.index)!r})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Picklable (for worker processes): the Java searcher and the lock are not carried over;
+        # the copy opens its own searcher on first use.
+        state = dict(vars(self))
+        state["_searcher"] = None
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        vars(self).update(state)
+        self._lock = threading.Lock()
+
+    def _open(self) -> Any:
+        with self._lock:
+            if self._searcher is None:
+                from evirank.lucene.index import check_index
+                from evirank.lucene.java import autoclass
+
+                check_index(self.index)
+                searcher = autoclass("io.anserini.search.SimpleSearcher")(str(self.index))
+                if searcher.get_total_num_docs() > 0 and searcher.doc(0).get("raw") is None:
+                    raise InputFormatError(
+                        self.index,
+                        None,
+                        "an index with stored raw documents",
+                        "none stored",
+                        "rebuild it with: evirank index",
+                    )
+                self._searcher = searcher
+            return self._searcher
+
+    def get(self, docnos: Iterable[str]) -> dict[str, Document]:
+        """The documents with these ids, keyed by id.
+
+        Raises:
+            KeyError: some ids are not in the index (the message lists the first few).
+        """
+        searcher = self._open()
+        found: dict[str, Document] = {}
+        missing: list[str] = []
+        for docno in dict.fromkeys(str(d) for d in docnos):
+            raw = searcher.doc_raw(docno)
+            if raw is None:
+                missing.append(docno)
+            else:
+                found[docno] = document_from_raw(docno, raw)
+        if missing:
+            shown = ", ".join(repr(d) for d in missing[:5]) + (", ..." if len(missing) > 5 else "")
+            raise KeyError(f"{len(missing)} document id(s) not in {self.index}: {shown}")
+        return found
+
+    def __getitem__(self, docno: str) -> Document:
+        return self.get([docno])[docno]
+
+    def __len__(self) -> int:
+        return int(self._open().get_total_num_docs())

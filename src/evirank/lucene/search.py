@@ -1,0 +1,284 @@
+"""BM25 and BM25+RM3 retrieval from a Lucene index, as a :class:`~evirank.stage.Stage`.
+
+Searching goes through Anserini's ``SimpleSearcher`` (the engine behind Pyserini's
+``LuceneSearcher``), so runs are Pyserini's runs: same analysis (Porter stemming, English stop
+words), same BM25 (Lucene's, with its one-byte document length norms), same RM3, and the same
+scores, which Anserini rounds to 4 decimals and nudges apart by 1e-6 steps when they tie.
+
+Tie order: the returned Run is ordered with :func:`evirank.frames.sort_run` (score descending,
+then docno ascending). Plain Lucene would break ties by its internal document number, which
+depends on indexing order and threads; Anserini already breaks them by docid, which
+``sort_run`` keeps, and the top-``k`` cut is made in that same order. Runs are therefore the
+same whatever the number of indexing or search threads.
+
+Example:
+    >>> from evirank.frames import make_topics
+    >>> run = Bm25("/tmp/pets-index", k=10)(make_topics([("1", "purring cats")]))  # doctest: +SKIP
+    >>> run.columns.tolist()  # doctest: +SKIP
+    ['qid', 'docno', 'score', 'rank', 'query']
+    >>> pipeline = Bm25("/tmp/pets-index", rm3=Rm3()) % 100  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from evirank.errors import InputFormatError
+from evirank.frames import DOCNO, QID, QUERY, RANK, SCORE, TEXT, TITLE, require_columns, sort_run
+from evirank.lucene.docs import document_from_raw
+from evirank.progress import progress_bar
+from evirank.stage import Stage
+
+logger = logging.getLogger(__name__)
+
+# Queries per Java batch_search call: each holds k loaded documents per query in the JVM heap
+# until the batch returns, so batches stay small enough for a 1 GB heap at k=1000.
+_HITS_PER_BATCH = 64_000
+
+
+def _positive_int(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, found {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Rm3:
+    """RM3 pseudo-relevance feedback, with Anserini's defaults.
+
+    Args:
+        fb_docs: feedback documents (the top of a first BM25 ranking).
+        fb_terms: expansion terms taken from them.
+        original_weight: weight of the original query in the expanded one (0 to 1).
+
+    Example:
+        >>> Rm3()
+        Rm3(fb_docs=10, fb_terms=10, original_weight=0.5)
+    """
+
+    fb_docs: int = 10
+    fb_terms: int = 10
+    original_weight: float = 0.5
+
+    def __post_init__(self) -> None:
+        _positive_int("fb_docs", self.fb_docs)
+        _positive_int("fb_terms", self.fb_terms)
+        if not 0.0 <= float(self.original_weight) <= 1.0:
+            raise ValueError(f"original_weight must be within [0, 1], found {self.original_weight!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Bm25Config:
+    """Everything a :class:`Bm25` stage does, as data (written next to runs).
+
+    Example:
+        >>> Bm25Config().k1, Bm25Config().rm3
+        (0.9, None)
+    """
+
+    k1: float = 0.9
+    b: float = 0.4
+    rm3: Rm3 | None = None
+    k: int = 1000
+    threads: int = 1
+    fetch_text: int = 0
+
+    def __post_init__(self) -> None:
+        if float(self.k1) < 0 or not 0.0 <= float(self.b) <= 1.0:
+            raise ValueError(f"BM25 needs k1 >= 0 and 0 <= b <= 1, found k1={self.k1!r}, b={self.b!r}")
+        _positive_int("k", self.k)
+        _positive_int("threads", self.threads)
+        if isinstance(self.fetch_text, bool) or not isinstance(self.fetch_text, int) or self.fetch_text < 0:
+            raise ValueError(f"fetch_text must be an integer >= 0, found {self.fetch_text!r}")
+        if self.rm3 is not None and not isinstance(self.rm3, Rm3):
+            raise TypeError(f"rm3 must be an Rm3(...) or None, found {type(self.rm3).__name__}")
+
+    @property
+    def name(self) -> str:
+        """A short name for run tags: ``bm25`` or ``bm25+rm3``."""
+        return "bm25" if self.rm3 is None else "bm25+rm3"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return asdict(self)
+
+
+def _clean_scores(scores: Sequence[float]) -> np.ndarray:
+    """Lucene's float32 scores as the shortest decimals that identify them (12.3456, not 12.345600128...).
+
+    Distinct float32 values stay distinct and keep their order, so rankings do not change.
+    """
+    return np.asarray(scores, dtype=np.float32).astype(str).astype(np.float64)
+
+
+def _has_docvectors(index: Path) -> bool:
+    """Whether the index's first document has a stored term vector (RM3 needs them)."""
+    from evirank.lucene.java import autoclass
+
+    paths = autoclass("java.nio.file.Paths")
+    directory = autoclass("org.apache.lucene.store.FSDirectory").open(paths.get(str(index)))
+    reader = autoclass("org.apache.lucene.index.DirectoryReader").open(directory)
+    try:
+        return reader.maxDoc() == 0 or reader.termVectors().get(0) is not None
+    finally:
+        reader.close()
+        directory.close()
+
+
+class Bm25(Stage):
+    """Retrieve the top ``k`` documents per query with BM25 (optionally BM25+RM3) from a Lucene index.
+
+    Takes Topics ``[qid, query]`` and returns a Run ``[qid, docno, score, rank, query]``
+    (plus ``title`` and ``text`` with ``fetch_text``). The searcher opens lazily, once per stage.
+
+    Args:
+        index: a Lucene index folder (:func:`evirank.lucene.build_index`, or Pyserini's).
+        k1: BM25's term-frequency saturation.
+        b: BM25's length normalisation.
+        rm3: an :class:`Rm3` to expand each query with pseudo-relevance feedback, or ``None``.
+        k: documents retrieved per query.
+        threads: search threads (above 1, queries are searched in parallel batches in Java).
+        fetch_text: fill ``title`` and ``text`` for each query's top ``fetch_text`` documents
+            (``None`` below that rank); 0 adds no such columns. Text is never loaded for all ``k``.
+
+    Example:
+        >>> from evirank.frames import make_topics
+        >>> stage = Bm25("/tmp/pets-index", rm3=Rm3(fb_docs=5), k=100, fetch_text=10)  # doctest: +SKIP
+        >>> run = stage(make_topics([("1", "cats")]))  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        index: str | os.PathLike[str],
+        k1: float = 0.9,
+        b: float = 0.4,
+        rm3: Rm3 | None = None,
+        k: int = 1000,
+        threads: int = 1,
+        fetch_text: int = 0,
+    ) -> None:
+        self.index = Path(index)
+        self.config = Bm25Config(k1=k1, b=b, rm3=rm3, k=k, threads=threads, fetch_text=fetch_text)
+        self._searcher: Any = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{f.name}={getattr(self.config, f.name)!r}" for f in fields(self.config))
+        return f"Bm25({str(self.index)!r}, {params})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Picklable (for worker processes): the Java searcher and the lock are not carried over;
+        # the copy opens its own searcher on first use.
+        state = dict(vars(self))
+        state["_searcher"] = None
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        vars(self).update(state)
+        self._lock = threading.Lock()
+
+    def _open(self) -> Any:
+        with self._lock:
+            if self._searcher is None:
+                from evirank.lucene.index import check_index, read_index_info
+                from evirank.lucene.java import autoclass
+
+                check_index(self.index)
+                info = read_index_info(self.index)
+                if info is None:
+                    logger.info(
+                        "%s was not built by evirank (no evirank-index.json); using it as is", self.index
+                    )
+                searcher = autoclass("io.anserini.search.SimpleSearcher")(str(self.index))
+                cfg = self.config
+                searcher.set_bm25(float(cfg.k1), float(cfg.b))
+                if cfg.rm3 is not None:
+                    if not _has_docvectors(self.index):
+                        raise InputFormatError(
+                            self.index,
+                            None,
+                            "an index with document vectors (RM3 needs them)",
+                            "none stored",
+                            "rebuild it with: evirank index",
+                        )
+                    # Anserini's argument order: expansion terms, then feedback documents.
+                    searcher.set_rm3(cfg.rm3.fb_terms, cfg.rm3.fb_docs, float(cfg.rm3.original_weight))
+                logger.debug(
+                    "opened %s (%d documents) for %r", self.index, searcher.get_total_num_docs(), self
+                )
+                self._searcher = searcher
+            return self._searcher
+
+    def _hits(self, searcher: Any, qids: list[str], queries: list[str]) -> Iterator[tuple[str, list[Any]]]:
+        """Yield (qid, Anserini ScoredDoc hits) per query, sequentially or in Java-side batches."""
+        cfg = self.config
+        bar = progress_bar(desc=cfg.name, total=len(qids), unit="query")
+        try:
+            if cfg.threads == 1:
+                for qid, query in zip(qids, queries, strict=True):
+                    yield qid, searcher.search(query, cfg.k)
+                    bar.update(1)
+                return
+            from evirank.lucene.java import autoclass
+
+            array_list = autoclass("java.util.ArrayList")
+            size = max(cfg.threads, _HITS_PER_BATCH // cfg.k)
+            for start in range(0, len(qids), size):
+                batch_q, batch_id = array_list(), array_list()
+                for qid, query in zip(qids[start : start + size], queries[start : start + size], strict=True):
+                    batch_q.add(query)
+                    batch_id.add(qid)
+                results = searcher.batch_search(batch_q, batch_id, cfg.k, cfg.threads)
+                for qid in qids[start : start + size]:
+                    yield qid, results.get(qid) or []
+                bar.update(min(size, len(qids) - start))
+        finally:
+            bar.close()
+
+    def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """Search every topic; return the Run sorted by qid, score descending, docno ascending."""
+        require_columns(frame, (QID, QUERY), "Bm25")
+        qids = frame[QID].astype(str).tolist()
+        queries = frame[QUERY].astype(str).tolist()
+        duplicated = frame[QID].astype(str)[frame[QID].astype(str).duplicated()].unique().tolist()
+        if duplicated:
+            raise ValueError(
+                f"Bm25: each qid must appear once in the topics, found repeated qids {duplicated[:5]}"
+            )
+        cfg = self.config
+        searcher = self._open()
+        query_of = dict(zip(qids, queries, strict=True))
+        parts: list[pd.DataFrame] = []
+        for qid, hits in self._hits(searcher, qids, queries):
+            if not hits:
+                logger.debug("query %s (%r) retrieved nothing", qid, query_of[qid])
+                continue
+            docnos = [h.docid for h in hits]
+            scores = _clean_scores([h.score for h in hits])
+            part = pd.DataFrame({QID: qid, DOCNO: docnos, SCORE: scores, QUERY: query_of[qid]})
+            if cfg.fetch_text:
+                # Rank order (score desc, docno asc) decides which hits get their text loaded.
+                order = sorted(range(len(hits)), key=lambda i: (-scores[i], docnos[i]))[: cfg.fetch_text]
+                titles: list[str | None] = [None] * len(hits)
+                texts: list[str | None] = [None] * len(hits)
+                for i in order:
+                    doc = document_from_raw(docnos[i], hits[i].lucene_document.get("raw") or "")
+                    titles[i], texts[i] = doc.title, doc.text
+                part[TITLE] = titles
+                part[TEXT] = texts
+            parts.append(part)
+        columns = [QID, DOCNO, SCORE, RANK, QUERY] + ([TITLE, TEXT] if cfg.fetch_text else [])
+        if not parts:
+            empty = pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
+            return empty.astype({SCORE: np.float64, RANK: np.int64})
+        run = sort_run(pd.concat(parts, ignore_index=True))
+        return run[columns]
