@@ -51,6 +51,10 @@ def main() -> int:
     conditions = load_conditions(args.file)
     overrides = dict(item.partition("=")[::2] for item in args.overrides)
     variables = resolve_variables(conditions.variables, overrides)
+    if "DATA" not in overrides and "DATA" not in os.environ and not (REPO / variables["DATA"]).is_dir():
+        found = _find_scifact()  # a worktree sits deeper than ../shared
+        if found is not None:
+            variables["DATA"] = os.path.relpath(found, REPO)
     data = REPO / variables["DATA"]
     if not args.dry_run and not data.is_dir():
         print(f"SciFact is not at {data}; set DATA=... (--set DATA=PATH)")
@@ -83,6 +87,14 @@ def main() -> int:
         if result.error:
             print(f"\n{result.name}: {result.error}")
     return 0 if results and all(r.passed for r in results) else 1
+
+
+def _find_scifact() -> Path | None:
+    for parent in REPO.parents:
+        candidate = parent / "shared" / "datasets" / "scifact"
+        if candidate.is_dir():
+            return candidate
+    return None
 
 
 if __name__ == "__main__":
