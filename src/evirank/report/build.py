@@ -31,7 +31,8 @@ from typing import Any
 import pandas as pd
 
 from evirank.evaluate import Comparison, compare, markdown_table, to_record
-from evirank.evaluate.significance import DELTA, SIGNIFICANT
+from evirank.evaluate.measures import Missing
+from evirank.evaluate.significance import DELTA, SIGNIFICANT, Correction, Family
 from evirank.evaluate.tables import BETTER, WORSE
 from evirank.frames import MEASURE, QID, QUERY, RUN
 from evirank.outputs import atomic_output
@@ -77,11 +78,11 @@ class ReportConfig:
     runs: tuple[tuple[str, str | Path], ...]
     baseline: str | None = None
     measures: tuple[str, ...] = ("AP", "P@20", "nDCG@20")
-    correction: str = "bonferroni"
+    correction: Correction = "bonferroni"
     alpha: float = 0.05
-    family: str = "all"
+    family: Family = "all"
     relevance_level: int | None = None
-    missing: str = "skip"
+    missing: Missing = "skip"
     topics: str | Path | None = None
     length_buckets: str | None = None
     length_measure: str | None = None
@@ -144,10 +145,10 @@ def build_report(config: ReportConfig, *, plots: bool = True) -> Report:
         qrels,
         config.measures,
         baseline=config.baseline,
-        correction=config.correction,  # type: ignore[arg-type]
+        correction=config.correction,
         alpha=config.alpha,
         family=config.family,
-        missing=config.missing,  # type: ignore[arg-type]
+        missing=config.missing,
         relevance_level=config.relevance_level,
     )
     images: dict[str, bytes] = {}
@@ -209,10 +210,10 @@ def build_report(config: ReportConfig, *, plots: bool = True) -> Report:
             queries,
             measure,
             buckets,
-            correction=config.correction,  # type: ignore[arg-type]
+            correction=config.correction,
             alpha=config.alpha,
             family=config.family,
-        )  # type: ignore[arg-type]
+        )
         sections += [_length_markdown(table, config), ""]
         record["by_length"] = _length_record(table)
         if plots:
@@ -285,10 +286,10 @@ def _pruned_comparison(
         qrels,
         config.measures,
         baseline=config.baseline,
-        correction=config.correction,  # type: ignore[arg-type]
+        correction=config.correction,
         alpha=config.alpha,
         family=config.family,
-        missing=config.missing,  # type: ignore[arg-type]
+        missing=config.missing,
         relevance_level=config.relevance_level,
     )
 

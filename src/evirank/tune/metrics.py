@@ -216,11 +216,11 @@ class FastEvaluator:
         n_rel = self._n_relevant(layout.qids, rel)  # [Q]
         hit = binary[np.newaxis] & (ranks <= limit)  # [g, Q, R]
         if name == "P":
-            return hit.sum(axis=2) / float(cutoff)
+            return np.asarray(hit.sum(axis=2) / float(cutoff), dtype=np.float64)
         if name == "R":
             return _divide(hit.sum(axis=2), n_rel)
         if name == "Success":
-            return hit.any(axis=2).astype(np.float64)
+            return np.asarray(hit.any(axis=2), dtype=np.float64)
         if name == "RR":
             first = np.where(hit, ranks, np.inf).min(axis=2)
             return np.where(np.isfinite(first), 1.0 / first, 0.0)
