@@ -213,3 +213,43 @@ def test_bad_flags_fail_with_one_clear_line(
     assert main(args) == 2
     assert message in caplog.text
     assert not (tmp_path / "x").exists()
+
+
+def test_tune_with_the_robust04_folds(datasets: Path, tmp_path: Path) -> None:
+    folds_file = datasets / "trec-newswire-topics" / "folds.robust04.yang19.json"
+    qids = sorted(json.loads(folds_file.read_text())["s1"]["train_qids"]) + sorted(
+        q for fold in json.loads(folds_file.read_text()).values() for q in fold["predict"]["test"]
+    )
+    robust = sorted(set(qids), key=int)
+    passages, qrels = synthetic_passages(n_queries=len(robust), depth=10, sentences=3, seed=8)
+    rename = {str(i + 1): q for i, q in enumerate(robust)}
+    passages["qid"] = passages["qid"].map(rename)
+    qrels["qid"] = qrels["qid"].map(rename)
+    passages.to_parquet(tmp_path / "p.parquet")
+    write_qrels(qrels, tmp_path / "qrels.txt")
+    out = tmp_path / "cv"
+    assert (
+        main(
+            [
+                "-q",
+                "tune",
+                "--passages",
+                str(tmp_path / "p.parquet"),
+                "--qrels",
+                str(tmp_path / "qrels.txt"),
+                "--folds",
+                str(folds_file),
+                "--grid",
+                "alpha=0:1:0.5",
+                "w2=0,1",
+                "w3=0",
+                "--output",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    record = json.loads((out / "tune.json").read_text())
+    assert [c["fold"] for c in record["choices"]] == ["s1", "s2", "s3", "s4", "s5"]
+    assert all(c["n_tune"] == 200 and c["n_test"] == 50 for c in record["choices"])
+    assert record["evaluation"]["queries"] == 250
