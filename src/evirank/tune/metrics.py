@@ -121,6 +121,7 @@ class FastEvaluator:
         frame[LABEL] = frame[LABEL].astype(np.int64)
         self._qrels = frame
         self._labels = {q: dict(zip(g[DOCNO], g[LABEL], strict=True)) for q, g in frame.groupby(QID)}
+        self._cache: dict[tuple[object, ...], np.ndarray] = {}
 
     def layout(self, keys: pd.DataFrame) -> Layout:
         """Lay out the candidates ``keys`` [qid, docno] (one row per document, any order).
@@ -237,11 +238,20 @@ class FastEvaluator:
         raise MeasureError(f"measure {measure} is not supported by the fast evaluator")  # pragma: no cover
 
     def _n_relevant(self, qids: Sequence[str], rel: int) -> np.ndarray:
-        counts = self._qrels[self._qrels[LABEL] >= rel].groupby(QID).size()
-        return counts.reindex(list(qids), fill_value=0).to_numpy(dtype=np.float64)
+        key = ("n_relevant", tuple(qids), rel)
+        if key not in self._cache:
+            counts = self._qrels[self._qrels[LABEL] >= rel].groupby(QID).size()
+            self._cache[key] = counts.reindex(list(qids), fill_value=0).to_numpy(dtype=np.float64)
+        return self._cache[key]
 
     def ideal_dcg(self, qids: Sequence[str], limit: float) -> np.ndarray:
         """Each query's ideal DCG at ``limit`` from all its judgements."""
+        key = ("ideal_dcg", tuple(qids), limit)
+        if key not in self._cache:
+            self._cache[key] = self._ideal_dcg(qids, limit)
+        return self._cache[key]
+
+    def _ideal_dcg(self, qids: Sequence[str], limit: float) -> np.ndarray:
         out = np.zeros(len(qids))
         for i, qid in enumerate(qids):
             labels = np.array(sorted(self._labels.get(qid, {}).values(), reverse=True), dtype=np.float64)
