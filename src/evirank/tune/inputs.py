@@ -108,7 +108,7 @@ def read_passages(path: str | os.PathLike[str]) -> pd.DataFrame:
         elif kind == ".tsv":
             frame = pd.read_csv(file, sep="\t", dtype={QID: str, DOCNO: str}, keep_default_na=False)
         elif kind in (".jsonl", ".json"):
-            frame = pd.read_json(file, lines=True, dtype={QID: str, DOCNO: str})
+            frame = pd.read_json(file, lines=True, dtype={QID: str, DOCNO: str}, precise_float=True)
         else:
             raise InputFormatError(
                 file,
