@@ -164,6 +164,17 @@ def build_report(config: ReportConfig, *, plots: bool = True) -> Report:
         "",
     ]
 
+    tuned = _tuned_settings(config)
+    if tuned:
+        sections += ["## Tuned settings", ""]
+        for name, text in tuned.items():
+            sections += [
+                f"{name}: the setting each fold chose on its tuning queries (`evirank tune`).",
+                "",
+                text,
+                "",
+            ]
+
     plot_measures = list(config.plot_measures or comparison.measures[:1])
     sections += ["## Per-query differences", ""]
     if comparison.baseline is None:
@@ -263,6 +274,41 @@ def build_report(config: ReportConfig, *, plots: bool = True) -> Report:
     record["images"] = sorted(images)
     markdown = "\n".join(sections).rstrip() + "\n"
     return Report(config.title, markdown, images, record)
+
+
+def _tuned_settings(config: ReportConfig) -> dict[str, str]:
+    """For runs given as ``tune`` folders: each fold's chosen setting as a Markdown table."""
+    out = {}
+    for name, path in config.runs:
+        record_file = Path(path) / "tune.json"
+        if not record_file.is_file():
+            continue
+        record = json.loads(record_file.read_text(encoding="utf-8"))
+        metric = record["metric"]
+        varying = [n for n, values in _grid_axes(record["grid"]).items() if len(values) > 1]
+        header = ["fold", "tuning queries", "test queries", *varying, f"tuning {metric}", f"test {metric}"]
+        lines = [
+            "| " + " | ".join(header) + " |",
+            "| " + " | ".join(["---"] + ["---:"] * (len(header) - 1)) + " |",
+        ]
+        for choice in record["choices"]:
+            cells = [str(choice["fold"]), str(choice["n_tune"]), str(choice["n_test"])]
+            cells += [f"{choice['params'][n]:g}" for n in varying]
+            cells += [f"{choice['tune_mean']:.4f}", f"{choice['test_mean']:.4f}"]
+            lines.append("| " + " | ".join(cells) + " |")
+        out[name] = (
+            f"{record['aggregate']} (normalise {record['normalise']}), {record['settings']:,} settings, "
+            f"folds {record['folds_source']}.\n\n" + "\n".join(lines)
+        )
+    return out
+
+
+def _grid_axes(spec: list[str]) -> dict[str, list[str]]:
+    axes = {}
+    for token in spec:
+        name, _, values = token.partition("=")
+        axes[name] = values.split(",")
+    return axes
 
 
 def _pruned(config: ReportConfig) -> list[Any]:
