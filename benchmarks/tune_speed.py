@@ -31,7 +31,18 @@ BIRCH_GRID = "alpha=0:1:0.1 w2=0:1:0.1 w3=0:1:0.1"
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_STORE = REPO / "runs" / "conditions" / "scifact" / "scores.sqlite"
 DEFAULT_RUN = REPO / "runs" / "conditions" / "scifact" / "bm25.txt"
-DEFAULT_QRELS = REPO.parent / "shared" / "datasets" / "scifact" / "qrels" / "test.tsv"
+
+
+def _default_qrels() -> Path:
+    """SciFact's test qrels in ``shared/datasets`` beside the checkout (or one of its parents)."""
+    for parent in REPO.parents:
+        candidate = parent / "shared" / "datasets" / "scifact" / "qrels" / "test.tsv"
+        if candidate.is_file():
+            return candidate
+    return REPO.parent / "shared" / "datasets" / "scifact" / "qrels" / "test.tsv"
+
+
+DEFAULT_QRELS = _default_qrels()
 
 
 def time_search(
@@ -71,7 +82,8 @@ def time_search(
         "grid s": result.timings["grid"],
         "total s": total,
         "plain way s (extrapolated)": plain,
-        f"CV {result.metric}": result.cv_mean,
+        "metric": result.metric,
+        "CV mean": result.cv_mean,
     }
 
 
@@ -113,7 +125,7 @@ def markdown(table: pd.DataFrame) -> str:
 
     def cell(column: str, value: object) -> str:
         if isinstance(value, float):
-            return f"{value:.4f}" if column.startswith("CV") else f"{value:.2f}"
+            return f"{value:.4f}" if column == "CV mean" else f"{value:.2f}"
         return f"{value:,}" if isinstance(value, int) else str(value)
 
     lines = ["| " + " | ".join(table.columns) + " |", "|" + "---|" * len(table.columns)]
@@ -134,9 +146,11 @@ def _real_passages(args: argparse.Namespace) -> tuple[pd.DataFrame, pd.DataFrame
         return attach_first_stage(read_passages(args.passages), run, args.depth), qrels, "SciFact (file)"
     if not args.store.is_file():
         return None
+    clock = time.perf_counter()
     passages, fingerprint = passages_from_store(
         args.store, run, fingerprint=args.fingerprint, depth=args.depth
     )
+    print(f"read {len(passages):,} scored passages from {args.store} in {time.perf_counter() - clock:.1f} s")
     return passages, qrels, f"SciFact store {fingerprint[:8]}"
 
 
