@@ -188,7 +188,7 @@ def build_report(config: ReportConfig, *, plots: bool = True) -> Report:
                 sections.append(
                     f"{run} vs {comparison.baseline} on {measure}: better on {better} of {len(diff)} queries "
                     f"({_pct(better, len(diff))}), worse on {worse} ({_pct(worse, len(diff))}), "
-                    f"mean difference {diff.mean():+.4f}."
+                    f"mean difference {diff.mean():+.4f}." + _extremes(diff)
                 )
                 sections.append("")
                 record["differences"][f"{run}|{measure}"] = {
@@ -297,7 +297,8 @@ def _tuned_settings(config: ReportConfig) -> dict[str, str]:
             cells += [f"{choice['tune_mean']:.4f}", f"{choice['test_mean']:.4f}"]
             lines.append("| " + " | ".join(cells) + " |")
         out[name] = (
-            f"{record['aggregate']} (normalise {record['normalise']}), {record['settings']:,} settings, "
+            f"{record['aggregate']} (normalise {record['normalise']}), {record['settings']:,} "
+            f"setting{'s' if record['settings'] != 1 else ''}, "
             f"folds {record['folds_source']}.\n\n" + "\n".join(lines)
         )
     return out
@@ -413,6 +414,19 @@ def _choices(p: Any) -> str:
     return "; ".join(
         f"fold {c.fold}: " + " ".join(f"{n}={c.params[n]:g}" for n in names) for c in p.result.choices
     )
+
+
+def _extremes(diff: pd.Series, most: int = 3) -> str:
+    """`` Largest gains: q1 (+0.50), ...; largest losses: ...`` (only nonzero differences)."""
+    gains = [f"{q} ({v:+.2f})" for q, v in diff.head(most).items() if v > 0]
+    losses = [f"{q} ({v:+.2f})" for q, v in diff.iloc[::-1].head(most).items() if v < 0]
+    parts = []
+    if gains:
+        parts.append("largest gains: " + ", ".join(gains))
+    if losses:
+        parts.append("largest losses: " + ", ".join(losses))
+    text = "; ".join(parts)
+    return f" {text[0].upper()}{text[1:]}." if text else ""
 
 
 def _pct(count: int, total: int) -> str:

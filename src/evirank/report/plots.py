@@ -43,7 +43,6 @@ def per_query_difference_plot(
     baseline: str,
     measure: str,
     title: str | None = None,
-    label_extremes: int = 3,
 ) -> bytes:
     """Bars of each query's difference from the baseline, sorted descending (Birch's Figure 5.1).
 
@@ -54,7 +53,9 @@ def per_query_difference_plot(
         baseline: the baseline's name.
         measure: the measure's name (axis label).
         title: the plot title (default: "Per-query difference in <measure>: <run> vs <baseline>").
-        label_extremes: annotate this many best and worst queries with their qid.
+
+    Queries are named on the x axis up to 40 of them; beyond that the axis only counts them
+    (the report's text names the largest gains and losses).
     """
     plt = _pyplot()
     values = differences.to_numpy(dtype=np.float64)
@@ -73,16 +74,6 @@ def per_query_difference_plot(
         ax.set_xticks([])
     else:
         ax.set_xticks(x, [str(q) for q in differences.index], rotation=90, fontsize=7)
-    for i in [*range(min(label_extremes, n)), *range(max(n - label_extremes, label_extremes), n)]:
-        if n > 40 and values[i] != 0:
-            ax.annotate(
-                str(differences.index[i]),
-                (i, values[i]),
-                textcoords="offset points",
-                xytext=(0, 3 if values[i] > 0 else -9),
-                ha="center",
-                fontsize=7,
-            )
     from matplotlib.patches import Patch
 
     handles = [

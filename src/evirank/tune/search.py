@@ -262,7 +262,7 @@ def cross_validate(
         logger.info(
             "fold %s: %s (tuning %s %.4f over %d queries, test %.4f over %d)",
             choice.fold,
-            _format_params(choice.params),
+            _format_params(choice.params, aggregator.parameters),
             name,
             choice.tune_mean,
             choice.n_tune,
@@ -389,5 +389,5 @@ def _needs_first_stage(aggregator: Tunable, grid: Grid) -> bool:
     return any(a > 0 for a in alphas)
 
 
-def _format_params(params: dict[str, float]) -> str:
-    return " ".join(f"{k}={v:g}" for k, v in params.items())
+def _format_params(params: dict[str, float], order: Sequence[str]) -> str:
+    return " ".join(f"{k}={params[k]:g}" for k in order if k in params)
