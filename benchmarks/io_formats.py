@@ -124,7 +124,9 @@ def main() -> None:
                     f"{rss:,.0f}",
                 )
             )
-    print(f"Machine: {cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    python = platform.python_version()
+    print(f"Machine: {cpu_model()}, {os.cpu_count()} cores, Python {python}; load average {load}")
     print("| operation | input | items | seconds | items/s | peak RSS MiB |")
     print("|---|---|---|---|---|---|")
     for row in rows:

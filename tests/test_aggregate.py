@@ -112,13 +112,13 @@ def test_interpolation_option_on_simple_aggregators() -> None:
     assert scores_of(MaxP(alpha=1.0)(PASSAGES)) == pytest.approx({"a": 10.0, "b": 12.0, "c": 4.0})
 
 
-def test_ties_are_broken_by_docno_and_output_is_a_sorted_run() -> None:
-    tied = passages_frame([("1", "z", 0, 0.5, 1.0), ("1", "m", 0, 0.5, 2.0), ("1", "b", 0, 0.5, 3.0)])
+def test_ties_follow_the_project_rule_docno_descending_and_output_is_a_sorted_run() -> None:
+    tied = passages_frame([("1", "m", 0, 0.5, 2.0), ("1", "b", 0, 0.5, 3.0), ("1", "z", 0, 0.5, 1.0)])
     run = MaxP()(tied)
-    assert run[DOCNO].tolist() == ["b", "m", "z"]
+    assert run[DOCNO].tolist() == ["z", "m", "b"]  # evirank.frames.sort_run: trec_eval's tie rule
     assert run[RANK].tolist() == [1, 2, 3]
     assert run.columns.tolist() == [QID, QUERY, DOCNO, SCORE, RANK, FIRST_STAGE_SCORE, FIRST_STAGE_RANK]
-    assert run[FIRST_STAGE_SCORE].tolist() == [3.0, 2.0, 1.0]
+    assert run[FIRST_STAGE_SCORE].tolist() == [1.0, 2.0, 3.0]
 
 
 @pytest.mark.parametrize("stage", [MaxP(), FirstP(), SumP(), MeanP(), Birch(), Birch(normalise="none")])
@@ -202,8 +202,9 @@ def test_merge_tail_keeps_first_stage_order_strictly_below_the_reranked() -> Non
     reranked = make_run([("1", "b", 0.8), ("1", "a", 0.1)])
     merged = merge_tail(reranked, ORIGINAL)
     q1 = merged[merged[QID] == "1"]
-    assert q1[DOCNO].tolist() == ["b", "a", "c", "d", "e"]
-    # strictly below 0.1; c and d (tied first-stage scores) stay apart, in rank order
+    tail_order = ORIGINAL[(ORIGINAL[QID] == "1") & ~ORIGINAL[DOCNO].isin(["a", "b"])][DOCNO].tolist()
+    assert q1[DOCNO].tolist() == ["b", "a", *tail_order]
+    # strictly below 0.1; c and d (tied first-stage scores) stay apart, in first-stage rank order
     assert q1[SCORE].tolist()[2:] == [-0.9, -1.9, -2.9]
     assert q1[FIRST_STAGE_SCORE].tolist() == [8.0, 9.0, 7.0, 7.0, 5.0]
     assert q1[FIRST_STAGE_RANK].tolist() == [2, 1, 3, 4, 5]
@@ -227,6 +228,30 @@ def test_rerank_top_rescores_only_the_top_depth() -> None:
 
     out = RerankTop(Reverse(), depth=2)(ORIGINAL)
     assert seen == [4]
-    assert out[out[QID] == "1"][DOCNO].tolist() == ["b", "a", "c", "d", "e"]
+    first_stage = ORIGINAL[ORIGINAL[QID] == "1"][DOCNO].tolist()
+    assert out[out[QID] == "1"][DOCNO].tolist() == ["b", "a", *first_stage[2:]]
     assert out[out[QID] == "2"][DOCNO].tolist() == ["y", "x"]
     assert (out.groupby(QID)[RANK].apply(list) == pd.Series({"1": [1, 2, 3, 4, 5], "2": [1, 2]})).all()
+
+
+def test_segment_score_aggregate_pipeline_keeps_every_document() -> None:
+    from evirank.segment import Sentences
+
+    class TermOverlap(Stage):
+        """A stand-in scorer: how many query words a passage contains."""
+
+        def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
+            overlap = [
+                len(set(q.lower().split()) & set(t.lower().replace(".", "").split()))
+                for q, t in zip(frame[QUERY], frame[TEXT], strict=True)
+            ]
+            return frame.assign(**{SCORE: np.asarray(overlap, dtype=float)})
+
+    run = make_run([("1", "d1", 3.0), ("1", "d2", 2.0), ("1", "d3", 1.0), ("1", "d4", 0.5)])
+    run[QUERY] = "solar wind"
+    run[TEXT] = ["Nothing here. Still nothing.", "The solar wind blows. Other text.", "", "Wind only."]
+    pipeline = RerankTop(Sentences() >> TermOverlap() >> Birch(top_n=2, alpha=0.0, weights=(1, 1)), depth=3)
+    out = pipeline(run)
+    # d2 matches; d1 and d3 (no text) tie at 0 and follow the tie rule; d4 is beyond the depth
+    assert out[DOCNO].tolist() == ["d2", "d3", "d1", "d4"]
+    assert out[SCORE].tolist()[-1] < out[SCORE].tolist()[-2]

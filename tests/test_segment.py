@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 from pathlib import Path
 
@@ -26,9 +25,6 @@ from evirank.frames import (
 )
 from evirank.segment import Sentences, Windows, window_starts
 from evirank.segment._units import balanced_chunks, group_words, word_spans
-
-# The shared data sit beside the repository; EVIRANK_DATASETS points elsewhere (e.g. from a worktree).
-DATASETS = Path(os.environ.get("EVIRANK_DATASETS", Path(__file__).parents[1] / ".." / "shared" / "datasets"))
 
 VOCAB = [
     "the", "cell", "Dr.", "e.g.", "et", "al.", "p<0.05", "(n", "=", "17)", "3.5", "U.S.", "mRNA",
@@ -342,10 +338,8 @@ def test_windows_titles_long_titles_and_max_passages() -> None:
 
 # --- real data --------------------------------------------------------------------------
 @pytest.mark.slow
-def test_scifact_sentences_lose_no_word_and_match_gold_evidence_sentences() -> None:
-    corpus_path = DATASETS / "scifact" / "corpus.jsonl"
-    if not corpus_path.exists():
-        pytest.skip("SciFact not available")
+def test_scifact_sentences_lose_no_word_and_match_gold_evidence_sentences(datasets: Path) -> None:
+    corpus_path = datasets / "scifact" / "corpus.jsonl"
     docs = {d["_id"]: d for d in map(json.loads, corpus_path.read_text().splitlines())}
     stage = Sentences(title="skip")
     splits = {}
@@ -353,7 +347,7 @@ def test_scifact_sentences_lose_no_word_and_match_gold_evidence_sentences() -> N
         segments = stage.segments(doc["title"], doc["text"])
         assert " ".join(segments).split() == doc["text"].split()
         splits[docno] = {" ".join(s.split()) for s in segments}
-    evidence = [json.loads(line) for line in (DATASETS / "scifact" / "evidence" / "test.jsonl").open()]
+    evidence = [json.loads(line) for line in (datasets / "scifact" / "evidence" / "test.jsonl").open()]
     gold = [(e["corpus-id"], " ".join(s.split())) for e in evidence for s in e["evidence"]]
     found = sum(sentence in splits[docno] for docno, sentence in gold)
     assert found / len(gold) > 0.9
@@ -373,3 +367,11 @@ def test_chunks_fit_a_real_wordpiece_tokenizer() -> None:
         segments = stage.segments("", text)
         assert " ".join(segments).split() == text.split()
         assert all(len(tokenizer.tokenize(s)) <= 48 or len(s.split()) == 1 for s in segments)
+
+
+def test_segmenters_pickle_after_use() -> None:
+    import pickle
+
+    stage = Sentences(max_tokens=5, tokenizer=len)
+    stage.segments("", "one two three four five six seven.")
+    assert pickle.loads(pickle.dumps(stage)).segments("", "a b.") == ["a b."]

@@ -145,10 +145,7 @@ def make_run(rows: Iterable[tuple[str, str, float]] | pd.DataFrame) -> pd.DataFr
 
     Extra columns of a DataFrame input are kept.
     """
-    if isinstance(rows, pd.DataFrame):
-        frame = rows
-    else:
-        frame = pd.DataFrame(list(rows), columns=[QID, DOCNO, SCORE])
+    frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows), columns=[QID, DOCNO, SCORE])
     require_columns(frame, (QID, DOCNO, SCORE), "Run")
     frame = frame.copy()
     frame[QID] = frame[QID].astype(str)

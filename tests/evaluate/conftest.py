@@ -1,4 +1,4 @@
-"""Fixtures of the evaluation tests: where the real data lives (skip when it is absent)."""
+"""Fixtures of the evaluation tests: a trec_eval binary to compare with (skip when absent)."""
 
 from __future__ import annotations
 
@@ -10,28 +10,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def find_datasets() -> Path | None:
-    """``$EVIRANK_DATASETS``, else ``shared/datasets`` beside the repository or beside one of its parents."""
-    env = os.environ.get("EVIRANK_DATASETS")
-    if env:
-        return Path(env) if Path(env).is_dir() else None
-    for parent in REPO_ROOT.parents:
-        candidate = parent / "shared" / "datasets"
-        if candidate.is_dir():
-            return candidate
-    return None
-
-
-@pytest.fixture(scope="session")
-def datasets() -> Path:
-    found = find_datasets()
-    if found is None:
-        pytest.skip("the real datasets (../shared/datasets) are not here")
-    return found
 
 
 def find_trec_eval(tmp_dir: Path) -> Path | None:

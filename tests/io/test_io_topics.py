@@ -257,3 +257,9 @@ def test_crlf_topics(tmp_path: Path) -> None:
     assert read_topics(path, field="narrative")["query"].tolist() == [
         "Pertinent documents relating to this issue."
     ]
+
+
+def test_a_folder_without_queries_jsonl_is_not_topics(tmp_path: Path) -> None:
+    write(tmp_path / "corpus.jsonl", "{}\n")
+    with pytest.raises(InputFormatError, match=r"queries\.jsonl"):
+        read_topics(tmp_path)

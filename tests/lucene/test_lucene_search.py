@@ -87,6 +87,17 @@ def test_a_stage_is_picklable_and_usable_from_several_threads(tiny_index: Path) 
         pd.testing.assert_frame_equal(run, expected)
 
 
+def test_close_releases_the_searcher_and_the_next_use_reopens_it(tiny_index: Path) -> None:
+    with Bm25(tiny_index, k=1) as stage:
+        first = stage(TOPICS)
+    assert stage._searcher is None
+    pd.testing.assert_frame_equal(stage(TOPICS), first)
+    stage.close()
+    with LuceneDocs(tiny_index) as docs:
+        assert docs["dogs"].title == "Dogs"
+    assert docs._searcher is None
+
+
 def test_batched_threads_give_the_same_run_as_sequential(tiny_index: Path) -> None:
     one = Bm25(tiny_index, threads=1)(TOPICS)
     two = Bm25(tiny_index, threads=2)(TOPICS)

@@ -15,7 +15,7 @@ first-stage score in the same way (``alpha=0``, the default except for Birch, ig
 Normalisation is described in :mod:`evirank.aggregate.core`. The input needs qid, docno,
 score (the passage score), and first_stage_score when ``alpha > 0``; the output Run is
 [qid, (query), docno, score, rank, first_stage_score, (first_stage_rank)], ordered by
-:func:`evirank.frames.sort_run` (score descending, ties by docno).
+:func:`evirank.frames.sort_run` (score descending, then the project's tie rule on docno).
 
 Example:
     >>> import pandas as pd

@@ -216,6 +216,8 @@ def birch_scores(s_doc: ArrayLike, top: ArrayLike, alpha: ArrayLike, weights: Ar
         raise ValueError(
             f"weights must end in n={t.shape[1]} values (one per top passage), found shape {w.shape}"
         )
-    evidence = np.einsum("...n,dn->...d", w, t)
-    a = a[..., np.newaxis]
-    return a * s + (1.0 - a) * evidence
+    evidence = w @ t.T  # (..., D): the weighted top-n sums, one matrix product for all weight settings
+    # alpha * s + (1 - alpha) * e, written as e + alpha * (s - e): one full-size temporary, not three.
+    out = np.multiply(a[..., np.newaxis], s - evidence)
+    out += evidence
+    return out

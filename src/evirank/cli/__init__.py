@@ -60,7 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
 def configure_logging(verbose: int, quiet: bool) -> None:
     """Handlers are configured here, in the CLI, never in library code."""
     level = logging.WARNING if quiet else (logging.DEBUG if verbose > 1 else logging.INFO)
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
     logging.getLogger("evirank").setLevel(level)
 
 

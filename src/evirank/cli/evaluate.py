@@ -28,10 +28,11 @@ measures are ir_measures names (AP, MAP, P@20, nDCG@10, RR@10, R@1000, AP(rel=2)
 or single trec_eval names (map, ndcg_cut.10, P.20, recall.1000).
 
 semantics (trec_eval's): documents are ranked by score (single precision), ties by docno
-descending, exactly as trec_eval reads the run file (evirank writes runs in that same order);
---ties rank follows each run file's own rank column instead. Queries of the qrels missing from a run are skipped
-(trec_eval's default); --missing zero counts them as 0 (trec_eval -c). For TREC DL, Anserini
-evaluates AP and recall with --relevance-level 2 (trec_eval -l 2) and nDCG with the default.
+descending, exactly as trec_eval reads the run file (evirank writes runs in that same
+order); --ties rank follows each run file's own rank column instead. Queries of the qrels
+missing from a run are skipped (trec_eval's default); --missing zero counts them as 0
+(trec_eval -c). For TREC DL, Anserini evaluates AP and recall with --relevance-level 2
+(trec_eval -l 2) and nDCG with the default.
 
 examples:
   evirank evaluate --qrels qrels.txt --run run.bm25.txt

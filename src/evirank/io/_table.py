@@ -12,9 +12,10 @@ import csv
 import gzip
 import logging
 import math
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import pandas as pd
 
@@ -23,32 +24,50 @@ from evirank.io._common import PathLike, iter_lines, shorten
 
 logger = logging.getLogger(__name__)
 
-INT_PATTERN = r"[+-]?\d+"
+ASCII_WHITESPACE = " \t\n\r\x0b\x0c"
+_SPLIT = re.compile(f"[{re.escape(ASCII_WHITESPACE)}]+")
+
+
+def split_fields(line: str) -> list[str]:
+    """Split a line on runs of ASCII whitespace, as trec_eval and pandas' C parser do.
+
+    Example:
+        >>> split_fields(" 1 Q0\\td1  1 2.5 run\\r")
+        ['1', 'Q0', 'd1', '1', '2.5', 'run']
+    """
+    stripped = line.strip(ASCII_WHITESPACE)
+    return _SPLIT.split(stripped) if stripped else []
 
 
 def first_content_line(path: PathLike) -> tuple[int, str] | None:
     """The first non-blank line of ``path`` and its number, or ``None`` for an empty file."""
     for line_no, line in iter_lines(path):
-        if line.strip():
+        if split_fields(line):
             return line_no, line
     return None
 
 
-def fast_read(path: Path, ncols: int, skip_first: int = 0) -> pd.DataFrame | None:
-    """Read ``path`` as ``ncols`` whitespace-separated string columns, or ``None`` if it looks wrong.
+def fast_read(
+    path: Path, ncols: int, skip_first: int = 0, dtypes: dict[int, Any] | None = None
+) -> pd.DataFrame | None:
+    """Read ``path`` as ``ncols`` whitespace-separated columns, or ``None`` if it looks wrong.
 
-    ``skip_first`` skips that many leading lines (a header). Returns ``None`` rather than
-    raising, so the caller can fall back to :func:`slow_read` for an exact message.
+    Columns are Python strings unless ``dtypes`` maps a column index to another dtype (a
+    number column that does not parse makes this return ``None``). ``skip_first`` skips that
+    many leading lines (a header). Returns ``None`` rather than raising, so the caller can
+    fall back to :func:`slow_read` for an exact message.
     """
+    types: dict[int, Any] = {i: object for i in range(ncols)}
+    types.update(dtypes or {})
     try:
         frame = pd.read_csv(
             path,
             sep=r"\s+",
             header=None,
-            dtype=str,
+            dtype=types,
             quoting=csv.QUOTE_NONE,
-            na_filter=False,
             keep_default_na=False,
+            na_values=[""],  # only a missing field is missing; "NA" or "null" are ids
             skiprows=skip_first,
             engine="c",
             encoding="utf-8",
@@ -57,9 +76,7 @@ def fast_read(path: Path, ncols: int, skip_first: int = 0) -> pd.DataFrame | Non
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as exc:
         logger.debug("fast read of %s failed (%s); re-reading line by line", path, exc)
         return None
-    if frame.shape[1] != ncols or frame.empty:
-        return None
-    if (frame == "").to_numpy().any():
+    if frame.shape[1] != ncols or frame.empty or frame.isna().to_numpy().any():
         return None
     return frame
 
@@ -86,9 +103,9 @@ def slow_read(
     """
     rows: list[tuple[int, list[object]]] = []
     for line_no, line in iter_lines(path):
-        if line_no <= skip_first or not line.strip():
+        tokens = split_fields(line)
+        if line_no <= skip_first or not tokens:
             continue
-        tokens = line.split()
         if len(tokens) != len(names):
             raise InputFormatError(
                 path, line_no, expected, f"{len(tokens)} column(s): {shorten(line.strip())}"
@@ -137,6 +154,13 @@ def open_text_for_write(path: Path, compress: bool) -> IO[str]:
 
 
 def has_whitespace(values: pd.Series) -> pd.Series:
-    """Which values are empty or contain whitespace (they would break a TREC line)."""
-    as_str = values.astype(str)
-    return as_str.str.contains(r"\s", regex=True) | (as_str == "")
+    """Which values are empty or contain ASCII whitespace (they would break a TREC line).
+
+    Literal substring tests, which pandas runs in C (a regex would run in Python, one value
+    at a time), checked once per distinct value.
+    """
+    distinct = pd.Series(pd.unique(values.astype(str)), dtype=str)
+    bad = distinct == ""
+    for char in ASCII_WHITESPACE:
+        bad |= distinct.str.contains(char, regex=False)
+    return values.astype(str).isin(set(distinct[bad].tolist()))

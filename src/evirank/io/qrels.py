@@ -29,13 +29,13 @@ from evirank.errors import InputFormatError
 from evirank.frames import DOCNO, LABEL, QID, QRELS_COLUMNS, make_qrels, require_columns
 from evirank.io._common import PathLike, shorten
 from evirank.io._table import (
-    INT_PATTERN,
     fast_read,
     first_content_line,
     has_whitespace,
     int_converter,
     open_text_for_write,
     slow_read,
+    split_fields,
 )
 from evirank.io.irds import irds_id, load_irds
 from evirank.outputs import atomic_output
@@ -75,7 +75,7 @@ def read_qrels(path: PathLike) -> pd.DataFrame:
     if first is None:
         raise InputFormatError(file, None, f"TREC qrels ({_TREC}) or BEIR qrels TSV", "an empty file")
     first_no, first_line = first
-    tokens = first_line.split()
+    tokens = split_fields(first_line)
     skip = 0
     if [t.lower() for t in tokens] == list(BEIR_QRELS_HEADER):
         skip, expected, cols = first_no, f"{_THREE} (BEIR qrels, after its header)", (0, 1, 2)
@@ -93,12 +93,10 @@ def read_qrels(path: PathLike) -> pd.DataFrame:
     ncols = 4 if expected == _TREC else 3
     label_col = cols[2]
 
-    frame = fast_read(file, ncols, skip_first=skip)
+    frame = fast_read(file, ncols, skip_first=skip, dtypes={label_col: np.int64})
     if frame is not None:
-        labels = frame[label_col]
-        qrels = pd.DataFrame({QID: frame[cols[0]], DOCNO: frame[cols[1]], LABEL: labels})
-        if labels.str.fullmatch(INT_PATTERN).all() and not qrels.duplicated([QID, DOCNO]).any():
-            qrels[LABEL] = labels.astype(np.int64)
+        qrels = pd.DataFrame({QID: frame[cols[0]], DOCNO: frame[cols[1]], LABEL: frame[label_col]})
+        if not qrels.duplicated([QID, DOCNO]).any():
             return make_qrels(qrels)
     return _slow_qrels(file, ncols, expected, cols, skip)
 

@@ -1,9 +1,9 @@
 """Reading and writing TREC runs (``qid Q0 docno rank score tag``).
 
 Ranking order is the project's deterministic rule (:func:`evirank.frames.sort_run`): qid in
-natural order, score descending, then docno descending (trec_eval's tie rule); ranks are reassigned 1..n from that
-order. The rank column of a file that is read is therefore not trusted (trec_eval ignores it
-too); the scores decide.
+natural order, score descending, then docno descending (trec_eval's tie rule); ranks are
+reassigned 1..n from that order. The rank column of a file that is read is therefore not
+trusted (trec_eval ignores it too); the scores decide.
 
 Scores are written with Python's shortest round-trip representation (``repr``), so reading a
 written run gives back exactly the same floats and no ties are created by rounding.
@@ -60,12 +60,11 @@ def read_run(path: PathLike) -> pd.DataFrame:
         (['d2', 'd1'], 'bm25')
     """
     file = Path(path)
-    frame = fast_read(file, 6)
+    frame = fast_read(file, 6, dtypes={1: "category", 3: "category", 4: np.float64, 5: "category"})
     run: pd.DataFrame | None = None
     if frame is not None:
-        scores = pd.to_numeric(frame[4], errors="coerce")
-        candidate = pd.DataFrame({QID: frame[0], DOCNO: frame[2], SCORE: scores})
-        if not scores.isna().any() and not candidate.duplicated([QID, DOCNO]).any():
+        candidate = pd.DataFrame({QID: frame[0], DOCNO: frame[2], SCORE: frame[4]})
+        if not candidate.duplicated([QID, DOCNO]).any():
             run = candidate
             tag = str(frame.iloc[0, 5])
     if run is None:

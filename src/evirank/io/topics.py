@@ -230,7 +230,7 @@ def _parse_trec(path: Path, normalize_ids: bool) -> list[tuple[str, _Topic]]:
     return out
 
 
-def _parse_webxml(path: Path) -> list[tuple[str, _Topic]]:
+def _parse_webxml(path: Path, normalize_ids: bool) -> list[tuple[str, _Topic]]:
     text = read_text(path)
     try:
         root = ET.fromstring(text)
@@ -251,7 +251,7 @@ def _parse_webxml(path: Path) -> list[tuple[str, _Topic]]:
             child = element.find(tag)
             if child is not None and child.text:
                 topic.fields[name] = " ".join(child.text.split())
-        out.append((normalize_qid(number), topic))
+        out.append((normalize_qid(number) if normalize_ids else number.strip(), topic))
     return out
 
 
@@ -375,7 +375,7 @@ def _read_all(path: PathLike, split: str | None, normalize_ids: bool) -> tuple[P
     elif kind == "trec":
         topics = _parse_trec(p, normalize_ids)
     elif kind == "webxml":
-        topics = _parse_webxml(p)
+        topics = _parse_webxml(p, normalize_ids)
     elif kind == "jsonl":
         topics = _parse_jsonl(p)
     else:

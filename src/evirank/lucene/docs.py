@@ -20,7 +20,7 @@ import os
 import threading
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from evirank.errors import InputFormatError
 from evirank.frames import Document
@@ -68,6 +68,19 @@ class LuceneDocs:
 
     def __repr__(self) -> str:
         return f"LuceneDocs({str(self.index)!r})"
+
+    def close(self) -> None:
+        """Close the Java searcher (its index files stay mapped until then); the next use reopens it."""
+        with self._lock:
+            if self._searcher is not None:
+                self._searcher.close()
+                self._searcher = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def __getstate__(self) -> dict[str, Any]:
         # Picklable (for worker processes): the Java searcher and the lock are not carried over;

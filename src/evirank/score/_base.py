@@ -13,14 +13,16 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
+import pandas as pd
 
 from evirank._extras import require
+from evirank.frames import QUERY, TEXT
 from evirank.progress import progress
 from evirank.score.backends import Backend, Task, TokenBatch, get_backend
 from evirank.score.batching import token_budget_batches
 from evirank.score.devices import default_batch_tokens
 from evirank.score.fingerprint import model_fingerprint, resolve_model_dir
-from evirank.score.store import ScoreStore
+from evirank.score.store import ScoreStore, text_hash
 from evirank.score.tokenize import TextEncoder
 from evirank.stage import Stage
 
@@ -55,6 +57,64 @@ class ScoringStats:
     def per_second(self) -> float:
         """Model throughput: computed items per second of model time."""
         return self.computed / self.model_s if self.model_s > 0 else float("nan")
+
+
+@dataclass
+class DistinctPairs:
+    """The distinct (query, text) pairs of a Passages frame, and how rows map onto them.
+
+    Attributes:
+        queries / texts: distinct query and passage texts. row_query / row_text: each row's
+        index into them. row_pair: each row's distinct pair. pair_query / pair_text: each
+        distinct pair's query and text index. query_hash / text_hash: store keys of the texts.
+        fingerprint: the scorer's final fingerprint when a store is used. scores: one per
+        distinct pair (``nan`` until known).
+    """
+
+    queries: list[str]
+    texts: list[str]
+    row_query: np.ndarray
+    row_text: np.ndarray
+    row_pair: np.ndarray
+    pair_query: np.ndarray
+    pair_text: np.ndarray
+    query_hash: list[bytes]
+    text_hash: list[bytes]
+    scores: np.ndarray
+    fingerprint: str | None = None
+
+    @classmethod
+    def of(cls, frame: pd.DataFrame) -> DistinctPairs:
+        """Factorise the query and text columns of ``frame``."""
+        q_codes, q_uniq = pd.factorize(frame[QUERY].astype(str), sort=False)
+        p_codes, p_uniq = pd.factorize(frame[TEXT].astype(str), sort=False)
+        n_texts = max(len(p_uniq), 1)
+        pair_codes, pair_uniq = pd.factorize(q_codes.astype(np.int64) * n_texts + p_codes, sort=False)
+        queries, texts = [str(q) for q in q_uniq], [str(p) for p in p_uniq]
+        return cls(
+            queries=queries,
+            texts=texts,
+            row_query=np.asarray(q_codes, dtype=np.int64),
+            row_text=np.asarray(p_codes, dtype=np.int64),
+            row_pair=np.asarray(pair_codes, dtype=np.int64),
+            pair_query=(np.asarray(pair_uniq) // n_texts).astype(np.int64),
+            pair_text=(np.asarray(pair_uniq) % n_texts).astype(np.int64),
+            query_hash=[text_hash(q) for q in queries],
+            text_hash=[text_hash(p) for p in texts],
+            scores=np.full(len(pair_uniq), np.nan),
+        )
+
+    def pair_hashes(self, pairs: np.ndarray | None = None) -> tuple[list[bytes], list[bytes]]:
+        """Store keys (query hashes, text hashes) of distinct pairs (all when ``pairs`` is None)."""
+        chosen = np.arange(len(self.scores)) if pairs is None else pairs
+        return (
+            [self.query_hash[i] for i in self.pair_query[chosen]],
+            [self.text_hash[i] for i in self.pair_text[chosen]],
+        )
+
+    def missing(self) -> np.ndarray:
+        """Indices of distinct pairs without a score."""
+        return np.flatnonzero(np.isnan(self.scores))
 
 
 class _ChunkedWriter:
@@ -125,6 +185,13 @@ class TransformerScorer(Stage):
         self.backend = backend
         self.store = store
         self.commit_every = commit_every
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Parameters only: a pickled scorer (sent to a worker process) reloads lazily there."""
+        return {k: v for k, v in vars(self).items() if not k.endswith("_")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
 
     # -- lazy state ------------------------------------------------------------------
     def _prepare(self) -> None:
@@ -232,23 +299,46 @@ class TransformerScorer(Stage):
             return self.store_
         return self.store
 
-    def _lookup(
-        self, store: ScoreStore, qhashes: list[bytes], phashes: list[bytes]
-    ) -> tuple[str, np.ndarray]:
-        """(final fingerprint, stored scores with nan where missing) of hashed pairs.
+    def _use_store(self, frame: pd.DataFrame, pairs: DistinctPairs) -> ScoreStore | None:
+        """Fill ``pairs.scores`` from the store and record the frame's segments there.
 
         When something is missing the model is loaded first: a checkpoint with randomly
         initialised parameters only knows its fingerprint once loaded.
         """
+        store = self._store()
+        if store is None:
+            return None
+        qhashes, phashes = pairs.pair_hashes()
         fingerprint = self.fingerprint
-        scores = store.lookup(fingerprint, qhashes, phashes)
-        if np.isnan(scores).any():
+        pairs.scores = store.lookup(fingerprint, qhashes, phashes)
+        if np.isnan(pairs.scores).any():
             self._load_backend()
             if self.fingerprint != fingerprint:
                 fingerprint = self.fingerprint
-                scores = store.lookup(fingerprint, qhashes, phashes)
+                pairs.scores = store.lookup(fingerprint, qhashes, phashes)
         self._register()
-        return fingerprint, scores
+        pairs.fingerprint = fingerprint
+        store.record_segments(
+            fingerprint,
+            frame,
+            [pairs.query_hash[i] for i in pairs.row_query],
+            [pairs.text_hash[i] for i in pairs.row_text],
+        )
+        return store
+
+    def _score_writer(
+        self, store: ScoreStore | None, pairs: DistinctPairs
+    ) -> Callable[[list[tuple[int, float]]], None] | None:
+        """A writer of (distinct pair index, score) rows into the store, or None without one."""
+        if store is None or pairs.fingerprint is None:
+            return None
+        fingerprint = pairs.fingerprint
+
+        def write(rows: list[tuple[int, float]]) -> None:
+            qhashes, phashes = pairs.pair_hashes(np.array([i for i, _ in rows], dtype=np.int64))
+            store.put(fingerprint, qhashes, phashes, [s for _, s in rows])
+
+        return write
 
     def _register(self) -> str:
         store = self._store()

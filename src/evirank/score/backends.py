@@ -134,9 +134,10 @@ class TorchBackend(Backend):
         auto = (
             transformers.AutoModelForSequenceClassification if task == "classify" else transformers.AutoModel
         )
-        model, info = auto.from_pretrained(str(model_dir), output_loading_info=True, dtype=torch.float32)
+        model, info = auto.from_pretrained(str(model_dir), output_loading_info=True)
+        # fp32 weights whatever the checkpoint holds; lower precision comes from autocast
+        model.to(device=device, dtype=torch.float32)
         model.eval()
-        model.to(device)
         backend = cls(model, task, device, precision)
         missing = sorted(info.get("missing_keys", ()))
         if task == "embed":  # mean pooling never uses BERT's pooler head

@@ -14,7 +14,7 @@ import pandas as pd
 
 from evirank._extras import require
 from evirank.frames import DOCNO, PID, QID, QUERY, SCORE, TEXT, require_columns
-from evirank.score._base import ScoringStats, TransformerScorer, _ChunkedWriter
+from evirank.score._base import DistinctPairs, ScoringStats, TransformerScorer, _ChunkedWriter
 from evirank.score.backends import TokenBatch
 from evirank.score.store import ScoreStore, text_hash
 
@@ -138,55 +138,35 @@ class BiEncoder(TransformerScorer):
             self.stats_ = stats
             return out
         self._prepare()
-        queries = self.query_prefix + out[QUERY].astype(str)
-        passages = self.passage_prefix + out[TEXT].astype(str)
-        q_codes, q_uniq = pd.factorize(queries, sort=False)
-        p_codes, p_uniq = pd.factorize(passages, sort=False)
-        pair_codes, pair_uniq = pd.factorize(q_codes.astype(np.int64) * len(p_uniq) + p_codes, sort=False)
-        pair_q = (pair_uniq // len(p_uniq)).astype(np.int64)
-        pair_p = (pair_uniq % len(p_uniq)).astype(np.int64)
-        scores = np.full(len(pair_uniq), np.nan)
-
-        store = self._store()
-        fingerprint = None
-        qh = [text_hash(q) for q in q_uniq]
-        ph = [text_hash(p) for p in p_uniq]
-        if store is not None:
-            fingerprint, scores = self._lookup(store, [qh[i] for i in pair_q], [ph[i] for i in pair_p])
-            store.record_segments(
-                fingerprint,
-                out.assign(**{QUERY: queries, TEXT: passages}),
-                [qh[i] for i in q_codes],
-                [ph[i] for i in p_codes],
-            )
-        missing = np.flatnonzero(np.isnan(scores))
-        stats.cached = len(pair_uniq) - len(missing)
-
+        pairs = DistinctPairs.of(out)  # keyed by the raw texts: the prefixes are in the fingerprint
+        store = self._use_store(out, pairs)
+        missing = pairs.missing()
+        stats.cached = len(pairs.scores) - len(missing)
         if len(missing):
-            need_q = np.unique(pair_q[missing])
-            need_p = np.unique(pair_p[missing])
-            texts = list(dict.fromkeys([q_uniq[i] for i in need_q] + [p_uniq[i] for i in need_p]))
+            # Embedded texts carry their prefix; a text used as query and as passage gets both.
+            q_text = [self.query_prefix + pairs.queries[i] for i in pairs.pair_query[missing]]
+            p_text = [self.passage_prefix + pairs.texts[i] for i in pairs.pair_text[missing]]
+            texts = list(dict.fromkeys(q_text + p_text))
             stats.distinct = len(texts)
             cache = store if self.cache_embeddings else None
-            vectors = self._embed_distinct(texts, stats, cache, fingerprint)
+            vectors = self._embed_distinct(texts, stats, cache, pairs.fingerprint)
             index = pd.Index(texts)
-            q_vec = vectors[index.get_indexer([q_uniq[i] for i in pair_q[missing]])]
-            p_vec = vectors[index.get_indexer([p_uniq[i] for i in pair_p[missing]])]
-            new = np.einsum("ij,ij->i", q_vec.astype(np.float64), p_vec.astype(np.float64))
-            scores[missing] = new
-            if store is not None and fingerprint is not None:
-                store.put(
-                    fingerprint, [qh[i] for i in pair_q[missing]], [ph[i] for i in pair_p[missing]], new
-                )
+            q_vec = vectors[index.get_indexer(q_text)].astype(np.float64)
+            p_vec = vectors[index.get_indexer(p_text)].astype(np.float64)
+            new = np.einsum("ij,ij->i", q_vec, p_vec)
+            pairs.scores[missing] = new
+            write = self._score_writer(store, pairs)
+            if write is not None:
+                write(list(zip(missing.tolist(), new.tolist(), strict=True)))
 
-        out[SCORE] = scores[pair_codes]
+        out[SCORE] = pairs.scores[pairs.row_pair]
         stats.total_s = time.perf_counter() - started
         self.stats_ = stats
         logger.info(
             "bi-encoder: %d rows, %d distinct pairs (%d from the store), %d texts embedded in %.1f s "
             "(%.0f texts/s in the model)",
             stats.rows,
-            len(pair_uniq),
+            len(pairs.scores),
             stats.cached,
             stats.computed,
             stats.total_s,

@@ -12,9 +12,9 @@ import pandas as pd
 from scipy.special import logsumexp
 
 from evirank.frames import DOCNO, PID, QID, QUERY, SCORE, TEXT, require_columns
-from evirank.score._base import ScoringStats, TransformerScorer, _ChunkedWriter
+from evirank.score._base import DistinctPairs, ScoringStats, TransformerScorer, _ChunkedWriter
 from evirank.score.backends import TokenBatch
-from evirank.score.store import ScoreStore, text_hash
+from evirank.score.store import ScoreStore
 
 logger = logging.getLogger(__name__)
 
@@ -44,19 +44,6 @@ def relevance_from_logits(logits: np.ndarray, relevant_class: int = 1) -> np.nda
         )
     others = np.delete(values, relevant_class, axis=1)
     return values[:, relevant_class] - logsumexp(others, axis=1)
-
-
-def _pair_writer(
-    store: ScoreStore, fingerprint: str, qhashes: list[bytes], phashes: list[bytes]
-) -> Callable[[list[tuple[int, float]]], None]:
-    """A writer of (distinct pair index, score) rows into ``store``."""
-
-    def write(rows: list[tuple[int, float]]) -> None:
-        store.put(
-            fingerprint, [qhashes[i] for i, _ in rows], [phashes[i] for i, _ in rows], [s for _, s in rows]
-        )
-
-    return write
 
 
 class CrossEncoder(TransformerScorer):
@@ -153,33 +140,14 @@ class CrossEncoder(TransformerScorer):
             self.stats_ = stats
             return out
         self._prepare()
-        q_codes, q_uniq = pd.factorize(out[QUERY].astype(str), sort=False)
-        p_codes, p_uniq = pd.factorize(out[TEXT].astype(str), sort=False)
-        pair_key = q_codes.astype(np.int64) * len(p_uniq) + p_codes
-        pair_codes, pair_uniq = pd.factorize(pair_key, sort=False)
-        pair_q = (pair_uniq // len(p_uniq)).astype(np.int64)
-        pair_p = (pair_uniq % len(p_uniq)).astype(np.int64)
-        stats.distinct = len(pair_uniq)
-        scores = np.full(len(pair_uniq), np.nan)
-
-        store = self._store()
-        qh = ph = None
-        fingerprint = None
-        if store is not None:
-            qh = [text_hash(q) for q in q_uniq]
-            ph = [text_hash(p) for p in p_uniq]
-            fingerprint, scores = self._lookup(store, [qh[i] for i in pair_q], [ph[i] for i in pair_p])
-            store.record_segments(fingerprint, out, [qh[i] for i in q_codes], [ph[i] for i in p_codes])
-        missing = np.flatnonzero(np.isnan(scores))
-        stats.cached = len(pair_uniq) - len(missing)
-
+        pairs = DistinctPairs.of(out)
+        stats.distinct = len(pairs.scores)
+        store = self._use_store(out, pairs)
+        missing = pairs.missing()
+        stats.cached = stats.distinct - len(missing)
         if len(missing):
-            write: Callable[[list[tuple[int, float]]], None] | None = None
-            if store is not None and fingerprint is not None and qh is not None and ph is not None:
-                write = _pair_writer(store, fingerprint, [qh[i] for i in pair_q], [ph[i] for i in pair_p])
-            self._score_pairs(list(q_uniq), list(p_uniq), pair_q, pair_p, missing, scores, write, stats)
-
-        out[SCORE] = scores[pair_codes]
+            self._score_pairs(pairs, missing, self._score_writer(store, pairs), stats)
+        out[SCORE] = pairs.scores[pairs.row_pair]
         stats.total_s = time.perf_counter() - started
         self.stats_ = stats
         logger.info(
@@ -197,16 +165,19 @@ class CrossEncoder(TransformerScorer):
 
     def _score_pairs(
         self,
-        queries: list[str],
-        passages: list[str],
-        pair_q: np.ndarray,
-        pair_p: np.ndarray,
+        pairs: DistinctPairs,
         todo: np.ndarray,
-        scores: np.ndarray,
         write: Callable[[list[tuple[int, float]]], None] | None,
         stats: ScoringStats,
     ) -> None:
-        """Score the distinct pairs ``todo`` (indices into pair_q/pair_p) into ``scores``."""
+        """Score the distinct pairs ``todo`` into ``pairs.scores``, writing them as they come."""
+        queries, passages, pair_q, pair_p, scores = (
+            pairs.queries,
+            pairs.texts,
+            pairs.pair_query,
+            pairs.pair_text,
+            pairs.scores,
+        )
         encoder = self.encoder_
         n_special = encoder.pair_template.n_special
         t0 = time.perf_counter()

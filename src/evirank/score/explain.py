@@ -7,8 +7,8 @@ Example:
     >>> import pandas as pd
     >>> scored = pd.DataFrame({"qid": ["1"] * 3, "query": ["cats"] * 3, "docno": ["d1"] * 3,
     ...                        "pid": [0, 1, 2], "text": ["A.", "B.", "C."], "score": [0.1, 0.9, 0.5]})
-    >>> explain(scored, "1", "d1")[["rank", "pid", "score"]].values.tolist()
-    [[1, 1, 0.9], [2, 2, 0.5], [3, 0, 0.1]]
+    >>> explain(scored, "1", "d1")[["rank", "pid", "score"]].to_dict("list")
+    {'rank': [1, 2, 3], 'pid': [1, 2, 0], 'score': [0.9, 0.5, 0.1]}
 """
 
 from __future__ import annotations

@@ -161,6 +161,13 @@ class ScoreStore:
     def __repr__(self) -> str:
         return f"ScoreStore({str(self.path)!r})"
 
+    def __getstate__(self) -> dict[str, Any]:
+        """A pickled store reopens its file on unpickling (connections cannot travel)."""
+        return {"path": self.path, "readonly": self.readonly}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["path"], readonly=state["readonly"])  # type: ignore[misc]
+
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         if self.readonly:
@@ -175,11 +182,12 @@ class ScoreStore:
 
     # -- fingerprints ----------------------------------------------------------------
     def register(self, fingerprint: str, *, kind: str, description: Mapping[str, Any]) -> str:
-        """Record what ``fingerprint`` means (idempotent) and return it."""
+        """Record what ``fingerprint`` means (idempotent; fills in one first seen as ``unknown``)."""
         with self._write() as conn:
             conn.execute(
-                "INSERT OR IGNORE INTO fingerprints (fingerprint, kind, description, created)"
-                " VALUES (?,?,?,?)",
+                "INSERT INTO fingerprints (fingerprint, kind, description, created) VALUES (?,?,?,?)"
+                " ON CONFLICT (fingerprint) DO UPDATE"
+                " SET kind=excluded.kind, description=excluded.description WHERE fingerprints.kind='unknown'",
                 (fingerprint, kind, json.dumps(dict(description), sort_keys=True, default=str), time.time()),
             )
         return fingerprint

@@ -8,7 +8,7 @@ shared by many queries is tokenised once, and truncation is decided per pair: th
 most ``query_max_tokens``, the passage takes the rest of ``max_length``.
 
 Example:
-    >>> template = Template(prefix=(101,), middle=(102,), suffix=(102,), types=(0, 0, 1, 1, 1))
+    >>> template = Template(prefix=(101,), middle=(102,), suffix=(102,), types=(0, 0, 0, 1, 1))
     >>> template.pair([7, 8], [9])
     ([101, 7, 8, 102, 9, 102], [0, 0, 0, 0, 1, 1])
 """

@@ -153,10 +153,8 @@ class Sentences(Segmenter):
     def _count(self, text: str) -> int:
         if self.tokenizer is None:
             return len(text.split())
-        counter = getattr(self, "counter_", None)
-        if counter is None:
-            counter = self.counter_ = count_tokens_with(self.tokenizer)
-        return int(counter(text))
+        # Not cached on self: a stored lambda would make the stage unpicklable (process pools, Ray).
+        return int(count_tokens_with(self.tokenizer)(text))
 
     def _fits(self, text: str, n_words: int, budget: int) -> bool:
         if self.tokenizer is None:
