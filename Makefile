@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 DATA ?= ../shared/datasets
 STAMP := $(VENV)/.installed
 
-.PHONY: install browser demo test test-slow lint clean
+.PHONY: install browser demo serve test test-slow lint clean
 
 install: $(STAMP)
 
@@ -26,6 +26,11 @@ browser:
 
 demo: install
 	DATA=$(DATA) bash scripts/demo.sh
+
+# The search service and its page on the demo's SciFact index (built by `make demo`, or here).
+serve: install
+	test -f demo/index/evirank-index.json || $(BIN)/evirank index --corpus $(DATA)/scifact --index demo/index
+	HF_HUB_OFFLINE=1 $(BIN)/evirank serve --index demo/index --scores demo/scores.sqlite --host 127.0.0.1 --port 8080
 
 test: install browser
 	$(BIN)/python -m pytest -q
