@@ -38,7 +38,7 @@ evidence only, unless --alpha > 0). --normalise minmax (per query, first-stage a
 scores mapped to [0, 1]) is the default whenever alpha > 0; none mixes raw scores as Birch did.
 
 Documents below --depth keep their first-stage order under the re-ranked ones. Scores go to
-the score store (--scores, default OUTPUT.scores.sqlite) as they are computed: an interrupted
+the score store (--scores, default OUT.scores.sqlite) as they are computed: an interrupted
 rerank resumes and scores only what is missing, `evirank explain --scores STORE` shows a
 document's passages, and `evirank tune --scores STORE --run RUN` re-aggregates without a model.
 OUTPUT.json records the configuration, the versions, the counts and the time of each stage.
@@ -132,7 +132,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     model.add_argument(
         "--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:1, mps"
     )
-    model.add_argument("--scores", metavar="STORE", help="score store (SQLite; default OUTPUT.scores.sqlite)")
+    model.add_argument("--scores", metavar="STORE", help="score store (SQLite; default OUT.scores.sqlite)")
     model.add_argument("--no-scores", action="store_true", help="keep no score store (nothing resumes)")
 
     agg = parser.add_argument_group("segments and aggregation")
