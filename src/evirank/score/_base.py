@@ -246,13 +246,14 @@ class TransformerScorer(Stage):
                 self.model_dir_, self.task, self.device_, self.precision_
             )
             self.backend_ = backend
+            self.load_s_ = time.perf_counter() - started  # reported by evirank rerank's stage timings
             logger.info(
                 "loaded %s on %s (%s, %s backend) in %.1f s",
                 self.model,
                 backend.device,
                 backend.precision,
                 self.backend,
-                time.perf_counter() - started,
+                self.load_s_,
             )
             if backend.newly_initialised:
                 logger.warning(

@@ -1,0 +1,52 @@
+"""Re-ranking a first-stage run by passage evidence: the glue of retrieval, text, scoring, aggregation.
+
+- :class:`FetchText` adds document text to a run (from a Lucene index, a corpus file, or a mapping);
+  :class:`AddQueries` adds query text from topics.
+- :func:`rerank` runs fetch -> segment -> score -> aggregate on each query's top ``depth`` and keeps
+  the rest of the run below in first-stage order, timing each stage (:class:`StageTimings`).
+- :func:`parse_segment` / :func:`parse_aggregate` read the ``evirank rerank`` specs
+  (``sentences:prepend``, ``windows:150:75``, ``birch:3``, ``maxp``...).
+
+Importing this package loads neither torch nor the JVM.
+
+Example:
+    >>> from evirank.lucene import Bm25  # doctest: +SKIP
+    >>> from evirank.score import BiEncoder  # doctest: +SKIP
+    >>> from evirank.segment import Sentences
+    >>> from evirank.aggregate import Birch
+    >>> pipeline = (Bm25("indexes/scifact") % 100 >> FetchText(index="indexes/scifact")
+    ...             >> Sentences() >> BiEncoder() >> Birch(top_n=3))  # doctest: +SKIP
+    >>> run = pipeline(topics)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from evirank.rerank.fetch import AddQueries, FetchText, MissingDocumentsError, MissingQueriesError
+from evirank.rerank.pipeline import (
+    AGGREGATORS,
+    PASSAGE_FILE_COLUMNS,
+    RerankResult,
+    parse_aggregate,
+    parse_segment,
+    passage_budget,
+    rerank,
+    save_passages,
+)
+from evirank.rerank.timing import STAGES, StageTimings
+
+__all__ = [
+    "AGGREGATORS",
+    "PASSAGE_FILE_COLUMNS",
+    "STAGES",
+    "AddQueries",
+    "FetchText",
+    "MissingDocumentsError",
+    "MissingQueriesError",
+    "RerankResult",
+    "StageTimings",
+    "parse_aggregate",
+    "parse_segment",
+    "passage_budget",
+    "rerank",
+    "save_passages",
+]
