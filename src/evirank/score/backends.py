@@ -143,12 +143,14 @@ class TorchBackend(Backend):
 
     name = "torch"
 
-    def __init__(self, model: Any, task: Task, device: str, precision: str) -> None:
+    def __init__(self, model: Any, task: Task, device: str, precision: str, cls_only: Any = None) -> None:
         self.model = model
         self.task = task
         self.device = device
         self.precision = precision
         self.pad_multiple = 8 if device.startswith("cuda") else 1
+        #: the model with its last layer computed for [CLS] only (see evirank.score.cls_only), or None
+        self.cls_only = cls_only
 
     @classmethod
     def resolve(cls, device: str, dtype: str) -> tuple[str, str]:
@@ -171,7 +173,12 @@ class TorchBackend(Backend):
         # fp32 weights whatever the checkpoint holds; lower precision comes from autocast
         model.to(device=device, dtype=torch.float32)
         model.eval()
-        backend = cls(model, task, device, precision)
+        fast = None
+        if task == "classify":
+            from evirank.score.cls_only import cls_only_model
+
+            fast = cls_only_model(model)
+        backend = cls(model, task, device, precision, cls_only=fast)
         missing = sorted(info.get("missing_keys", ()))
         if task == "embed":  # mean pooling never uses BERT's pooler head
             missing = [k for k in missing if not k.startswith("pooler.")]
@@ -212,7 +219,9 @@ class TorchBackend(Backend):
                 enabled=autocast_dtype is not None,
             ),
         ):
-            if self.task == "classify":
+            if self.task == "classify" and self.cls_only is not None:
+                out = self.cls_only(**inputs).float()
+            elif self.task == "classify":
                 out = self.model(**inputs).logits.float()
             else:
                 hidden = self.model(**inputs).last_hidden_state.float()
