@@ -132,6 +132,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     model.add_argument(
         "--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:1, mps"
     )
+    model.add_argument(
+        "--backend",
+        choices=("torch", "onnx", "onnx-int8"),
+        default="torch",
+        help="engine: torch (default; CPU or GPU), onnx (ONNX Runtime on CPU, fp32), "
+        "onnx-int8 (ONNX Runtime, int8 weights: fastest on CPU)",
+    )
     model.add_argument("--scores", metavar="STORE", help="score store (SQLite; default OUT.scores.sqlite)")
     model.add_argument("--no-scores", action="store_true", help="keep no score store (nothing resumes)")
 
@@ -206,7 +213,12 @@ def build_scorer(args: argparse.Namespace, store: Path | None) -> Any:
     """The scorer the flags ask for (nothing heavy is loaded yet)."""
     from evirank.score import BiEncoder, CrossEncoder
 
-    kwargs: dict[str, Any] = {"batch_tokens": args.batch_tokens, "device": args.device, "store": store}
+    kwargs: dict[str, Any] = {
+        "batch_tokens": args.batch_tokens,
+        "device": args.device,
+        "store": store,
+        "backend": getattr(args, "backend", "torch"),
+    }
     if args.scorer == "bi":
         return BiEncoder(args.model, max_length=args.max_length, **kwargs)
     if not args.model:

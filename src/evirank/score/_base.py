@@ -6,18 +6,20 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import queue
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import pandas as pd
 
 from evirank._extras import require
 from evirank.frames import QUERY, TEXT
-from evirank.progress import progress
+from evirank.progress import progress_bar
 from evirank.score.backends import Backend, Task, TokenBatch, get_backend
 from evirank.score.batching import token_budget_batches
 from evirank.score.devices import default_batch_tokens
@@ -27,6 +29,8 @@ from evirank.score.tokenize import TextEncoder
 from evirank.stage import Stage
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: The longest input a scorer will build, whatever the model allows (BERT's 512 positions).
 MAX_LENGTH_CAP = 512
@@ -40,7 +44,10 @@ class ScoringStats:
         rows: rows in the input frame. distinct: distinct (query, text) pairs (or texts, for
         embeddings). cached: distinct pairs found in the store. computed: items run through the
         model. batches: model batches. tokens: padded tokens sent to the model.
-        tokenize_s / model_s / total_s: seconds spent tokenising, in the model, in all.
+        tokenize_s: seconds the model waited for tokenised batches (tokenisation runs in a
+        background thread, overlapped with the model, so ideally only the first chunk's shows).
+        tokenize_busy_s: seconds that thread spent tokenising and padding in all.
+        model_s / total_s: seconds in the model, in all.
     """
 
     rows: int = 0
@@ -50,6 +57,7 @@ class ScoringStats:
     batches: int = 0
     tokens: int = 0
     tokenize_s: float = 0.0
+    tokenize_busy_s: float = 0.0
     model_s: float = 0.0
     total_s: float = 0.0
 
@@ -351,33 +359,118 @@ class TransformerScorer(Stage):
     # -- the batched model loop ------------------------------------------------------
     def _run_batches(
         self,
-        lengths: np.ndarray,
+        n_items: int,
+        tokenize: Callable[[np.ndarray], np.ndarray],
         build: Callable[[np.ndarray, int], TokenBatch],
         consume: Callable[[np.ndarray, np.ndarray], None],
         stats: ScoringStats,
         desc: str,
     ) -> None:
-        """Run the model over items in token-budget batches.
+        """Run the model over items ``0 .. n_items - 1`` in token-budget batches.
+
+        Items are taken in chunks of :data:`CHUNK_ITEMS` in input order; a background thread
+        tokenises a chunk, sorts it by length into token-budget batches, pads each batch and hands
+        it to the backend's ``prepare`` (pinned memory on CUDA) while the model runs the batch
+        before: tokenisation overlaps with compute.
 
         Args:
-            lengths: token count of each item.
+            n_items: how many items to run.
+            tokenize: (item indices) -> their token counts; tokenises what those items need.
             build: (item indices, pad multiple) -> the padded batch.
             consume: (item indices, model output rows) -> None; called after every batch.
             stats: updated in place.
             desc: progress bar label.
         """
         backend = self._load_backend()
-        batches = token_budget_batches(lengths, self.batch_tokens_, backend.pad_multiple)
-        for rows in progress(batches, desc=desc, total=len(batches), unit="batch"):
-            t0 = time.perf_counter()
-            batch = build(rows, backend.pad_multiple)
-            t1 = time.perf_counter()
-            output = backend.forward(batch)
-            t2 = time.perf_counter()
-            consume(rows, output)
-            n, width = batch.shape
-            stats.batches += 1
-            stats.tokens += n * width
-            stats.computed += n
-            stats.tokenize_s += t1 - t0
-            stats.model_s += t2 - t1
+        budget, multiple = self.batch_tokens_, backend.pad_multiple
+
+        def produce() -> Iterator[tuple[np.ndarray, tuple[int, int], Any, float, float]]:
+            for start in range(0, n_items, CHUNK_ITEMS):
+                t0 = time.perf_counter()
+                chunk = np.arange(start, min(start + CHUNK_ITEMS, n_items), dtype=np.int64)
+                lengths = tokenize(chunk)
+                tokenize_s = time.perf_counter() - t0
+                for rows in token_budget_batches(lengths, budget, multiple):
+                    t1 = time.perf_counter()
+                    batch = build(chunk[rows], multiple)
+                    prepared = backend.prepare(batch)
+                    yield chunk[rows], batch.shape, prepared, tokenize_s, time.perf_counter() - t1
+                    tokenize_s = 0.0
+
+        bar = progress_bar(desc=desc, total=n_items, unit="item")
+        batches = prefetch(produce(), PREFETCH_BATCHES)
+        try:
+            while True:
+                t1 = time.perf_counter()
+                try:
+                    items, (n, width), prepared, tokenize_s, build_s = next(batches)
+                except StopIteration:
+                    break
+                t2 = time.perf_counter()
+                stats.tokenize_s += t2 - t1  # the model waited for the tokeniser this long
+                output = backend.forward(prepared)
+                stats.model_s += time.perf_counter() - t2
+                consume(items, output)
+                stats.batches += 1
+                stats.tokens += n * width
+                stats.computed += n
+                stats.tokenize_busy_s += tokenize_s + build_s
+                bar.update(n)
+        finally:
+            batches.close()
+            bar.close()
+
+
+#: Items tokenised and length-sorted together: large enough that sorting leaves little padding,
+#: small enough that the first chunk's tokenisation (not overlapped) is short.
+CHUNK_ITEMS = 16384
+#: Batches the background thread prepares ahead of the model.
+PREFETCH_BATCHES = 2
+
+
+def prefetch(items: Iterator[T], depth: int) -> Generator[T, None, None]:
+    """Iterate ``items`` with a background thread running up to ``depth`` items ahead.
+
+    The producer's exceptions are raised in the consumer; when the consumer stops early (an
+    exception, Ctrl-C, ``break``) the producer stops at its next item. Model calls in torch and
+    ONNX Runtime release the GIL, so producing (tokenising, padding, pinning) overlaps with them.
+
+    Example:
+        >>> list(prefetch(iter(range(5)), depth=2))
+        [0, 1, 2, 3, 4]
+    """
+    box: queue.Queue[tuple[str, Any]] = queue.Queue(maxsize=max(1, depth))
+    stop = threading.Event()
+
+    def put(kind: str, value: Any) -> bool:
+        while not stop.is_set():
+            try:
+                box.put((kind, value), timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def work() -> None:
+        try:
+            for item in items:
+                if not put("item", item):
+                    return
+        except BaseException as exc:  # handed to the consumer, raised there
+            put("error", exc)
+            return
+        put("done", None)
+
+    thread = threading.Thread(target=work, name="evirank-prefetch", daemon=True)
+    thread.start()
+    try:
+        while True:
+            kind, value = box.get()
+            if kind == "done":
+                return
+            if kind == "error":
+                raise value
+            yield value
+    finally:
+        stop.set()
+        thread.join(timeout=5.0)

@@ -3,17 +3,19 @@
 A scorer tokenises, batches and caches; a :class:`Backend` only turns one padded
 :class:`TokenBatch` into numbers: classification logits (task ``"classify"``) or mean-pooled,
 L2-normalised embeddings (task ``"embed"``). The ``"torch"`` backend is built in; another engine
-(ONNX Runtime, say) plugs in with :func:`register_backend` and is chosen by name
-(``CrossEncoder(model, backend="onnx")``).
+plugs in with :func:`register_backend` and is chosen by name. Built in: ``"torch"`` (CPU, CUDA,
+MPS), and ``"onnx"`` / ``"onnx-int8"`` (ONNX Runtime on CPU, fp32 or int8 weights; see
+:mod:`evirank.score.onnx_backend`, registered on first use so onnxruntime loads only then).
 
 Example:
     >>> sorted(available_backends())
-    ['torch']
+    ['onnx', 'onnx-int8', 'torch']
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -48,6 +50,13 @@ class TokenBatch:
         return int(rows), int(width)
 
 
+@dataclass(frozen=True)
+class PinnedBatch(TokenBatch):
+    """A :class:`TokenBatch` whose arrays are also held as torch tensors in pinned host memory."""
+
+    tensors: Any = None
+
+
 class Backend(ABC):
     """Runs a loaded model on token batches.
 
@@ -73,9 +82,20 @@ class Backend(ABC):
     def load(cls, model_dir: Path, task: Task, device: str, precision: str) -> Backend:
         """Load the model in ``model_dir`` for ``task`` on a resolved device and precision."""
 
+    def prepare(self, batch: TokenBatch) -> TokenBatch:
+        """Get a batch ready for :meth:`forward` (e.g. a copy in pinned memory), as a TokenBatch.
+
+        Called in the scorer's background thread while the model runs the previous batch; the
+        default returns ``batch`` unchanged.
+        """
+        return batch
+
     @abstractmethod
     def forward(self, batch: TokenBatch) -> np.ndarray:
-        """float32 array: logits (rows x labels) for ``classify``, unit vectors (rows x dim) for ``embed``."""
+        """float32 array: logits (rows x labels) for ``classify``, unit vectors (rows x dim) for ``embed``.
+
+        ``batch`` is what :meth:`prepare` returned.
+        """
 
     def parameters_digest(self) -> str:
         """A hash of the parameters in memory (used when some were initialised at random)."""
@@ -83,6 +103,8 @@ class Backend(ABC):
 
 
 _BACKENDS: dict[str, type[Backend]] = {}
+#: Built-in backends defined in other modules, imported (and so registered) when first asked for.
+_BUILTIN = {"onnx": "evirank.score.onnx_backend", "onnx-int8": "evirank.score.onnx_backend"}
 
 
 def register_backend(cls: type[Backend]) -> type[Backend]:
@@ -92,8 +114,8 @@ def register_backend(cls: type[Backend]) -> type[Backend]:
 
 
 def available_backends() -> list[str]:
-    """Names of the registered backends."""
-    return list(_BACKENDS)
+    """Names of the registered and built-in backends."""
+    return list(dict.fromkeys([*_BACKENDS, *_BUILTIN]))
 
 
 def get_backend(name: str) -> type[Backend]:
@@ -102,25 +124,33 @@ def get_backend(name: str) -> type[Backend]:
     Raises:
         ValueError: naming the registered backends when ``name`` is unknown.
     """
+    if name not in _BACKENDS and name in _BUILTIN:
+        importlib.import_module(_BUILTIN[name])  # registers it; imports no heavy dependency
     try:
         return _BACKENDS[name]
     except KeyError:
-        raise ValueError(f"unknown backend {name!r}; expected one of {sorted(_BACKENDS)}") from None
+        raise ValueError(
+            f"unknown backend {name!r}; expected one of {sorted(available_backends())}"
+        ) from None
 
 
 @register_backend
 class TorchBackend(Backend):
     """PyTorch through ``transformers``: eval mode, ``torch.inference_mode``, SDPA attention, and
-    bf16/fp16 autocast when the precision asks for it (weights stay fp32)."""
+    bf16/fp16 autocast when the precision asks for it (weights stay fp32). On CUDA, batches are
+    copied to pinned host memory in the scorer's background thread and sent with non-blocking
+    copies, and padded to multiples of 8 tokens (tensor cores)."""
 
     name = "torch"
 
-    def __init__(self, model: Any, task: Task, device: str, precision: str) -> None:
+    def __init__(self, model: Any, task: Task, device: str, precision: str, cls_only: Any = None) -> None:
         self.model = model
         self.task = task
         self.device = device
         self.precision = precision
         self.pad_multiple = 8 if device.startswith("cuda") else 1
+        #: the model with its last layer computed for [CLS] only (see evirank.score.cls_only), or None
+        self.cls_only = cls_only
 
     @classmethod
     def resolve(cls, device: str, dtype: str) -> tuple[str, str]:
@@ -134,26 +164,52 @@ class TorchBackend(Backend):
         auto = (
             transformers.AutoModelForSequenceClassification if task == "classify" else transformers.AutoModel
         )
-        model, info = auto.from_pretrained(str(model_dir), output_loading_info=True)
+        try:  # fused attention (FlashAttention / memory-efficient kernels on GPUs)
+            model, info = auto.from_pretrained(
+                str(model_dir), output_loading_info=True, attn_implementation="sdpa"
+            )
+        except (ValueError, TypeError, ImportError):  # an architecture without an SDPA path
+            model, info = auto.from_pretrained(str(model_dir), output_loading_info=True)
         # fp32 weights whatever the checkpoint holds; lower precision comes from autocast
         model.to(device=device, dtype=torch.float32)
         model.eval()
-        backend = cls(model, task, device, precision)
+        fast = None
+        if task == "classify":
+            from evirank.score.cls_only import cls_only_model
+
+            fast = cls_only_model(model)
+        backend = cls(model, task, device, precision, cls_only=fast)
         missing = sorted(info.get("missing_keys", ()))
         if task == "embed":  # mean pooling never uses BERT's pooler head
             missing = [k for k in missing if not k.startswith("pooler.")]
         backend.newly_initialised = tuple(missing)
         return backend
 
+    def prepare(self, batch: TokenBatch) -> TokenBatch:
+        if not self.device.startswith("cuda"):
+            return batch
+        # page-locked host memory, so the copy to the GPU runs asynchronously
+        return PinnedBatch(
+            batch.input_ids,
+            batch.attention_mask,
+            batch.token_type_ids,
+            tensors=self._tensors(batch, pin=True),
+        )
+
+    @staticmethod
+    def _tensors(batch: TokenBatch, pin: bool = False) -> dict[str, Any]:
+        torch = require("torch", "torch")
+        arrays = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask}
+        if batch.token_type_ids is not None:
+            arrays["token_type_ids"] = batch.token_type_ids
+        tensors = {name: torch.from_numpy(array) for name, array in arrays.items()}
+        return {name: t.pin_memory() for name, t in tensors.items()} if pin else tensors
+
     def forward(self, batch: TokenBatch) -> np.ndarray:
         torch = require("torch", "torch")
         device = torch.device(self.device)
-        inputs = {
-            "input_ids": torch.from_numpy(batch.input_ids).to(device, non_blocking=True),
-            "attention_mask": torch.from_numpy(batch.attention_mask).to(device, non_blocking=True),
-        }
-        if batch.token_type_ids is not None:
-            inputs["token_type_ids"] = torch.from_numpy(batch.token_type_ids).to(device, non_blocking=True)
+        host = batch.tensors if isinstance(batch, PinnedBatch) else self._tensors(batch)
+        inputs = {name: tensor.to(device, non_blocking=True) for name, tensor in host.items()}
         autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.precision)
         with (
             torch.inference_mode(),
@@ -163,7 +219,9 @@ class TorchBackend(Backend):
                 enabled=autocast_dtype is not None,
             ),
         ):
-            if self.task == "classify":
+            if self.task == "classify" and self.cls_only is not None:
+                out = self.cls_only(**inputs).float()
+            elif self.task == "classify":
                 out = self.model(**inputs).logits.float()
             else:
                 hidden = self.model(**inputs).last_hidden_state.float()

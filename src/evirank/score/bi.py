@@ -188,11 +188,15 @@ class BiEncoder(TransformerScorer):
         dim = next(iter(found.values())).shape[0] if found else None
         chunks: dict[int, np.ndarray] = dict(found)
         if len(todo):
-            t0 = time.perf_counter()
             n_special = encoder.single_template.n_special
-            ids = encoder.token_ids([texts[i] for i in todo], self.max_length_ - n_special)
-            lengths = np.array([len(x) + n_special for x in ids], dtype=np.int64)
-            stats.tokenize_s += time.perf_counter() - t0
+            ids: list[list[int]] = [[] for _ in todo]
+
+            def tokenize(items: np.ndarray) -> np.ndarray:
+                chunk = encoder.token_ids([texts[todo[r]] for r in items], self.max_length_ - n_special)
+                for r, tokens in zip(items, chunk, strict=True):
+                    ids[r] = tokens
+                return np.array([len(x) + n_special for x in chunk], dtype=np.int64)
+
             write = None
             if store is not None and fingerprint is not None:
                 write = _embedding_writer(store, fingerprint, texts, hashes)
@@ -207,7 +211,7 @@ class BiEncoder(TransformerScorer):
                     chunks.update(done)
                     writer.add(done)
 
-                self._run_batches(lengths, build, consume, stats, desc="bi-encoder")
+                self._run_batches(len(todo), tokenize, build, consume, stats, desc="bi-encoder")
             dim = next(iter(chunks.values())).shape[0]
         vectors = np.zeros((len(texts), dim or 0), dtype=np.float32)
         for i, vector in chunks.items():

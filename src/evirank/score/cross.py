@@ -180,28 +180,29 @@ class CrossEncoder(TransformerScorer):
         )
         encoder = self.encoder_
         n_special = encoder.pair_template.n_special
-        t0 = time.perf_counter()
-        need_q = np.unique(pair_q[todo])
-        need_p = np.unique(pair_p[todo])
-        q_ids: list[list[int]] = [[] for _ in queries]
-        p_ids: list[list[int]] = [[] for _ in passages]
-        for i, ids in zip(
-            need_q, encoder.token_ids([queries[i] for i in need_q], self.query_max_tokens), strict=True
-        ):
-            q_ids[i] = ids
         passage_cap = self.max_length_ - n_special
-        for i, ids in zip(need_p, encoder.token_ids([passages[i] for i in need_p], passage_cap), strict=True):
-            p_ids[i] = ids
-        q_len = np.array([len(q_ids[i]) for i in pair_q[todo]], dtype=np.int64)
-        p_len = np.array([len(p_ids[i]) for i in pair_p[todo]], dtype=np.int64)
-        p_len = np.minimum(p_len, self.max_length_ - n_special - q_len)
-        lengths = n_special + q_len + p_len
-        stats.tokenize_s += time.perf_counter() - t0
+        # Token ids of each distinct text, filled chunk by chunk in the tokenising thread.
+        q_ids: list[list[int] | None] = [None] * len(queries)
+        p_ids: list[list[int] | None] = [None] * len(passages)
+        p_len = np.zeros(len(todo), dtype=np.int64)
 
-        def build(rows: np.ndarray, pad_multiple: int) -> TokenBatch:
+        def fill(ids: list[list[int] | None], texts: list[str], wanted: np.ndarray, cap: int) -> None:
+            need = [int(i) for i in np.unique(wanted) if ids[i] is None]
+            for i, tokens in zip(need, encoder.token_ids([texts[i] for i in need], cap), strict=True):
+                ids[i] = tokens
+
+        def tokenize(items: np.ndarray) -> np.ndarray:
+            fill(q_ids, queries, pair_q[todo[items]], self.query_max_tokens)
+            fill(p_ids, passages, pair_p[todo[items]], passage_cap)
+            q_len = np.array([len(q_ids[i] or ()) for i in pair_q[todo[items]]], dtype=np.int64)
+            full = np.array([len(p_ids[i] or ()) for i in pair_p[todo[items]]], dtype=np.int64)
+            p_len[items] = np.minimum(full, passage_cap - q_len)
+            return n_special + q_len + p_len[items]
+
+        def build(items: np.ndarray, pad_multiple: int) -> TokenBatch:
             return encoder.pair_batch(
-                [q_ids[pair_q[todo[r]]] for r in rows],
-                [p_ids[pair_p[todo[r]]][: p_len[r]] for r in rows],
+                [q_ids[pair_q[todo[r]]] or [] for r in items],
+                [(p_ids[pair_p[todo[r]]] or [])[: p_len[r]] for r in items],
                 pad_multiple,
             )
 
@@ -216,4 +217,4 @@ class CrossEncoder(TransformerScorer):
                 scores[todo[rows]] = values
                 writer.add(list(zip(todo[rows].tolist(), values.tolist(), strict=True)))
 
-            self._run_batches(lengths, build, consume, stats, desc="cross-encoder")
+            self._run_batches(len(todo), tokenize, build, consume, stats, desc="cross-encoder")
