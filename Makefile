@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 DATA ?= ../shared/datasets
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-slow lint bench clean
+.PHONY: install browser demo serve test test-slow lint clean
 
 install: $(STAMP)
 
@@ -18,10 +18,21 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[all,dev]"
 	touch $(STAMP)
 
+# Debian's Chromium for the browser tests (Playwright drives it; its own browser downloads are never used).
+browser:
+	@if command -v chromium >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q chromium; \
+	else echo "browser tests will be skipped: chromium is missing and installing it needs root (apt-get install -y chromium)"; fi
+
 demo: install
 	DATA=$(DATA) bash scripts/demo.sh
 
-test: install
+# The search service and its page on the demo's SciFact index (built by `make demo`, or here).
+serve: install
+	test -f demo/index/evirank-index.json || $(BIN)/evirank index --corpus $(DATA)/scifact --index demo/index
+	HF_HUB_OFFLINE=1 $(BIN)/evirank serve --index demo/index --scores demo/scores.sqlite --host 127.0.0.1 --port 8080
+
+test: install browser
 	$(BIN)/python -m pytest -q
 
 test-slow: install

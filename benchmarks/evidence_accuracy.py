@@ -11,12 +11,12 @@ top-3 aggregation reads), against a random choice of three (exact expectation).
 
 Matching: texts are whitespace-normalised; with ``sentences:prepend`` segments the document's
 title is removed from the front first. A segment is gold when it is a substring of a gold
-sentence (a chunk of a long one) or contains one (the splitter merged it with a neighbour).
-A title-only segment (``sentences`` mode, pid 0) is never a candidate.
+sentence of at least 3 words (a chunk of a long one) or contains one (the splitter merged it with
+a neighbour). A title-only segment (``sentences`` mode, pid 0) is never a candidate.
 
 Usage:
     PYTHONPATH=src python benchmarks/evidence_accuracy.py --scores runs/scifact.scores.sqlite \\
-        [--passages runs/scifact.test.bi.passages.parquet] [--data ../shared/datasets] [--split test]
+        [--passages runs/scifact.test.bi.maxp.passages.parquet] [--data ../shared/datasets] [--split test]
 """
 
 from __future__ import annotations
@@ -65,11 +65,22 @@ def load_passages(args: argparse.Namespace, qids: list[str]) -> pd.DataFrame:
 
 
 def is_gold(body: str, gold: list[str]) -> bool:
-    return bool(body) and any(body in g or g in body for g in gold)
+    """Part of a gold sentence (3 words at least: a chunk of a long one) or containing one."""
+    part = len(body.split()) >= 3
+    return bool(body) and any((part and body in g) or g in body for g in gold)
 
 
-def evaluate(passages: pd.DataFrame, evidence: dict[tuple[str, str], list[str]], titles: dict[str, str]) -> dict:
-    rows = {"model": [], "model_top3": [], "first": [], "last": [], "random": [], "random_top3": []}
+def evaluate(
+    passages: pd.DataFrame, evidence: dict[tuple[str, str], list[str]], titles: dict[str, str]
+) -> dict[str, float]:
+    rows: dict[str, list[float]] = {
+        "model": [],
+        "model_top3": [],
+        "first": [],
+        "last": [],
+        "random": [],
+        "random_top3": [],
+    }
     covered = 0
     groups = passages.sort_values([QID, DOCNO, PID]).groupby([QID, DOCNO], sort=False)
     for (qid, docno), doc in groups:
@@ -91,15 +102,16 @@ def evaluate(passages: pd.DataFrame, evidence: dict[tuple[str, str], list[str]],
         covered += 1
         hits = np.array([is_gold(b, gold) for b in bodies])
         order = np.argsort(-np.asarray(scores), kind="stable")  # ties: document order
-        rows["model"].append(hits[order[0]])
-        rows["model_top3"].append(hits[order[:3]].any())
-        rows["first"].append(hits[0])
-        rows["last"].append(hits[-1])
-        rows["random"].append(hits.mean())
+        rows["model"].append(float(hits[order[0]]))
+        rows["model_top3"].append(float(hits[order[:3]].any()))
+        rows["first"].append(float(hits[0]))
+        rows["last"].append(float(hits[-1]))
+        rows["random"].append(float(hits.mean()))
         n, g = len(hits), int(hits.sum())
         k = min(3, n)
         rows["random_top3"].append(1.0 - math.comb(n - g, k) / math.comb(n, k))
-    return {"covered": covered, **{name: float(np.mean(v)) if v else float("nan") for name, v in rows.items()}}
+    means = {name: float(np.mean(v)) if v else float("nan") for name, v in rows.items()}
+    return {"covered": covered, **means}
 
 
 def main() -> None:
@@ -115,10 +127,12 @@ def main() -> None:
     evidence = load_evidence(args.data / "scifact" / "evidence" / f"{args.split}.jsonl")
     qids = sorted({q for q, _ in evidence})
     passages = load_passages(args, qids)
-    titles = {d: doc.title for d, doc in load_texts(args.data / "scifact", {d for _, d in evidence}).items()}
+    docs = load_texts(args.data / "scifact", {d for _, d in evidence})
+    titles = {docno: doc.title for docno, doc in docs.items()}
     result = evaluate(passages, evidence, titles)
-    print(f"SciFact {args.split}: {len(evidence)} relevant (query, document) pairs with gold evidence sentences, ")
-    print(f"{result['covered']} of them re-ranked (document in the scored candidates): the table is over those.\n")
+    print(f"SciFact {args.split}: {len(evidence)} relevant (query, document) pairs with gold evidence")
+    print(f"sentences; {result['covered']} of them re-ranked (their document among the scored candidates),")
+    print("and the table is over those.\n")
     print("| choice of sentence | gold evidence (best 1) | gold among 3 |")
     print("| --- | ---: | ---: |")
     print(f"| model's best-scored | {result['model']:.3f} | {result['model_top3']:.3f} |")

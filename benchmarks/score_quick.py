@@ -7,7 +7,7 @@ sentence-transformers' raw logits, and bi-encoder sentences/s. This is a quick c
 benchmark (issue 7) is ``benchmarks/scoring.py``.
 
 Usage:
-    DATA=../shared/datasets HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/score_quick.py --pairs 400
+    HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/score_quick.py --pairs 400 --repeats 3
 """
 
 from __future__ import annotations
@@ -18,25 +18,33 @@ import os
 import re
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-# $DATA (as in the Makefile) or ../shared/datasets from the repository root
-DATA = (
-    Path(os.environ.get("DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "datasets"))
-    / "scifact"
-)
+
+def scifact_dir() -> Path:
+    """``$EVIRANK_DATASETS`` (or ``$DATA``), else the first ``shared/datasets`` near the repo."""
+    env = os.environ.get("EVIRANK_DATASETS") or os.environ.get("DATA")
+    if env:
+        return Path(env) / "scifact"
+    for parent in Path(__file__).resolve().parents[1].parents:
+        if (parent / "shared" / "datasets").is_dir():
+            return parent / "shared" / "datasets" / "scifact"
+    raise SystemExit("the real datasets (../shared/datasets) are not here; set EVIRANK_DATASETS")
 
 
 def scifact_pairs(n: int) -> pd.DataFrame:
     """(claim, sentence) pairs from the test claims' judged abstracts, in file order."""
-    queries = {r["_id"]: r["text"] for r in map(json.loads, (DATA / "queries.jsonl").open())}
-    qrels = pd.read_csv(DATA / "qrels" / "test.tsv", sep="\t", dtype=str)
+    data = scifact_dir()
+    queries = {r["_id"]: r["text"] for r in map(json.loads, (data / "queries.jsonl").open())}
+    qrels = pd.read_csv(data / "qrels" / "test.tsv", sep="\t", dtype=str)
     wanted = set(qrels["corpus-id"])
     docs = {}
-    for line in (DATA / "corpus.jsonl").open():
+    for line in (data / "corpus.jsonl").open():
         row = json.loads(line)
         if row["_id"] in wanted:
             docs[row["_id"]] = row["text"]
@@ -49,13 +57,16 @@ def scifact_pairs(n: int) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["qid", "query", "docno", "pid", "text"])
 
 
-def best_of(repeats: int, fn) -> tuple[float, object]:
-    best, result = float("inf"), None
+def interleaved(contenders: dict[str, Callable[[], Any]], repeats: int) -> dict[str, tuple[float, Any]]:
+    """Best wall time and last result of each contender, run in turn ``repeats`` times."""
+    best: dict[str, tuple[float, Any]] = {name: (float("inf"), None) for name in contenders}
     for _ in range(repeats):
-        start = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - start)
-    return best, result
+        for name, fn in contenders.items():
+            start = time.perf_counter()
+            result = fn()
+            elapsed = time.perf_counter() - start
+            best[name] = (min(best[name][0], elapsed), result)
+    return best
 
 
 def main() -> None:
@@ -83,22 +94,24 @@ def main() -> None:
     pairs = list(zip(frame["query"], frame["text"], strict=True))
     warm = frame.head(16).assign(text=lambda f: f["text"] + " (warm-up)")
 
-    rows = []
     st_model = STCrossEncoder(str(folder), device="cpu", max_length=512)
     st_model.predict(pairs[:16], show_progress_bar=False)
-    seconds, st_scores = best_of(
-        args.repeats,
-        lambda: st_model.predict(
+    contenders = {
+        "sentence-transformers 6.2 predict (batch 32)": lambda: st_model.predict(
             pairs, batch_size=32, show_progress_bar=False, activation_fn=torch.nn.Identity()
-        ),
-    )
-    rows.append(("sentence-transformers 6.2 predict (batch 32)", len(pairs) / seconds, 0.0))
+        )
+    }
     for budget in (2048, 4096, 8192, 16384):
         scorer = CrossEncoder(folder, device="cpu", batch_tokens=budget)
         scorer(warm)
-        seconds, scored = best_of(args.repeats, lambda s=scorer: s(frame))
-        diff = float(np.max(np.abs(scored["score"].to_numpy() - np.asarray(st_scores, dtype=np.float64))))
-        rows.append((f"evirank CrossEncoder (batch_tokens {budget})", len(pairs) / seconds, diff))
+        contenders[f"evirank CrossEncoder (batch_tokens {budget})"] = lambda s=scorer: s(frame)["score"]
+    # Interleaved repeats, best of each: fairer than back-to-back runs on a shared machine.
+    timings = interleaved(contenders, args.repeats)
+    st_scores = np.asarray(timings["sentence-transformers 6.2 predict (batch 32)"][1], dtype=np.float64)
+    rows = [
+        (name, len(pairs) / seconds, float(np.max(np.abs(np.asarray(out, dtype=np.float64) - st_scores))))
+        for name, (seconds, out) in timings.items()
+    ]
 
     print(
         f"{len(pairs)} SciFact (claim, sentence) pairs, {np.mean(lengths):.1f} tokens mean, "
@@ -111,13 +124,18 @@ def main() -> None:
     texts = list(dict.fromkeys(frame["text"]))
     bi = BiEncoder(device="cpu")
     bi.embed(["warm-up sentence"])
-    seconds, ours = best_of(args.repeats, lambda: bi.embed(texts))
     st_bi = SentenceTransformer(source, device="cpu")
     st_bi.encode(["warm-up sentence"])
-    st_seconds, theirs = best_of(
+    bi_timings = interleaved(
+        {
+            "st": lambda: st_bi.encode(
+                texts, batch_size=32, normalize_embeddings=True, show_progress_bar=False
+            ),
+            "evirank": lambda: bi.embed(texts),
+        },
         args.repeats,
-        lambda: st_bi.encode(texts, batch_size=32, normalize_embeddings=True, show_progress_bar=False),
     )
+    (st_seconds, theirs), (seconds, ours) = bi_timings["st"], bi_timings["evirank"]
     bi_diff = float(np.max(np.abs(ours - theirs)))
 
     print(f"\n{len(texts)} distinct sentences, bi-encoder all-MiniLM-L6-v2", flush=True)

@@ -85,3 +85,4 @@ $EVIRANK explain --scores "$OUT/scores.sqlite" --qid "$QID" --docno "$DOCNO" --t
 
 echo
 echo "demo finished in $((SECONDS - started)) s; outputs in $OUT/ (runs, *.json records with the time per stage)"
+echo "search it in a browser: make serve, then open http://127.0.0.1:8080/ (the same score store is reused)"

@@ -1,16 +1,18 @@
 """Fixtures shared by every test.
 
-``datasets``: where the real data lives (skip when it is absent). ``tiny_cross_encoder_path``
-(one-logit head), ``tiny_two_logit_path`` (two-logit head) and ``tiny_bi_encoder_path`` (a bare
-encoder): tiny random transformers built locally in seconds (no hub, no downloads), session-scoped
-folders in the standard Hugging Face layout (config.json, model.safetensors, tokenizer files),
-loadable by ``from_pretrained``.
+- ``datasets``: where the real data lives (skip when it is absent).
+- Tiny random transformers built locally in seconds (no hub, no downloads):
+  ``tiny_cross_encoder_path`` (one-logit head), ``tiny_two_logit_path`` (two-logit head) and
+  ``tiny_bi_encoder_path`` (a bare encoder), session-scoped folders in the standard Hugging Face
+  layout (config.json, model.safetensors, tokenizer files), loadable by ``from_pretrained``;
+  ``tiny_bert_builder`` (``build_tiny_bert``) makes more.
 """
 
 from __future__ import annotations
 
 import os
 import string
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -42,58 +44,11 @@ def datasets() -> Path:
     return found
 
 
-_WORDS = (
-    "the",
-    "a",
-    "an",
-    "of",
-    "and",
-    "or",
-    "to",
-    "in",
-    "is",
-    "are",
-    "was",
-    "be",
-    "for",
-    "on",
-    "with",
-    "by",
-    "as",
-    "at",
-    "from",
-    "that",
-    "this",
-    "it",
-    "not",
-    "no",
-    "bm25",
-    "rank",
-    "ranking",
-    "document",
-    "documents",
-    "passage",
-    "passages",
-    "sentence",
-    "query",
-    "evidence",
-    "relevant",
-    "model",
-    "score",
-    "scores",
-    "search",
-    "retrieval",
-    "cat",
-    "cats",
-    "dog",
-    "dogs",
-    "sat",
-    "mat",
-    "vaccine",
-    "virus",
-    "cell",
-    "cells",
-)
+_WORDS = (  # noqa: SIM905 (a word list reads better as text)
+    "the a an of and or to in is are was be for on with by as at from that this it not no bm25 "
+    "rank ranking document documents passage passages sentence query evidence relevant model "
+    "score scores search retrieval cat cats dog dogs sat mat vaccine virus cell cells"
+).split()
 
 
 def build_tiny_bert(folder: Path, *, head: str = "classify", num_labels: int = 1, seed: int = 0) -> Path:
@@ -135,6 +90,13 @@ def build_tiny_bert(folder: Path, *, head: str = "classify", num_labels: int = 1
     model.eval()
     model.save_pretrained(str(folder))
     return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_builder() -> Callable[..., Path]:
+    """:func:`build_tiny_bert`, for tests that need another tiny model (``from conftest`` is ambiguous
+    when sub-folders have their own conftest)."""
+    return build_tiny_bert
 
 
 @pytest.fixture(scope="session")

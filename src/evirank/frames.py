@@ -44,6 +44,7 @@ LABEL = "label"
 PID = "pid"
 FIRST_STAGE_SCORE = "first_stage_score"
 FIRST_STAGE_RANK = "first_stage_rank"
+SOURCE = "source"  # provenance of a training example (which collection and builder made it)
 # evaluation: per-query tables [run, qid, measure, value]
 RUN = "run"
 MEASURE = "measure"

@@ -159,3 +159,16 @@ def test_a_folder_without_corpus_jsonl_says_what_it_needs(tmp_path: Path) -> Non
     write(tmp_path / "docs.txt", "x")
     with pytest.raises(FileNotFoundError, match=r"corpus\.jsonl.*docs\.txt"):
         read_corpus(tmp_path)
+
+
+def test_empty_documents_are_an_error_by_default_and_skipped_with_a_warning_on_request(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"_id": "a", "title": "", "text": "x"}\n{"_id": "b", "title": "", "text": " "}\n')
+    with pytest.raises(InputFormatError, match=r"c\.jsonl:2: .*no text at all"):
+        list(read_corpus(path))
+    with caplog.at_level("WARNING", logger="evirank"):
+        docs = list(read_corpus(path, empty="skip"))
+    assert [d.docno for d in docs] == ["a"]
+    assert "c.jsonl:2: skipped a document with neither title nor text" in caplog.text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -127,11 +128,12 @@ def test_export_is_cached_and_reused_on_the_second_load(
 
 
 def test_export_cache_follows_weights_not_location(
-    tiny_cross_encoder_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tiny_cross_encoder_path: Path,
+    tiny_bert_builder: Callable[..., Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import shutil
-
-    from conftest import build_tiny_bert
 
     monkeypatch.setenv("EVIRANK_CACHE", str(tmp_path / "cache"))
     moved = tmp_path / "moved"
@@ -139,7 +141,7 @@ def test_export_cache_follows_weights_not_location(
     CrossEncoder(tiny_cross_encoder_path, backend="onnx")(passages())
     CrossEncoder(moved, backend="onnx")(passages())
     assert len(list((tmp_path / "cache" / "onnx").glob("*/model.onnx"))) == 1
-    retrained = build_tiny_bert(tmp_path / "retrained", num_labels=1, seed=99)
+    retrained = tiny_bert_builder(tmp_path / "retrained", num_labels=1, seed=99)
     CrossEncoder(retrained, backend="onnx")(passages())
     assert len(list((tmp_path / "cache" / "onnx").glob("*/model.onnx"))) == 2
 

@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -154,15 +155,13 @@ def test_a_killed_process_keeps_its_committed_scores(tiny_cross_encoder_path: Pa
 
 
 def test_fingerprint_follows_weights_and_settings_not_location(
-    tiny_cross_encoder_path: Path, tmp_path: Path
+    tiny_cross_encoder_path: Path, tmp_path: Path, tiny_bert_builder: Callable[..., Path]
 ) -> None:
-    from conftest import build_tiny_bert
-
     base = CrossEncoder(tiny_cross_encoder_path, device="cpu").fingerprint
     moved = tmp_path / "moved"
     shutil.copytree(tiny_cross_encoder_path, moved)
     assert CrossEncoder(moved, device="cpu").fingerprint == base
-    retrained = build_tiny_bert(tmp_path / "retrained", num_labels=1, seed=99)  # same vocab and config
+    retrained = tiny_bert_builder(tmp_path / "retrained", num_labels=1, seed=99)  # same vocab and config
     assert CrossEncoder(retrained, device="cpu").fingerprint != base
     assert CrossEncoder(tiny_cross_encoder_path, device="cpu", max_length=96).fingerprint != base
     assert CrossEncoder(tiny_cross_encoder_path, device="cpu", query_max_tokens=32).fingerprint != base
@@ -222,3 +221,15 @@ def test_resegmenting_a_document_replaces_its_segments(tiny_cross_encoder_path: 
     with ScoreStore(store_path) as store:
         back = store.passages_scores(qids=["1"], docnos=["d1"])
     assert back[TEXT].tolist() == ["A cat. A dog. A mat."]
+
+
+def test_a_pickled_scorer_reloads_and_reuses_the_store(tiny_cross_encoder_path: Path, tmp_path: Path) -> None:
+    import pickle
+
+    frame = passages(8)
+    scorer = CrossEncoder(tiny_cross_encoder_path, device="cpu", store=ScoreStore(tmp_path / "s.sqlite"))
+    scored = scorer(frame)
+    clone = pickle.loads(pickle.dumps(scorer))
+    again = clone(frame)
+    assert clone.stats_.computed == 0
+    np.testing.assert_array_equal(again[SCORE], scored[SCORE])

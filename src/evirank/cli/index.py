@@ -56,6 +56,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--threads", type=positive_int, default=1, metavar="N", help="indexing threads (default: 1)"
     )
+    parser.add_argument(
+        "--empty-documents",
+        choices=("skip", "error"),
+        default="skip",
+        help="a document with neither title nor text is skipped with a warning naming its line "
+        "(default, as Anserini does: it can never be retrieved) or stops the indexing",
+    )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing index folder")
     return parser
 
@@ -71,8 +78,7 @@ def run(args: argparse.Namespace) -> int:
         total: int | None = count_corpus(args.corpus)
     except (OSError, ValueError, ImportError):
         total = None  # only the progress bar's total; read_corpus reports real problems
-    info = build_index(
-        read_corpus(args.corpus), args.index, threads=args.threads, overwrite=args.overwrite, total=total
-    )
+    documents = read_corpus(args.corpus, empty=args.empty_documents)
+    info = build_index(documents, args.index, threads=args.threads, overwrite=args.overwrite, total=total)
     logger.info("wrote %s (%s)", info.path, "evirank-index.json records how it was built")
     return 0

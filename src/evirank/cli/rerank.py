@@ -38,7 +38,7 @@ evidence only, unless --alpha > 0). --normalise minmax (per query, first-stage a
 scores mapped to [0, 1]) is the default whenever alpha > 0; none mixes raw scores as Birch did.
 
 Documents below --depth keep their first-stage order under the re-ranked ones. Scores go to
-the score store (--scores, default OUTPUT.scores.sqlite) as they are computed: an interrupted
+the score store (--scores, default OUT.scores.sqlite) as they are computed: an interrupted
 rerank resumes and scores only what is missing, `evirank explain --scores STORE` shows a
 document's passages, and `evirank tune --scores STORE --run RUN` re-aggregates without a model.
 OUTPUT.json records the configuration, the versions, the counts and the time of each stage.
@@ -139,7 +139,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="engine: torch (default; CPU or GPU), onnx (ONNX Runtime on CPU, fp32), "
         "onnx-int8 (ONNX Runtime, int8 weights: fastest on CPU)",
     )
-    model.add_argument("--scores", metavar="STORE", help="score store (SQLite; default OUTPUT.scores.sqlite)")
+    model.add_argument("--scores", metavar="STORE", help="score store (SQLite; default OUT.scores.sqlite)")
     model.add_argument("--no-scores", action="store_true", help="keep no score store (nothing resumes)")
 
     agg = parser.add_argument_group("segments and aggregation")
@@ -233,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
     from evirank.io import read_run, read_topics, write_run
     from evirank.outputs import atomic_output, check_output
     from evirank.rerank import FetchText, StageTimings, parse_aggregate, parse_segment, passage_budget, rerank
-    from evirank.rerank.pipeline import save_passages
+    from evirank.rerank.pipeline import describe_stage, save_passages
 
     if args.run is None and args.index is None:
         raise _usage("give --run RUN, or --index DIR to retrieve the first stage with BM25")
@@ -253,6 +253,7 @@ def run(args: argparse.Namespace) -> int:
 
     timings = StageTimings()
     started = time.perf_counter()
+    first_stage: dict[str, Any]
     with timings.measure("first_stage"):
         topics = read_topics(args.topics, field=args.field, split=args.split)
         if args.run is not None:
@@ -261,8 +262,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             from evirank.lucene import Bm25, Rm3
 
-            bm25 = Bm25(args.index, rm3=Rm3() if args.rm3 else None, k=args.k)
-            first = bm25(topics)
+            with Bm25(args.index, rm3=Rm3() if args.rm3 else None, k=args.k) as bm25:
+                first = bm25(topics)
             first_stage = {"bm25": bm25.config.to_dict(), "index": str(args.index)}
     if first.empty:
         raise _usage(f"the first stage has no documents ({args.run or args.index})")
@@ -276,18 +277,23 @@ def run(args: argparse.Namespace) -> int:
     segmenter = parse_segment(
         args.segment, tokenizer=budget[0] if budget else None, max_tokens=budget[1] if budget else None
     )
-    logger.info("pipeline: %r >> %r >> %r >> %r (depth %d)", fetch, segmenter, scorer, aggregator, args.depth)
-
-    result = rerank(
-        first,
-        topics=topics,
-        fetch=fetch,
-        segmenter=segmenter,
-        scorer=scorer,
-        aggregator=aggregator,
-        depth=args.depth,
-        timings=timings,
+    logger.info(
+        "pipeline: %s (depth %d)",
+        " >> ".join(describe_stage(s) for s in (fetch, segmenter, scorer, aggregator)),
+        args.depth,
     )
+
+    with fetch:
+        result = rerank(
+            first,
+            topics=topics,
+            fetch=fetch,
+            segmenter=segmenter,
+            scorer=scorer,
+            aggregator=aggregator,
+            depth=args.depth,
+            timings=timings,
+        )
     tag = args.tag or f"evirank-{args.scorer}-{args.aggregate.replace(':', '')}"
     with timings.measure("write"):
         written = write_run(result.run, args.output, tag=tag, overwrite=args.overwrite)
@@ -307,9 +313,9 @@ def run(args: argparse.Namespace) -> int:
             "count": len(topics),
         },
         "depth": args.depth,
-        "segmenter": repr(segmenter),
+        "segmenter": describe_stage(segmenter),
         "scorer": {**_describe(scorer), "fingerprint": _fingerprint(scorer)},
-        "aggregator": repr(aggregator),
+        "aggregator": describe_stage(aggregator),
         "scores": str(store) if store else None,
         "passages_file": args.save_passages,
         "counts": result.counts,

@@ -25,7 +25,7 @@ import json
 import logging
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from evirank.errors import InputFormatError
 from evirank.frames import Document
@@ -128,13 +128,18 @@ def parse_document(line: str, path: Path, line_no: int) -> Document:
     return Document(docno, title, text)
 
 
-def read_corpus(path: PathLike, *, check_duplicates: bool = True) -> Iterator[Document]:
+def read_corpus(
+    path: PathLike, *, check_duplicates: bool = True, empty: Literal["error", "skip"] = "error"
+) -> Iterator[Document]:
     """Stream the documents of a corpus (a BEIR folder, or a JSONL / JSONL.gz file).
 
     Args:
         path: a JSONL file (BEIR or Pyserini shape, optionally gzipped), a BEIR folder, or
             ``irds:<dataset-id>`` (through :mod:`evirank.io.irds`).
         check_duplicates: reject a document id seen before (keeps a set of ids in memory).
+        empty: a document with neither title nor text is an error (``"error"``) or is skipped
+            with a warning naming its file and line (``"skip"``, what Anserini's indexer does:
+            such a document can never be retrieved).
 
     Yields:
         one :class:`~evirank.frames.Document` per non-blank line, in file order.
@@ -154,16 +159,26 @@ def read_corpus(path: PathLike, *, check_duplicates: bool = True) -> Iterator[Do
     dataset_id = irds_id(path)
     if dataset_id is not None:
         return load_irds(dataset_id).docs()
-    return _iter_corpus(corpus_file(path), check_duplicates)
+    if empty not in ("error", "skip"):
+        raise ValueError(f"empty must be 'error' or 'skip', found {empty!r}")
+    return _iter_corpus(corpus_file(path), check_duplicates, empty)
 
 
-def _iter_corpus(file: Path, check_duplicates: bool) -> Iterator[Document]:
+def _iter_corpus(file: Path, check_duplicates: bool, empty: str = "error") -> Iterator[Document]:
     seen: dict[str, int] = {}
     count = 0
+    skipped = 0
     for line_no, line in iter_lines(file):
         if not line.strip():
             continue
-        doc = parse_document(line, file, line_no)
+        try:
+            doc = parse_document(line, file, line_no)
+        except InputFormatError as exc:
+            if empty != "skip" or not exc.found.endswith("with no text at all"):
+                raise
+            skipped += 1
+            logger.warning("%s:%d: skipped a document with neither title nor text", file, line_no)
+            continue
         if check_duplicates:
             first = seen.setdefault(doc.docno, line_no)
             if first != line_no:
@@ -175,6 +190,8 @@ def _iter_corpus(file: Path, check_duplicates: bool) -> Iterator[Document]:
                 )
         count += 1
         yield doc
+    if skipped:
+        logger.warning("%s: skipped %d document(s) with neither title nor text", file, skipped)
     if count == 0:
         raise InputFormatError(file, None, f"at least one JSON document per line ({_SHAPES})", "no documents")
     logger.debug("read %d documents from %s", count, file)

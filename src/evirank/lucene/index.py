@@ -29,6 +29,7 @@ import os
 import platform
 import re
 import subprocess
+import sys
 import tempfile
 import time
 from collections import deque
@@ -93,7 +94,8 @@ class IndexInfo:
         seconds: wall-clock time of the whole build, reading the documents and writing the
             collection files included.
         indexer_seconds: wall-clock time of Anserini's indexer process alone (JVM start included).
-        indexer_peak_rss: peak resident memory of the indexer process (JVM included), in bytes.
+        indexer_peak_rss: peak resident memory of the indexer process (JVM included), in bytes
+            (0 where the platform cannot tell).
         config: how it was built.
         versions: evirank, pyserini, Anserini jar and Java versions.
     """
@@ -225,14 +227,19 @@ def _run_indexer(command: list[str]) -> tuple[dict[str, int], int, list[str]]:
             match = _COUNTER_RE.search(line)
             if match:
                 counters[match.group(1)] = int(match.group(2).replace(",", ""))
-        # os.wait4 (not Popen.wait) to get this child's own resource usage: its peak RSS.
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        peak_rss = usage.ru_maxrss * 1024  # kilobytes on Linux
+        if hasattr(os, "wait4"):
+            # os.wait4 (not Popen.wait) to get this child's own resource usage: its peak RSS.
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            peak_rss = usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)  # bytes / KiB
+        else:
+            proc.wait()
     finally:
         if proc.returncode is None:  # interrupted: do not leave a JVM behind
             proc.kill()
             proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
     if proc.returncode != 0:
         raise IndexingError(
             f"Anserini's indexer exited with status {proc.returncode}; its last lines:\n" + "\n".join(tail)

@@ -6,9 +6,10 @@ words), same BM25 (Lucene's, with its one-byte document length norms), same RM3,
 scores, which Anserini rounds to 4 decimals and nudges apart by 1e-6 steps when they tie.
 
 Tie order: the returned Run is ordered with :func:`evirank.frames.sort_run` (score descending,
-then docno ascending). Plain Lucene would break ties by its internal document number, which
-depends on indexing order and threads; Anserini already breaks them by docid, which
-``sort_run`` keeps, and the top-``k`` cut is made in that same order. Runs are therefore the
+then docno descending). Plain Lucene would break ties by its internal document number, which
+depends on indexing order and threads; Anserini breaks them by docid (ascending) and nudges the
+tied scores apart by 1e-6 steps, so the scores it returns no longer tie and ``sort_run`` keeps
+Anserini's order and top-``k`` cut. Runs are therefore the
 same whatever the number of indexing or search threads.
 
 Example:
@@ -258,7 +259,7 @@ class Bm25(Stage):
             bar.close()
 
     def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
-        """Search every topic; return the Run sorted by qid, score descending, docno ascending."""
+        """Search every topic; return the Run sorted by qid, score descending, docno descending."""
         require_columns(frame, (QID, QUERY), "Bm25")
         qids = frame[QID].astype(str).tolist()
         queries = frame[QUERY].astype(str).tolist()

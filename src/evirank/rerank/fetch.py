@@ -121,6 +121,9 @@ class FetchText(Stage):
         ['What Part B covers.']
     """
 
+    #: the opened index (LuceneDocs), once used
+    source_: Any = None
+
     def __init__(
         self,
         index: str | os.PathLike[str] | None = None,
@@ -169,11 +172,23 @@ class FetchText(Stage):
         return f"documents ({type(self.docs).__name__})"
 
     def _lucene(self) -> Any:
-        if getattr(self, "source_", None) is None:
+        if self.source_ is None:
             from evirank.lucene.docs import LuceneDocs
 
-            self.source_ = LuceneDocs(Path(self.index))  # type: ignore[arg-type]
+            self.source_ = LuceneDocs(Path(str(self.index)))
         return self.source_
+
+    def close(self) -> None:
+        """Release the index (a Lucene searcher) if one was opened; a later call reopens it."""
+        if self.source_ is not None and hasattr(self.source_, "close"):
+            self.source_.close()
+        self.source_ = None
+
+    def __enter__(self) -> FetchText:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def lookup(self, docnos: Iterable[str]) -> tuple[dict[str, Document], list[str]]:
         """(the documents found by docno, the docnos not found), each distinct docno once."""

@@ -284,24 +284,54 @@ def rerank(
 
 
 def _score(scorer: Stage, passages: pd.DataFrame, timings: StageTimings) -> pd.DataFrame:
-    """Run the scorer, splitting its time into tokenisation, model and the rest when it reports them."""
+    """Run the scorer, splitting its time into model loading, tokenisation, model and the rest."""
+    loaded_before = getattr(scorer, "backend_", None) is not None
     started = time.perf_counter()
     scored = scorer(passages)
-    _split_scoring_time(scorer, time.perf_counter() - started, timings)
-    return scored
-
-
-def _split_scoring_time(scorer: Stage, total: float, timings: StageTimings) -> None:
-    """Add the scorer's ``total`` seconds to tokenisation / model / other when it reports them."""
+    total = time.perf_counter() - started
     stats = getattr(scorer, "stats_", None)
     if stats is None:
         timings.add("model", total)
-        return
+        return scored
+    load = 0.0
+    if not loaded_before and getattr(scorer, "backend_", None) is not None:
+        load = float(getattr(scorer, "load_s_", 0.0))
+        timings.add("model_load", load)
     tokenise = float(getattr(stats, "tokenize_s", 0.0))
     model = float(getattr(stats, "model_s", 0.0))
     timings.add("tokenisation", tokenise)
     timings.add("model", model)
-    timings.add("scoring_other", total - tokenise - model)
+    timings.add("scoring_other", total - load - tokenise - model)
+    return scored
+
+
+def describe_stage(stage: Any) -> str:
+    """A one-line description of a stage for logs and records: its parameters, briefly.
+
+    Long values (a tokenizer, a model path, a store) are shortened to their type or file name.
+
+    Example:
+        >>> describe_stage(Windows(100, 50))
+        'Windows(length=100, stride=50, title=True, max_title_words=50, max_passages=None)'
+    """
+    from evirank.stage import Pipeline
+
+    if isinstance(stage, Pipeline):
+        return " >> ".join(describe_stage(s) for s in stage.stages)
+    params = []
+    for key, value in vars(stage).items():
+        if key.endswith("_") or key.startswith("_"):
+            continue
+        if isinstance(value, str | int | float | bool | tuple | type(None)):
+            text = repr(value)
+        elif isinstance(value, os.PathLike):
+            text = repr(str(value))
+        else:
+            text = f"<{type(value).__name__}>"
+        if len(text) > 80:
+            text = text[:36] + "..." + text[-36:]
+        params.append(f"{key}={text}")
+    return f"{type(stage).__name__}({', '.join(params)})"
 
 
 def save_passages(passages: pd.DataFrame, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:

@@ -194,6 +194,13 @@ class TransformerScorer(Stage):
         self.store = store
         self.commit_every = commit_every
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Parameters only: a pickled scorer (sent to a worker process) reloads lazily there."""
+        return {k: v for k, v in vars(self).items() if not k.endswith("_")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
     # -- lazy state ------------------------------------------------------------------
     def _prepare(self) -> None:
         """Resolve the model folder, tokenizer, limits, device and precision (no weights loaded)."""
@@ -247,13 +254,14 @@ class TransformerScorer(Stage):
                 self.model_dir_, self.task, self.device_, self.precision_
             )
             self.backend_ = backend
+            self.load_s_ = time.perf_counter() - started  # reported by evirank rerank's stage timings
             logger.info(
                 "loaded %s on %s (%s, %s backend) in %.1f s",
                 self.model,
                 backend.device,
                 backend.precision,
                 self.backend,
-                time.perf_counter() - started,
+                self.load_s_,
             )
             if backend.newly_initialised:
                 logger.warning(

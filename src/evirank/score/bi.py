@@ -163,14 +163,13 @@ class BiEncoder(TransformerScorer):
         stats.total_s = time.perf_counter() - started
         self.stats_ = stats
         logger.info(
-            "bi-encoder: %d rows, %d distinct pairs (%d from the store), %d texts embedded in %.1f s "
-            "(%.0f texts/s in the model)",
+            "bi-encoder: %d rows, %d distinct pairs (%d from the store), %d texts embedded in %.1f s (%s)",
             stats.rows,
             len(pairs.scores),
             stats.cached,
             stats.computed,
             stats.total_s,
-            stats.per_second,
+            f"{stats.per_second:.0f} texts/s in the model" if stats.computed else "no model run",
         )
         return out
 

@@ -161,6 +161,13 @@ class ScoreStore:
     def __repr__(self) -> str:
         return f"ScoreStore({str(self.path)!r})"
 
+    def __getstate__(self) -> dict[str, Any]:
+        """A pickled store reopens its file on unpickling (connections cannot travel)."""
+        return {"path": self.path, "readonly": self.readonly}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["path"], readonly=state["readonly"])  # type: ignore[misc]
+
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         if self.readonly:

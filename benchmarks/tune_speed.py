@@ -1,0 +1,158 @@
+"""How long cross-validated tuning takes: Birch's full 3S grid (1,331 settings) x 5 folds.
+
+On SciFact-sized synthetic scores (300 queries x 100 documents x about 9 sentences) and, when
+they exist, on real cached SciFact scores (a score store filled by ``evirank rerank --scores``
+with its BM25 run, or a scored-passages file). For comparison, the same search done the plain
+way (the aggregator stage and :class:`evirank.evaluate.Evaluator` per setting) is timed on a few
+settings and extrapolated to the grid.
+
+Usage:
+    python benchmarks/tune_speed.py
+    python benchmarks/tune_speed.py --store runs/conditions/scifact/scores.sqlite \\
+        --run runs/conditions/scifact/bm25.txt --qrels ../shared/datasets/scifact/qrels/test.tsv
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from evirank.evaluate import Evaluator
+from evirank.frames import QID
+from evirank.tune import cross_validate, k_folds, parse_aggregate, parse_grid
+from evirank.tune.synthetic import synthetic_passages
+
+BIRCH_GRID = "alpha=0:1:0.1 w2=0:1:0.1 w3=0:1:0.1"
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_STORE = REPO / "runs" / "conditions" / "scifact" / "scores.sqlite"
+DEFAULT_RUN = REPO / "runs" / "conditions" / "scifact" / "bm25.txt"
+
+
+def _default_qrels() -> Path:
+    """SciFact's test qrels in ``shared/datasets`` beside the checkout (or one of its parents)."""
+    for parent in REPO.parents:
+        candidate = parent / "shared" / "datasets" / "scifact" / "qrels" / "test.tsv"
+        if candidate.is_file():
+            return candidate
+    return REPO.parent / "shared" / "datasets" / "scifact" / "qrels" / "test.tsv"
+
+
+DEFAULT_QRELS = _default_qrels()
+
+
+def time_search(
+    name: str,
+    passages: pd.DataFrame,
+    qrels: pd.DataFrame,
+    aggregate: str,
+    grid: str,
+    metric: str = "AP",
+    plain_settings: int = 10,
+) -> dict[str, object]:
+    """Time one cross-validated search, and the plain way on a few settings."""
+    aggregator = parse_aggregate(aggregate)
+    parsed = parse_grid(grid)
+    qids = sorted(set(passages[QID]) & set(qrels[QID]))
+    folds = k_folds(qids, k=5, seed=1)
+    start = time.perf_counter()
+    result = cross_validate(passages, qrels, aggregator, parsed, folds, metric=metric)
+    total = time.perf_counter() - start
+
+    evaluator = Evaluator(qrels, [metric])
+    settings = result.grid.settings[:plain_settings]
+    clock = time.perf_counter()
+    for row in settings:
+        run = aggregator.stage(dict(zip(result.grid.names, row, strict=True)))(passages)
+        evaluator.per_query(run)
+    plain = (time.perf_counter() - clock) / len(settings) * len(result.grid)
+    return {
+        "data": name,
+        "aggregate": aggregate,
+        "settings": len(result.grid),
+        "folds": len(result.folds),
+        "queries": len(result.qids),
+        "documents": len(result.run),
+        "passages": len(passages),
+        "table s": result.timings["table"],
+        "grid s": result.timings["grid"],
+        "total s": total,
+        "plain way s (extrapolated)": plain,
+        "metric": result.metric,
+        "CV mean": result.cv_mean,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", type=Path, default=DEFAULT_STORE, help="a score store of SciFact scores")
+    parser.add_argument("--fingerprint", help="the scorer's fingerprint in the store")
+    parser.add_argument("--passages", type=Path, help="a scored-passages file instead of a store")
+    parser.add_argument("--run", type=Path, default=DEFAULT_RUN, help="the BM25 run that was re-ranked")
+    parser.add_argument("--qrels", type=Path, default=DEFAULT_QRELS, help="SciFact test qrels")
+    parser.add_argument("--depth", type=int, default=100)
+    args = parser.parse_args()
+
+    rows = []
+    passages, qrels = synthetic_passages(n_queries=300, depth=100, sentences=9.0, seed=0)
+    rows.append(time_search("synthetic 300x100x9", passages, qrels, "birch:3", BIRCH_GRID))
+    rows.append(time_search("synthetic 300x100x9", passages, qrels, "birch:2", "alpha=0:1:0.1 w2=0:1:0.1"))
+    rows.append(time_search("synthetic 300x100x9", passages, qrels, "maxp", "alpha=0:1:0.1"))
+
+    real = _real_passages(args)
+    if real is not None:
+        real_passages, real_qrels, label = real
+        rows.append(time_search(label, real_passages, real_qrels, "birch:3", BIRCH_GRID))
+        rows.append(time_search(label, real_passages, real_qrels, "maxp", "alpha=0:1:0.1", metric="nDCG@10"))
+    else:
+        print(f"(no cached SciFact scores at {args.store} with {args.run}; synthetic data only)\n")
+
+    table = pd.DataFrame(rows)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"load average {load:.2f}, Python {platform.python_version()}\n"
+    )
+    print(markdown(table))
+
+
+def markdown(table: pd.DataFrame) -> str:
+    """A Markdown table; floats to 3 decimals (4 for measures)."""
+
+    def cell(column: str, value: object) -> str:
+        if isinstance(value, float):
+            return f"{value:.4f}" if column == "CV mean" else f"{value:.2f}"
+        return f"{value:,}" if isinstance(value, int) else str(value)
+
+    lines = ["| " + " | ".join(table.columns) + " |", "|" + "---|" * len(table.columns)]
+    for row in table.itertuples(index=False):
+        lines.append("| " + " | ".join(cell(c, v) for c, v in zip(table.columns, row, strict=True)) + " |")
+    return "\n".join(lines)
+
+
+def _real_passages(args: argparse.Namespace) -> tuple[pd.DataFrame, pd.DataFrame, str] | None:
+    from evirank.io import read_qrels, read_run
+    from evirank.tune.inputs import attach_first_stage, passages_from_store, read_passages
+
+    if not args.qrels.is_file() or not args.run.is_file():
+        return None
+    qrels = read_qrels(args.qrels)
+    run = read_run(args.run)
+    if args.passages is not None:
+        return attach_first_stage(read_passages(args.passages), run, args.depth), qrels, "SciFact (file)"
+    if not args.store.is_file():
+        return None
+    clock = time.perf_counter()
+    passages, fingerprint = passages_from_store(
+        args.store, run, fingerprint=args.fingerprint, depth=args.depth
+    )
+    print(f"read {len(passages):,} scored passages from {args.store} in {time.perf_counter() - clock:.1f} s")
+    return passages, qrels, f"SciFact store {fingerprint[:8]}"
+
+
+if __name__ == "__main__":
+    main()

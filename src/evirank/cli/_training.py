@@ -1,0 +1,328 @@
+"""Flags shared by ``evirank train`` and ``evirank distill``: training data and optimisation.
+
+Data flags may repeat; the examples of all of them are concatenated::
+
+    --short-texts TOPICS QRELS RUN CORPUS        judged short texts (Birch's Microblog recipe)
+    --documents TOPICS QRELS RUN CORPUS          document qrels -> passages (Dai & Callan)
+    --evidence TOPICS EVIDENCE QRELS RUN CORPUS  sentence-level gold (SciFact rationales)
+    --pairs FILE                                 TSV query/text/label or JSONL examples
+
+The same flags with a ``val-`` prefix give validation examples; without them, a fraction of
+the training queries is held out (split by query).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Any
+
+import pandas as pd
+
+from evirank.frames import QID
+from evirank.train.config import TrainConfig
+
+logger = logging.getLogger(__name__)
+
+_KINDS = (
+    (
+        "short_texts",
+        "short-texts",
+        ("TOPICS", "QRELS", "RUN", "CORPUS"),
+        "judged candidates of a run over short texts (graded labels collapsed to binary)",
+    ),
+    (
+        "documents",
+        "documents",
+        ("TOPICS", "QRELS", "RUN", "CORPUS"),
+        "documents with document-level qrels: passages of relevant documents are relevant",
+    ),
+    (
+        "evidence",
+        "evidence",
+        ("TOPICS", "EVIDENCE", "QRELS", "RUN", "CORPUS"),
+        "sentence-level gold (JSONL query-id, corpus-id, evidence); negatives from the run",
+    ),
+)
+
+
+def add_data_arguments(parser: argparse.ArgumentParser) -> None:
+    """The training/validation data flags and the builders' options."""
+    data = parser.add_argument_group("training data (repeatable; all are concatenated)")
+    for prefix, help_prefix in (("", ""), ("val-", "validation: ")):
+        group = data if not prefix else parser.add_argument_group("validation data (default: split by query)")
+        for dest, flag, metavar, text in _KINDS:
+            group.add_argument(
+                f"--{prefix}{flag}",
+                dest=f"{prefix.replace('-', '_')}{dest}",
+                nargs=len(metavar),
+                metavar=metavar,
+                action="append",
+                default=[],
+                help=help_prefix + text,
+            )
+        group.add_argument(
+            f"--{prefix}pairs",
+            dest=f"{prefix.replace('-', '_')}pairs",
+            metavar="FILE",
+            action="append",
+            default=[],
+            help=help_prefix + "a pair file: TSV query<TAB>text<TAB>label, or JSONL examples",
+        )
+    parser.add_argument(
+        "--validation-fraction",
+        type=float,
+        default=0.25,
+        help="without --val-* data: share of training queries held out (0: no validation)",
+    )
+    options = parser.add_argument_group("example builders")
+    options.add_argument(
+        "--unjudged",
+        choices=("skip", "negative"),
+        default="skip",
+        help="short texts: unjudged candidates skipped (default; Birch trained on judged "
+        "tweets) or used as negatives",
+    )
+    options.add_argument(
+        "--depth", type=int, default=None, help="short texts: candidates ranked at most this deep"
+    )
+    options.add_argument(
+        "--val-depth",
+        type=int,
+        default=None,
+        help="validation short texts: candidates ranked at most this deep",
+    )
+    options.add_argument(
+        "--passage-words",
+        type=int,
+        default=0,
+        help="documents: passages of this many words (0: the whole document; Dai & Callan: 150)",
+    )
+    options.add_argument(
+        "--passage-stride", type=int, default=75, help="documents: words between passage starts"
+    )
+    options.add_argument(
+        "--max-passages", type=int, default=4, help="documents: passages per document (0: all)"
+    )
+    options.add_argument(
+        "--negative-depth",
+        type=int,
+        default=100,
+        help="documents/evidence: negatives from the run's top this many documents",
+    )
+    options.add_argument(
+        "--negatives-per-query",
+        type=int,
+        default=10,
+        help="documents/evidence: negative documents per query (0: all within the depth)",
+    )
+    options.add_argument("--no-title", action="store_true", help="documents: do not prepend the title")
+    options.add_argument(
+        "--evidence-title", action="store_true", help="evidence: prepend the document title to each sentence"
+    )
+    options.add_argument("--relevant-grade", type=int, default=1, help="the lowest grade counted as relevant")
+    options.add_argument(
+        "--examples-out",
+        metavar="FILE",
+        help="also write the training examples as JSONL (inspect them, or reuse with --pairs)",
+    )
+
+
+def add_optimisation_arguments(parser: argparse.ArgumentParser, defaults: TrainConfig) -> None:
+    """Flags that mirror :class:`TrainConfig`."""
+    opt = parser.add_argument_group("optimisation (defaults from the papers)")
+    opt.add_argument("--epochs", type=int, default=defaults.epochs)
+    opt.add_argument("--batch-size", type=int, default=defaults.batch_size)
+    opt.add_argument(
+        "--grad-accum",
+        type=int,
+        default=defaults.gradient_accumulation,
+        help="forward passes per optimizer step",
+    )
+    opt.add_argument("--lr", type=float, default=defaults.learning_rate, help="AdamW's peak learning rate")
+    opt.add_argument("--weight-decay", type=float, default=defaults.weight_decay)
+    opt.add_argument(
+        "--warmup",
+        type=float,
+        default=defaults.warmup_fraction,
+        help="share of steps with linear warmup (then linear decay)",
+    )
+    opt.add_argument("--dropout", type=float, default=defaults.dropout)
+    opt.add_argument(
+        "--max-length", type=int, default=defaults.max_length, help="tokens per (query, text) pair"
+    )
+    opt.add_argument("--max-steps", type=int, default=None, help="stop after this many optimizer steps")
+    opt.add_argument("--seed", type=int, default=defaults.seed)
+    opt.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: cuda when available)")
+    opt.add_argument("--no-bf16", action="store_true", help="no bf16 autocast on GPU")
+    opt.add_argument("--eval-batch-size", type=int, default=defaults.eval_batch_size)
+    opt.add_argument(
+        "--measures",
+        default=",".join(defaults.validation_measures),
+        help="validation measures (ir_measures names); the first selects the best checkpoint",
+    )
+    opt.add_argument(
+        "--validate-every",
+        type=int,
+        default=None,
+        help="also validate every this many steps (default: each epoch's end)",
+    )
+    opt.add_argument(
+        "--patience",
+        type=int,
+        default=None,
+        help="early stopping: validations without improvement (default: never)",
+    )
+    opt.add_argument(
+        "--save-every",
+        type=int,
+        default=defaults.save_every_steps,
+        help="steps between resumable checkpoints",
+    )
+    opt.add_argument(
+        "--keep-checkpoints", action="store_true", help="keep the resumable checkpoint at the end"
+    )
+    opt.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
+    parser.add_argument(
+        "--resume", action="store_true", help="continue an interrupted run in the output folder"
+    )
+
+
+def optimisation_config(args: argparse.Namespace, **fixed: Any) -> TrainConfig:
+    """A :class:`TrainConfig` from the optimisation flags (plus ``fixed`` fields)."""
+    return TrainConfig(
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        gradient_accumulation=args.grad_accum,
+        learning_rate=args.lr,
+        weight_decay=args.weight_decay,
+        warmup_fraction=args.warmup,
+        dropout=args.dropout,
+        max_length=args.max_length,
+        max_steps=args.max_steps,
+        seed=args.seed,
+        bf16=not args.no_bf16,
+        device=args.device,
+        eval_batch_size=args.eval_batch_size,
+        validation_measures=tuple(m.strip() for m in args.measures.split(",") if m.strip()),
+        validate_every_steps=args.validate_every,
+        patience=args.patience,
+        save_every_steps=args.save_every,
+        keep_checkpoints=args.keep_checkpoints,
+        **fixed,
+    )
+
+
+def set_threads(args: argparse.Namespace) -> None:
+    """Apply ``--threads`` to torch."""
+    if args.threads:
+        from evirank._extras import require
+
+        require("torch", "torch").set_num_threads(args.threads)
+
+
+def _load(args: argparse.Namespace, prefix: str) -> tuple[list[pd.DataFrame], list[dict[str, Any]]]:
+    from evirank.segment import Windows
+    from evirank.train.examples import read_pairs
+    from evirank.train.sources import load_documents, load_evidence, load_short_texts
+
+    frames: list[pd.DataFrame] = []
+    records: list[dict[str, Any]] = []
+    depth = args.val_depth if prefix == "val_" else args.depth
+    for topics, qrels, run, corpus in getattr(args, f"{prefix}short_texts"):
+        frame, record = load_short_texts(
+            topics,
+            qrels,
+            run,
+            corpus,
+            unjudged=args.unjudged,
+            depth=depth,
+            relevant_grade=args.relevant_grade,
+        )
+        frames.append(frame)
+        records.append(record)
+    for topics, qrels, run, corpus in getattr(args, f"{prefix}documents"):
+        windows = args.passage_words > 0
+        frame, record = load_documents(
+            topics,
+            qrels,
+            run,
+            corpus,
+            segment=Windows(args.passage_words, args.passage_stride, title=True) if windows else None,
+            segment_name=f"{args.passage_words}-word windows, stride {args.passage_stride}"
+            if windows
+            else "whole document",
+            max_passages=args.max_passages or None,
+            negative_depth=args.negative_depth,
+            negatives_per_query=args.negatives_per_query or None,
+            relevant_grade=args.relevant_grade,
+            prepend_title=not args.no_title,
+        )
+        frames.append(frame)
+        records.append(record)
+    for topics, evidence, qrels, run, corpus in getattr(args, f"{prefix}evidence"):
+        frame, record = load_evidence(
+            topics,
+            evidence,
+            qrels,
+            run,
+            corpus,
+            negative_depth=args.negative_depth,
+            negatives_per_query=args.negatives_per_query or None,
+            prepend_title=args.evidence_title,
+        )
+        frames.append(frame)
+        records.append(record)
+    for path in getattr(args, f"{prefix}pairs"):
+        frame = read_pairs(path, relevant_grade=args.relevant_grade)
+        frames.append(frame)
+        records.append({"builder": "read_pairs", "files": {"pairs": str(path)}, "rows": len(frame)})
+    for record in records:
+        logger.info(
+            "%s%s: %d examples",
+            "validation " if prefix else "",
+            record.get("source", record["files"]),
+            record["rows"],
+        )
+    return frames, records
+
+
+def build_data(args: argparse.Namespace) -> tuple[pd.DataFrame, pd.DataFrame | None, dict[str, Any]]:
+    """Training examples, validation examples (or None) and the provenance record, from the flags.
+
+    Raises:
+        SystemExit: through argparse-style errors when no training data was given.
+    """
+    from evirank.train.examples import split_by_query, write_examples
+
+    frames, records = _load(args, "")
+    if not frames:
+        raise SystemExit(
+            "evirank: error: give training data (--short-texts, --documents, --evidence or --pairs)"
+        )
+    train = pd.concat(frames, ignore_index=True)
+    val_frames, val_records = _load(args, "val_")
+    provenance: dict[str, Any] = {
+        "command": sys.argv,
+        "train_sources": records,
+        "validation_sources": val_records,
+    }
+    validation: pd.DataFrame | None
+    if val_frames:
+        validation = pd.concat(val_frames, ignore_index=True)
+    elif args.validation_fraction > 0:
+        train, validation = split_by_query(train, args.validation_fraction, seed=args.seed)
+        provenance["validation_split"] = {
+            "by": "query",
+            "fraction": args.validation_fraction,
+            "seed": args.seed,
+            "validation_qids": sorted(set(validation[QID])),
+        }
+    else:
+        validation = None
+    if args.examples_out:
+        write_examples(train, args.examples_out, overwrite=args.overwrite or args.resume)
+        provenance["examples_out"] = args.examples_out
+    return train, validation, provenance

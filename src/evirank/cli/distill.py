@@ -1,0 +1,118 @@
+"""``evirank distill``: train a smaller cross-encoder on a teacher's scores, and compare them.
+
+Example (a 3-layer student of the Microblog model, validated on 2013)::
+
+    $ MB=../shared/datasets/microblog
+    $ evirank distill --teacher /work/models/minilm-mb --output /work/models/minilm-mb-l3 --num-layers 3 \\
+        --short-texts $MB/2011/topics.microblog2011.txt $MB/2011/qrels.microblog2011.txt \\
+                      $MB/2011/run.microblog2011.ql.txt $MB/2011/corpus.jsonl \\
+        --val-short-texts $MB/2013/topics.microblog2013.txt $MB/2013/qrels.microblog2013.txt \\
+                          $MB/2013/run.microblog2013.ql.txt $MB/2013/corpus.jsonl --val-depth 50
+
+It prints the teacher and the student side by side: layers, parameters, pairs per second,
+validation measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+
+from evirank.cli._training import (
+    add_data_arguments,
+    add_optimisation_arguments,
+    build_data,
+    optimisation_config,
+    set_threads,
+)
+from evirank.train.config import DistillConfig
+
+logger = logging.getLogger(__name__)
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register ``evirank distill``."""
+    parser = subparsers.add_parser(
+        "distill",
+        help="train a smaller cross-encoder on a teacher's scores",
+        description="Distil a relevance model: the student is the teacher cut down to some of its layers, "
+        "trained to reproduce the teacher's logits (MSE) or margins (MarginMSE).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--teacher", required=True, help="the teacher relevance model (folder or Hub id)")
+    parser.add_argument("--output", "-o", required=True, help="the student's model folder")
+    depth = parser.add_mutually_exclusive_group()
+    depth.add_argument(
+        "--num-layers",
+        type=int,
+        default=None,
+        help="keep the teacher's first N layers (default: half of them)",
+    )
+    depth.add_argument("--layers", default=None, help="teacher layers to keep, e.g. 0,2,4 or 0-2")
+    parser.add_argument(
+        "--loss",
+        choices=("mse", "margin-mse"),
+        default="mse",
+        help="mse on logits, or MarginMSE on (positive, negative) pairs of a query",
+    )
+    parser.add_argument(
+        "--pairs-per-positive", type=int, default=4, help="margin-mse: negatives per positive"
+    )
+    parser.add_argument("--speed-pairs", type=int, default=512, help="pairs timed per model (0: no timing)")
+    parser.add_argument("--speed-rounds", type=int, default=3, help="alternating timing rounds (best kept)")
+    add_data_arguments(parser)
+    add_optimisation_arguments(parser, DistillConfig().train)
+    return parser
+
+
+def parse_layers(text: str) -> tuple[int, ...]:
+    """Parse "0,1,2" or "0-2" into layer indices.
+
+    Example:
+        >>> parse_layers("0-2,5")
+        (0, 1, 2, 5)
+    """
+    out: list[int] = []
+    for part in (p.strip() for p in text.split(",")):
+        low, dash, high = part.partition("-")
+        if dash and low.isdigit() and high.isdigit():
+            out.extend(range(int(low), int(high) + 1))
+        elif part.isdigit():
+            out.append(int(part))
+        elif part:
+            raise ValueError(f"--layers: expected indices like 0,1,2 or 0-2, found {text!r}")
+    return tuple(out)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the pairs, distil, and print the comparison as JSON on stdout."""
+    from evirank.train.distill import distill
+
+    set_threads(args)
+    config = DistillConfig(
+        layers=parse_layers(args.layers) if args.layers else None,
+        num_layers=args.num_layers,
+        loss=args.loss,
+        pairs_per_positive=args.pairs_per_positive,
+        train=optimisation_config(args),
+    )
+    train, validation, provenance = build_data(args)
+    result = distill(
+        args.teacher,
+        train,
+        config,
+        args.output,
+        validation=validation,
+        overwrite=args.overwrite,
+        resume=args.resume,
+        provenance=provenance,
+        speed_pairs=args.speed_pairs,
+        speed_rounds=args.speed_rounds,
+    )
+    print(
+        json.dumps(
+            {"output": str(result.train.output_dir), "steps": result.train.steps, **result.report}, indent=2
+        )
+    )
+    return 0

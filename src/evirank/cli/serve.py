@@ -1,0 +1,145 @@
+"""``evirank serve``: the search service and its web page over a Lucene index.
+
+Example:
+    $ evirank serve --index indexes/scifact --scorer bi --depth 20 --port 8080
+    $ curl 'http://127.0.0.1:8080/v1/search?q=vitamin+d+cancer&k=5'
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+from evirank.serve.config import ServeConfig
+
+logger = logging.getLogger(__name__)
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``serve`` and its flags."""
+    defaults = ServeConfig()
+    parser = subparsers.add_parser(
+        "serve",
+        help="serve search with evidence over HTTP (JSON API and a web page)",
+        description=(
+            "Serve a Lucene index: BM25 first stage, passages re-ranked by a model, evidence shown. "
+            "Endpoints: / (web page), /v1/search, /v1/doc/{docno}, /health, /docs (OpenAPI)."
+        ),
+    )
+    parser.add_argument("--index", required=True, help="Lucene index folder built by `evirank index`")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="Hugging Face model id or local folder (default with --scorer bi: the offline all-MiniLM-L6-v2)",
+    )
+    parser.add_argument(
+        "--scorer", choices=("cross", "bi"), default="bi", help="passage scorer (default: bi)"
+    )
+    parser.add_argument(
+        "--segment", default="sentences", help="sentences | windows:LENGTH:STRIDE (default: sentences)"
+    )
+    parser.add_argument(
+        "--title",
+        choices=("prepend", "segment", "skip"),
+        default="prepend",
+        help="titles before every passage, as their own passage, or not at all (default: prepend)",
+    )
+    parser.add_argument(
+        "--aggregate",
+        default="birch:3",
+        help="birch[:N] | maxp | firstp | sump | meanp (default: birch:3, alpha 0.5, weights 1,0.5,0.25)",
+    )
+    parser.add_argument("--alpha", type=float, default=None, help="Birch: weight of the first-stage score")
+    parser.add_argument("--weights", default=None, help="Birch: comma-separated weights of the top passages")
+    parser.add_argument(
+        "--scores", default=None, metavar="STORE", help="persistent score store to reuse and fill"
+    )
+    parser.add_argument("--depth", type=int, default=defaults.default_depth, help="default re-rank depth")
+    parser.add_argument("--k", type=int, default=defaults.default_k, help="default number of results")
+    parser.add_argument("--max-depth", type=int, default=defaults.max_depth, help="largest depth accepted")
+    parser.add_argument("--evidence", type=int, default=3, help="passages shown per result")
+    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8080, help="port (default: 8080)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=defaults.timeout_s,
+        metavar="S",
+        help="seconds before a search gets 503",
+    )
+    parser.add_argument("--workers", type=int, default=defaults.workers, help="searches running at once")
+    parser.add_argument(
+        "--max-pending",
+        type=int,
+        default=defaults.max_pending,
+        help="searches admitted at once; more get 503",
+    )
+    parser.add_argument("--device", default=None, help="cuda | mps | cpu (default: the best available)")
+    parser.add_argument("--no-warmup", action="store_true", help="do not run a first search before listening")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> ServeConfig:
+    """The service limits from the parsed flags (raises ValueError on inconsistent ones)."""
+    return ServeConfig(
+        default_k=min(args.k, args.depth),
+        default_depth=args.depth,
+        max_depth=args.max_depth,
+        max_k=max(ServeConfig().max_k, args.k),
+        timeout_s=args.timeout,
+        workers=args.workers,
+        max_pending=args.max_pending,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the searcher (the model loads once, here), then serve until interrupted."""
+    from evirank._extras import require
+    from evirank.serve.app import create_app
+    from evirank.serve.build import build_searcher
+
+    uvicorn = require("uvicorn", "serve")
+    try:
+        config = config_from_args(args)
+        searcher = build_searcher(
+            index=args.index,
+            model=args.model,
+            scorer=args.scorer,
+            segment=args.segment,
+            title=args.title,
+            aggregate=args.aggregate,
+            alpha=args.alpha,
+            weights=args.weights,
+            scores=args.scores,
+            device=args.device,
+            evidence=args.evidence,
+            max_depth=config.max_depth,
+        )
+    except ValueError as exc:
+        logger.error("%s", exc)
+        return 2
+    if not args.no_warmup:
+        seconds = searcher.warm_up()
+        logger.info("warm-up (index open, model loaded) took %.1f s", seconds)
+    app = create_app(searcher, config)
+    logger.info("serving %s on http://%s:%d/ (API docs at /docs)", args.index, args.host, args.port)
+    quiet_per_request_progress()
+    level = "info" if logging.getLogger("evirank").getEffectiveLevel() <= logging.DEBUG else "warning"
+    uvicorn.run(app, host=args.host, port=args.port, log_level=level, timeout_graceful_shutdown=5)
+    return 0
+
+
+def quiet_per_request_progress() -> None:
+    """Hide the pipeline's progress bars (one per request would flood the log) but keep serve's own logs.
+
+    Progress bars show while the ``evirank`` logger is at INFO; while serving, that logger is raised to
+    WARNING (unless debugging) and ``evirank.serve``/``evirank.cli`` keep the level the user chose.
+    """
+    root = logging.getLogger("evirank")
+    level = root.getEffectiveLevel()
+    if level <= logging.DEBUG:
+        return
+    for name in ("evirank.serve", "evirank.cli"):
+        logging.getLogger(name).setLevel(level)
+    root.setLevel(max(level, logging.WARNING))

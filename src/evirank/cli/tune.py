@@ -1,0 +1,129 @@
+"""``evirank tune``: cross-validated grid search of an aggregator's parameters from cached scores.
+
+Never runs a model: the passage scores come from the score store that ``evirank rerank
+--scores`` filled (with the first-stage run it re-ranked), or from a file of scored passages.
+
+Example:
+    $ evirank tune --scores runs/scores.sqlite --run runs/bm25.txt --depth 100 \\
+        --qrels qrels/test.tsv --aggregate birch:3 --k-folds 5 --seed 1 --metric AP \\
+        --grid alpha=0:1:0.1 w2=0:1:0.1 w3=0:1:0.1 --output runs/birch3-cv
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MEASURES = ("AP", "P@20", "nDCG@20", "nDCG@10")
+
+EPILOG = """\
+inputs: --scores STORE with --run (the first-stage run that was re-ranked; --fingerprint picks
+the scorer when the store holds several), or --passages FILE (Parquet, TSV with a header, or JSON
+lines: qid, docno, pid, score, first_stage_score; --run supplies first-stage scores and the tail).
+
+folds: --folds FILE (the Robust04 JSON {fold: {train_qids, predict: {dev, test}}}, tuned on
+train_qids + dev by default as Birch's four folds, see --tune-on; or qid<TAB>fold lines), or
+--k-folds K --seed S (deterministic: sorted qids shuffled by the seed, dealt round-robin).
+
+grid: NAME=START:STOP:STEP (ends included), NAME=V1,V2 or NAME=V. Default: Birch's, alpha and
+w2..wN in 0:1:0.1 with w1 = 1 (1,331 settings for birch:3); alpha=0:1:0.1 for maxp/firstp/sump/meanp.
+Parameters left out keep the aggregator's defaults. Ties between settings: the first in grid order.
+
+output folder: run.txt (the cross-validated run: each fold's test queries ranked with the setting
+chosen on its tuning queries; documents of --run without passages follow in first-stage order),
+params.tsv (each fold's setting), grid.tsv (every setting's mean per fold), folds.json, tune.json
+(config, versions, timings, choices, evaluation of run.txt).
+"""
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``tune`` and its flags."""
+    parser = subparsers.add_parser(
+        "tune",
+        help="cross-validated grid search of aggregation parameters from cached passage scores",
+        description="Tune an aggregator's parameters (Birch's alpha and weights, or the first-stage "
+        "interpolation of MaxP/FirstP/SumP/MeanP) by k-fold cross-validation over cached passage "
+        "scores, and write the cross-validated run. No model is run.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    source = parser.add_argument_group("scored passages")
+    source.add_argument("--scores", metavar="STORE", help="the score store of evirank rerank --scores")
+    source.add_argument("--fingerprint", metavar="PREFIX", help="the scorer's fingerprint in the store")
+    source.add_argument("--passages", metavar="FILE", help="a file of scored passages instead of a store")
+    source.add_argument("--run", metavar="RUN", help="the first-stage run that was re-ranked (TREC run)")
+    source.add_argument("--depth", type=int, metavar="N", help="use the run's top N documents per query")
+    parser.add_argument("--qrels", required=True, metavar="Q", help="TREC qrels or BEIR qrels TSV")
+    parser.add_argument("--aggregate", default="birch:3", help="birch:N, maxp, firstp, sump or meanp")
+    parser.add_argument(
+        "--normalise",
+        "--normalize",
+        choices=("minmax", "none"),
+        default="minmax",
+        help="per-query min-max of first-stage and passage scores (default), or raw scores as Birch",
+    )
+    folds = parser.add_argument_group("folds")
+    folds.add_argument("--folds", metavar="FILE", help="Robust04 JSON folds or qid<TAB>fold TSV")
+    folds.add_argument(
+        "--tune-on",
+        nargs="+",
+        choices=("train", "dev"),
+        default=["train", "dev"],
+        help="JSON folds: the lists that tune a fold (default: train dev)",
+    )
+    folds.add_argument("--k-folds", type=int, default=5, metavar="K", help="random folds (default 5)")
+    folds.add_argument("--seed", type=int, default=0, help="seed of the random folds (default 0)")
+    parser.add_argument("--metric", default="AP", help="the measure maximised (default AP)")
+    parser.add_argument("--relevance-level", type=int, metavar="N", help="like trec_eval -l (default 1)")
+    parser.add_argument("--grid", nargs="+", metavar="AXIS", help="e.g. alpha=0:1:0.1 w2=0:1:0.1 w3=0:1:0.1")
+    parser.add_argument(
+        "--measures",
+        nargs="+",
+        default=list(DEFAULT_MEASURES),
+        metavar="M",
+        help=f"measures reported for the cross-validated run (default: {' '.join(DEFAULT_MEASURES)})",
+    )
+    parser.add_argument("--tag", default=None, help="run tag of run.txt (default: the folder name)")
+    parser.add_argument("--output", required=True, metavar="DIR", help="output folder")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load the scored passages, tune, write the output folder, print a summary."""
+    from evirank.outputs import check_output
+    from evirank.tune.errors import TuneError
+    from evirank.tune.runner import TuneConfig, run_tune
+
+    check_output(args.output, args.overwrite)
+    if bool(args.scores) == bool(args.passages):
+        raise TuneError("evirank tune: give exactly one of --scores STORE or --passages FILE")
+    if args.scores and not args.run:
+        raise TuneError("evirank tune: --scores needs --run (the first-stage run that was re-ranked)")
+    config = TuneConfig(
+        qrels=args.qrels,
+        aggregate=args.aggregate,
+        normalise=args.normalise,
+        scores=args.scores,
+        fingerprint=args.fingerprint,
+        passages=args.passages,
+        run=args.run,
+        depth=args.depth,
+        folds=args.folds,
+        tune_on=tuple(args.tune_on),
+        k_folds=args.k_folds,
+        seed=args.seed,
+        metric=args.metric,
+        relevance_level=args.relevance_level,
+        grid=tuple(args.grid) if args.grid else None,
+        measures=tuple(args.measures),
+        tag=args.tag,
+    )
+    outcome = run_tune(config, Path(args.output), overwrite=args.overwrite)
+    sys.stdout.write(outcome.summary_markdown())
+    return 0

@@ -1,0 +1,464 @@
+"""Reproducible conditions as data: named experiments with their exact commands and expected scores.
+
+A conditions file (YAML) names each experiment's parts (first stage, segmenter, scorer,
+aggregator, tuning), the shell commands that produce its run, how to evaluate that run, and the
+scores it must reach. :func:`check_conditions` runs the commands, evaluates the run with
+:class:`evirank.evaluate.Evaluator`, and compares::
+
+    version: 1
+    variables:                      # defaults; the environment or --set NAME=VALUE override them
+      DATA: ../shared/datasets/scifact
+      OUT: runs/conditions
+    conditions:
+      scifact-bm25:
+        description: BM25 (k1 0.9, b 0.4), title + text, SciFact test
+        first_stage: bm25
+        commands:
+          - evirank index --corpus $DATA --index $OUT/index
+          - evirank search --index $OUT/index --topics $DATA --split test --output $OUT/bm25.txt
+        evaluate: {run: $OUT/bm25.txt, qrels: $DATA/qrels/test.tsv}
+        expected:
+          nDCG@10: {value: 0.6789, tolerance: 0.002}
+          R@100: 0.9253                # a bare number: tolerance 0.0005 (4 decimals)
+          AP: {min: 0.5}               # or bounds: min and/or max
+
+``$NAME`` and ``${NAME}`` are replaced in commands and paths; commands run in ``bash -e -o
+pipefail`` from the working folder, with the variables exported, and ``evirank`` and ``python``
+on ``PATH`` running this Python and this evirank (so a checkout runs its own code). Each condition may list
+``needs`` (extras such as ``lucene`` or ``torch``), for people and for skipping.
+
+Example:
+    >>> import tempfile, pathlib
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "c.yaml"
+    >>> _ = path.write_text("conditions:\\n  demo:\\n    commands: [echo hi]\\n"
+    ...                     "    evaluate: {run: r.txt, qrels: q.txt}\\n    expected: {AP: 0.5}\\n")
+    >>> [(c.name, c.expected[0].measure, c.expected[0].tolerance) for c in load_conditions(path).conditions]
+    [('demo', 'AP', 0.0005)]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evirank.errors import EvirankError, InputFormatError
+
+logger = logging.getLogger(__name__)
+
+#: Tolerance of an expected score written as a bare number (scores are quoted to 4 decimals).
+DEFAULT_TOLERANCE = 0.0005
+PART_KEYS = ("first_stage", "segmenter", "scorer", "aggregator", "tuning")
+_KEYS = {"description", *PART_KEYS, "commands", "evaluate", "expected", "needs", "__line__"}
+_VARIABLE = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)\}|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))")
+
+
+class ConditionError(EvirankError, ValueError):
+    """A condition that cannot be run as written (unknown variable, missing run file)."""
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """An expected score: ``value`` within ``tolerance``, and/or bounds ``minimum`` / ``maximum``."""
+
+    measure: str
+    value: float | None = None
+    tolerance: float = DEFAULT_TOLERANCE
+    minimum: float | None = None
+    maximum: float | None = None
+
+    def check(self, actual: float) -> bool:
+        """Whether ``actual`` meets the expectation (NaN never does)."""
+        if not math.isfinite(actual):
+            return False
+        if self.value is not None and abs(actual - self.value) > self.tolerance + 1e-12:
+            return False
+        if self.minimum is not None and actual < self.minimum:
+            return False
+        return not (self.maximum is not None and actual > self.maximum)
+
+    def describe(self) -> str:
+        """``0.6789 ± 0.002``, ``>= 0.6789``, ``[0.5, 0.7]``."""
+        if self.value is not None:
+            return f"{self.value:.4f} ± {self.tolerance:g}"
+        if self.minimum is not None and self.maximum is not None:
+            return f"[{self.minimum:.4f}, {self.maximum:.4f}]"
+        return f">= {self.minimum:.4f}" if self.minimum is not None else f"<= {self.maximum:.4f}"
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One named experiment (see the module docstring for the fields)."""
+
+    name: str
+    commands: tuple[str, ...]
+    run: str
+    qrels: str
+    expected: tuple[Expectation, ...]
+    description: str = ""
+    parts: dict[str, str] = field(default_factory=dict)
+    relevance_level: int | None = None
+    missing: str = "skip"
+    needs: tuple[str, ...] = ()
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class ConditionsFile:
+    """A parsed conditions file: its variables' defaults and its conditions, in order."""
+
+    path: Path
+    variables: dict[str, str]
+    conditions: tuple[Condition, ...]
+
+    def select(self, names: Sequence[str] | None) -> list[Condition]:
+        """The conditions named (all when ``names`` is empty); unknown names raise."""
+        if not names:
+            return list(self.conditions)
+        known = {c.name: c for c in self.conditions}
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise ConditionError(
+                f"{self.path}: no condition named {', '.join(unknown)} (known: {', '.join(known)})"
+            )
+        return [known[n] for n in names]
+
+
+@dataclass
+class CommandResult:
+    """One command as run: the expanded text, exit status, seconds, and the end of its output."""
+
+    command: str
+    returncode: int
+    seconds: float
+    output_tail: str
+
+
+@dataclass
+class ConditionResult:
+    """What checking one condition found."""
+
+    name: str
+    commands: list[CommandResult] = field(default_factory=list)
+    scores: dict[str, float] = field(default_factory=dict)
+    checks: list[tuple[Expectation, float, bool]] = field(default_factory=list)
+    error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        """True when every command succeeded and every expectation held."""
+        return self.error is None and bool(self.checks) and all(ok for _, _, ok in self.checks)
+
+
+# -- loading -------------------------------------------------------------------------------
+def load_conditions(path: str | os.PathLike[str]) -> ConditionsFile:
+    """Parse a conditions file.
+
+    Raises:
+        InputFormatError: invalid YAML or a condition that lacks or misuses a field (with its line).
+    """
+    import yaml
+
+    file = Path(path)
+
+    class _Loader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[str, Any]:
+        value = loader.construct_mapping(node, deep=True)
+        value["__line__"] = node.start_mark.line + 1
+        return value
+
+    _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    try:
+        data = yaml.load(file.read_text(encoding="utf-8"), Loader=_Loader)  # a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise InputFormatError(
+            file, mark.line + 1 if mark else None, "valid YAML", str(exc).splitlines()[0]
+        ) from None
+    if not isinstance(data, dict) or not isinstance(data.get("conditions"), dict):
+        raise InputFormatError(file, 1, "a mapping with 'conditions: {name: {...}}'", _kind(data))
+    variables = data.get("variables") or {}
+    if not isinstance(variables, dict):
+        raise InputFormatError(file, _line(data), "'variables' as a mapping NAME: value", _kind(variables))
+    defaults = {str(k): str(v) for k, v in variables.items() if k != "__line__"}
+    conditions = [
+        _condition(file, str(name), body) for name, body in data["conditions"].items() if name != "__line__"
+    ]
+    if not conditions:
+        raise InputFormatError(file, _line(data["conditions"]), "at least one condition", "none")
+    return ConditionsFile(file, defaults, tuple(conditions))
+
+
+def _condition(file: Path, name: str, body: Any) -> Condition:
+    if not isinstance(body, dict):
+        raise InputFormatError(file, None, f"condition {name!r} as a mapping", _kind(body))
+    line = _line(body)
+    unknown = sorted(set(body) - _KEYS)
+    if unknown:
+        raise InputFormatError(
+            file,
+            line,
+            f"condition {name!r} with keys among {sorted(_KEYS - {'__line__'})}",
+            f"unknown keys {unknown}",
+        )
+    commands = body.get("commands")
+    if isinstance(commands, str):
+        commands = [commands]
+    if not isinstance(commands, list) or not commands or not all(isinstance(c, str) for c in commands):
+        raise InputFormatError(
+            file, line, f"condition {name!r}: 'commands' as a list of shell commands", _kind(commands)
+        )
+    evaluate = body.get("evaluate")
+    if not isinstance(evaluate, dict) or not evaluate.get("run") or not evaluate.get("qrels"):
+        raise InputFormatError(
+            file, line, f"condition {name!r}: 'evaluate: {{run: PATH, qrels: PATH}}'", _kind(evaluate)
+        )
+    expected = body.get("expected")
+    if not isinstance(expected, dict) or len(expected) <= 1:
+        raise InputFormatError(
+            file, line, f"condition {name!r}: 'expected: {{MEASURE: value}}'", _kind(expected)
+        )
+    expectations = [
+        _expectation(file, name, str(m), v, _line(expected)) for m, v in expected.items() if m != "__line__"
+    ]
+    missing = str(evaluate.get("missing", "skip"))
+    if missing not in ("skip", "zero"):
+        raise InputFormatError(file, _line(evaluate), "missing: skip or zero", repr(missing))
+    needs = body.get("needs") or []
+    parts = {k: str(body[k]) for k in PART_KEYS if body.get(k) is not None}
+    return Condition(
+        name=name,
+        commands=tuple(commands),
+        run=str(evaluate["run"]),
+        qrels=str(evaluate["qrels"]),
+        expected=tuple(expectations),
+        description=str(body.get("description", "")).strip(),
+        parts=parts,
+        relevance_level=None if evaluate.get("relevance_level") is None else int(evaluate["relevance_level"]),
+        missing=missing,
+        needs=tuple(str(n) for n in (needs if isinstance(needs, list) else [needs])),
+        line=line,
+    )
+
+
+def _expectation(file: Path, name: str, measure: str, spec: Any, line: int | None) -> Expectation:
+    if isinstance(spec, (int, float)) and not isinstance(spec, bool):
+        return Expectation(measure, float(spec))
+    if isinstance(spec, dict):
+        line = _line(spec) or line
+        keys = set(spec) - {"__line__"}
+        if keys and keys <= {"value", "tolerance", "min", "max"} and keys & {"value", "min", "max"}:
+            try:
+                return Expectation(
+                    measure,
+                    value=None if spec.get("value") is None else float(spec["value"]),
+                    tolerance=float(spec.get("tolerance", DEFAULT_TOLERANCE)),
+                    minimum=None if spec.get("min") is None else float(spec["min"]),
+                    maximum=None if spec.get("max") is None else float(spec["max"]),
+                )
+            except (TypeError, ValueError):
+                pass
+    raise InputFormatError(
+        file,
+        line,
+        f"condition {name!r}, {measure}: a number, or {{value, tolerance}}, or {{min, max}}",
+        repr(spec),
+    )
+
+
+def _line(value: Any) -> int | None:
+    return value.get("__line__") if isinstance(value, dict) else None
+
+
+def _kind(value: Any) -> str:
+    return "nothing" if value is None else f"a {type(value).__name__}"
+
+
+# -- running -------------------------------------------------------------------------------
+def expand(text: str, variables: Mapping[str, str], where: str = "") -> str:
+    """Replace ``$NAME`` / ``${NAME}`` with ``variables`` (unknown names raise :class:`ConditionError`).
+
+    Example:
+        >>> expand("$OUT/run.txt ${OUT}x", {"OUT": "runs"})
+        'runs/run.txt runsx'
+    """
+
+    def replace(match: re.Match[str]) -> str:
+        name = match["braced"] or match["plain"]
+        if name not in variables:
+            raise ConditionError(f"{where}unknown variable ${name} (known: {', '.join(sorted(variables))})")
+        return variables[name]
+
+    return _VARIABLE.sub(replace, text)
+
+
+def resolve_variables(
+    defaults: Mapping[str, str],
+    overrides: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Each variable from ``overrides``, else the environment, else the file's default."""
+    env = os.environ if environ is None else environ
+    values = {name: env.get(name, value) for name, value in defaults.items()}
+    values.update(overrides or {})
+    return values
+
+
+def run_condition(
+    condition: Condition,
+    variables: Mapping[str, str],
+    *,
+    workdir: str | os.PathLike[str] = ".",
+    timeout: float | None = None,
+    python: str = sys.executable,
+) -> ConditionResult:
+    """Run ``condition``'s commands, evaluate its run, and compare with its expectations."""
+    from evirank.evaluate import Evaluator
+    from evirank.io import read_qrels, read_run
+
+    result = ConditionResult(condition.name)
+    started = time.perf_counter()
+    where = f"condition {condition.name}: "
+    try:
+        commands = [expand(c, variables, where) for c in condition.commands]
+        run_path = Path(workdir) / expand(condition.run, variables, where)
+        qrels_path = Path(workdir) / expand(condition.qrels, variables, where)
+    except ConditionError as exc:
+        result.error = str(exc)
+        return result
+    with tempfile.TemporaryDirectory(prefix="evirank-shim-") as shim:
+        env = _environment(variables, Path(shim), python)
+        for command in commands:
+            logger.info("%s$ %s", where, command)
+            clock = time.perf_counter()
+            try:
+                done = subprocess.run(
+                    ["bash", "-e", "-o", "pipefail", "-c", command],
+                    cwd=workdir,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=timeout,
+                    check=False,
+                )
+                code, output = done.returncode, (done.stdout + done.stderr)
+            except subprocess.TimeoutExpired as exc:
+                code, output = 124, f"timed out after {exc.timeout} s"
+            result.commands.append(CommandResult(command, code, time.perf_counter() - clock, output[-2000:]))
+            if code != 0:
+                result.error = f"command failed (exit {code}): {command}\n{output[-800:]}"
+                result.seconds = time.perf_counter() - started
+                return result
+    try:
+        if not run_path.is_file():
+            raise ConditionError(f"{where}the commands wrote no run at {run_path}")
+        evaluator = Evaluator(
+            read_qrels(qrels_path),
+            [e.measure for e in condition.expected],
+            missing=condition.missing,  # type: ignore[arg-type]
+            relevance_level=condition.relevance_level,
+        )
+        result.scores = evaluator.mean(read_run(run_path))
+    except (EvirankError, FileNotFoundError, ValueError) as exc:
+        result.error = str(exc)
+        result.seconds = time.perf_counter() - started
+        return result
+    for expectation, name in zip(condition.expected, evaluator.names, strict=True):
+        actual = result.scores[name]
+        result.checks.append((expectation, actual, expectation.check(actual)))
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def check_conditions(
+    path: str | os.PathLike[str],
+    names: Sequence[str] | None = None,
+    *,
+    overrides: Mapping[str, str] | None = None,
+    workdir: str | os.PathLike[str] = ".",
+    timeout: float | None = None,
+) -> list[ConditionResult]:
+    """Run and check the conditions of a file (all, or those named)."""
+    conditions = load_conditions(path)
+    variables = resolve_variables(conditions.variables, overrides)
+    return [run_condition(c, variables, workdir=workdir, timeout=timeout) for c in conditions.select(names)]
+
+
+def results_markdown(results: Sequence[ConditionResult]) -> str:
+    """One row per (condition, measure): expected, measured, pass/FAIL, seconds."""
+    lines = [
+        "| condition | measure | expected | measured | result | seconds |",
+        "| --- | --- | --- | ---: | --- | ---: |",
+    ]
+    for r in results:
+        if r.error is not None and not r.checks:
+            first = r.error.splitlines()[0]
+            lines.append(f"| {r.name} | – | – | – | ERROR: {first.replace('|', '/')} | {r.seconds:.1f} |")
+            continue
+        for expectation, actual, ok in r.checks:
+            lines.append(
+                f"| {r.name} | {expectation.measure} | {expectation.describe()} | {actual:.4f} | "
+                f"{'pass' if ok else 'FAIL'} | {r.seconds:.1f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def _environment(variables: Mapping[str, str], shim: Path, python: str) -> dict[str, str]:
+    """The commands' environment: variables exported; ``evirank`` and ``python`` are this Python's."""
+    for name, text in (
+        ("evirank", f'exec {shlex.quote(python)} -m evirank "$@"'),
+        ("python", f'exec {shlex.quote(python)} "$@"'),
+    ):
+        script = shim / name
+        script.write_text(f"#!/bin/sh\n{text}\n", encoding="utf-8")
+        script.chmod(0o755)
+    env = dict(os.environ)
+    env.update(variables)
+    env["PATH"] = f"{shim}{os.pathsep}{env.get('PATH', '')}"
+    src = Path(__file__).resolve().parents[1]  # the folder holding this evirank package
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(src), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m evirank.conditions FILE [NAME ...] [--set NAME=VALUE] [--dry-run]``."""
+    parser = argparse.ArgumentParser(prog="python -m evirank.conditions", description=__doc__.splitlines()[0])
+    parser.add_argument("file", help="a conditions YAML file")
+    parser.add_argument("names", nargs="*", help="conditions to check (default: all)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument("--workdir", default=".", help="folder the commands run in (default: .)")
+    parser.add_argument("--timeout", type=float, default=None, help="seconds per command")
+    parser.add_argument("--dry-run", action="store_true", help="print the expanded commands only")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    overrides = dict(item.partition("=")[::2] for item in args.overrides)
+    conditions = load_conditions(args.file)
+    variables = resolve_variables(conditions.variables, overrides)
+    selected = conditions.select(args.names)
+    if args.dry_run:
+        for condition in selected:
+            sys.stdout.write(f"# {condition.name}: {condition.description}\n")
+            for command in condition.commands:
+                sys.stdout.write(expand(command, variables) + "\n")
+        return 0
+    results = [run_condition(c, variables, workdir=args.workdir, timeout=args.timeout) for c in selected]
+    sys.stdout.write(results_markdown(results))
+    return 0 if all(r.passed for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

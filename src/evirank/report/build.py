@@ -1,0 +1,441 @@
+"""A report of several runs against a baseline: tables, plots, Markdown, HTML and JSON.
+
+Sections (each optional one is skipped, with a note, when its inputs are missing):
+
+1. **Effectiveness**: runs x measures with significance marks
+   (:func:`evirank.evaluate.compare`, :func:`evirank.evaluate.markdown_table`).
+2. **Per-query differences** from the baseline, sorted descending, one PNG per run and measure
+   (Birch's Figure 5.1), with the share of queries improved and hurt.
+3. **By query length** (needs query texts: ``topics``, or the queries of the pruned inputs):
+   the mean of one measure per length bucket, with significance marks per bucket (Table 5.4).
+4. **Pruned** (needs ``tune`` folders with scored passages): each system re-tuned on passages
+   holding no query term, beside the baseline (Table 5.6).
+
+Example:
+    >>> config = ReportConfig(qrels="qrels.txt", runs=(("bm25", "bm25.txt"), ("birch", "cv/run.txt")),
+    ...                       baseline="bm25")
+    >>> config.measures
+    ('AP', 'P@20', 'nDCG@20')
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from evirank.evaluate import Comparison, compare, markdown_table, to_record
+from evirank.evaluate.measures import Missing
+from evirank.evaluate.significance import DELTA, SIGNIFICANT, Correction, Family
+from evirank.evaluate.tables import BETTER, WORSE
+from evirank.frames import MEASURE, QID, QUERY, RUN
+from evirank.outputs import atomic_output
+from evirank.report.analysis import (
+    LengthTable,
+    length_table,
+    parse_buckets,
+    per_query_differences,
+)
+from evirank.report.html import markdown_to_html
+
+logger = logging.getLogger(__name__)
+
+MARKDOWN_FILE = "report.md"
+HTML_FILE = "report.html"
+RECORD_FILE = "report.json"
+
+
+@dataclass(frozen=True)
+class ReportConfig:
+    """What goes into a report (the flags of ``evirank report``).
+
+    Attributes:
+        qrels: qrels file.
+        runs: (name, path) pairs; a path may be a TREC run or a ``tune`` output folder.
+        baseline: the baseline's name (one of ``runs``), or None.
+        measures: the table's measures.
+        correction: ``bonferroni``, ``holm`` or ``none``.
+        alpha: significance level.
+        family: ``all`` or ``measure``.
+        relevance_level: trec_eval's ``-l``.
+        missing: ``skip`` or ``zero`` for qrels queries absent from a run.
+        topics: topics file (query texts for the length breakdown).
+        length_buckets: e.g. ``1,2,3,4+``; None: automatic.
+        length_measure: the measure of the length breakdown (default: the first measure).
+        plot_measures: measures plotted per query (default: the first measure).
+        pruned: (name, tune folder) pairs for the pruned analysis.
+        stem: fold plurals when matching query terms.
+        title: the report's title.
+    """
+
+    qrels: str | Path
+    runs: tuple[tuple[str, str | Path], ...]
+    baseline: str | None = None
+    measures: tuple[str, ...] = ("AP", "P@20", "nDCG@20")
+    correction: Correction = "bonferroni"
+    alpha: float = 0.05
+    family: Family = "all"
+    relevance_level: int | None = None
+    missing: Missing = "skip"
+    topics: str | Path | None = None
+    length_buckets: str | None = None
+    length_measure: str | None = None
+    plot_measures: tuple[str, ...] | None = None
+    pruned: tuple[tuple[str, str | Path], ...] = ()
+    stem: bool = True
+    title: str = "evirank report"
+
+
+@dataclass
+class Report:
+    """A rendered report: Markdown (images by file name), the PNGs, and a JSON-ready record."""
+
+    title: str
+    markdown: str
+    images: dict[str, bytes]
+    record: dict[str, Any] = field(default_factory=dict)
+
+    def html(self) -> str:
+        """The report as one self-contained HTML page (images embedded)."""
+        return markdown_to_html(self.markdown, title=self.title, images=self.images)
+
+    def write(self, folder: str | Path, *, overwrite: bool = False) -> Path:
+        """Write report.md, report.html, report.json and the PNGs into ``folder`` (atomically)."""
+        out = Path(folder)
+        with atomic_output(out, overwrite=overwrite) as tmp:
+            tmp.mkdir(parents=True)
+            (tmp / MARKDOWN_FILE).write_text(self.markdown, encoding="utf-8")
+            (tmp / HTML_FILE).write_text(self.html(), encoding="utf-8")
+            for name, data in self.images.items():
+                (tmp / name).write_bytes(data)
+            (tmp / RECORD_FILE).write_text(
+                json.dumps(self.record, indent=2, allow_nan=False) + "\n", encoding="utf-8"
+            )
+        logger.info("wrote the report to %s", out)
+        return out
+
+
+def run_path(path: str | Path) -> Path:
+    """A run file, or the ``run.txt`` of a ``tune`` output folder."""
+    candidate = Path(path)
+    if candidate.is_dir():
+        inside = candidate / "run.txt"
+        if not inside.is_file():
+            raise FileNotFoundError(
+                f"{candidate}: a folder without run.txt (expected a run or a tune folder)"
+            )
+        return inside
+    return candidate
+
+
+def build_report(config: ReportConfig, *, plots: bool = True) -> Report:
+    """Evaluate, analyse and render (see the module docstring)."""
+    from evirank.io import read_qrels, read_run
+
+    qrels = read_qrels(config.qrels)
+    runs = {name: read_run(run_path(path)) for name, path in config.runs}
+    comparison = compare(
+        runs,
+        qrels,
+        config.measures,
+        baseline=config.baseline,
+        correction=config.correction,
+        alpha=config.alpha,
+        family=config.family,
+        missing=config.missing,
+        relevance_level=config.relevance_level,
+    )
+    images: dict[str, bytes] = {}
+    record: dict[str, Any] = {"config": _plain_config(config), "comparison": to_record(comparison)}
+    sections = [
+        f"# {config.title}",
+        "",
+        _inputs_note(config, comparison),
+        "",
+        "## Effectiveness",
+        "",
+        markdown_table(comparison),
+        "",
+    ]
+
+    tuned = _tuned_settings(config)
+    if tuned:
+        sections += ["## Tuned settings", ""]
+        for name, text in tuned.items():
+            sections += [
+                f"{name}: the setting each fold chose on its tuning queries (`evirank tune`).",
+                "",
+                text,
+                "",
+            ]
+
+    plot_measures = list(config.plot_measures or comparison.measures[:1])
+    sections += ["## Per-query differences", ""]
+    if comparison.baseline is None:
+        sections += ["No baseline was given, so there are no per-query differences.", ""]
+    else:
+        record["differences"] = {}
+        for run in [r for r in comparison.runs if r != comparison.baseline]:
+            for measure in plot_measures:
+                diff = per_query_differences(comparison, run, measure)
+                better, worse = int((diff > 0).sum()), int((diff < 0).sum())
+                sections.append(
+                    f"{run} vs {comparison.baseline} on {measure}: better on {better} of {len(diff)} queries "
+                    f"({_pct(better, len(diff))}), worse on {worse} ({_pct(worse, len(diff))}), "
+                    f"mean difference {diff.mean():+.4f}." + _extremes(diff)
+                )
+                sections.append("")
+                record["differences"][f"{run}|{measure}"] = {
+                    "better": better,
+                    "worse": worse,
+                    "queries": len(diff),
+                }
+                if plots:
+                    from evirank.report.plots import per_query_difference_plot
+
+                    name = f"diff-{_slug(run)}-{_slug(measure)}.png"
+                    images[name] = per_query_difference_plot(
+                        diff, run=run, baseline=comparison.baseline, measure=measure
+                    )
+                    sections += [
+                        f"![Per-query difference in {measure}: {run} vs {comparison.baseline}]({name})",
+                        "",
+                    ]
+
+    pruned_runs = _pruned(config)
+    queries = _queries(config, pruned_runs)
+    sections += ["## By query length", ""]
+    if not queries:
+        sections += ["No query texts (give --topics) so there is no breakdown by query length.", ""]
+    else:
+        measure = config.length_measure or comparison.measures[0]
+        buckets = parse_buckets(config.length_buckets) if config.length_buckets else None
+        table = length_table(
+            comparison,
+            queries,
+            measure,
+            buckets,
+            correction=config.correction,
+            alpha=config.alpha,
+            family=config.family,
+        )
+        sections += [_length_markdown(table, config), ""]
+        record["by_length"] = _length_record(table)
+        if plots:
+            from evirank.report.plots import length_plot
+
+            images["by-length.png"] = length_plot(
+                table.means, table.counts, measure=measure, baseline=comparison.baseline
+            )
+            sections += [f"![Mean {measure} by query length](by-length.png)", ""]
+
+    sections += ["## Pruned: evidence from passages without query terms", ""]
+    if not pruned_runs:
+        sections += [
+            "No tune folders with scored passages were given (--pruned NAME=DIR), so there is no "
+            "pruned analysis.",
+            "",
+        ]
+    else:
+        pruned_comparison = _pruned_comparison(config, qrels, runs, pruned_runs)
+        sections += [
+            "Each system re-tuned (same folds, grid and metric) on its passages after dropping every passage "
+            "that contains a query term (stopwords excluded"
+            + (", plurals folded" if config.stem else "")
+            + "); documents left without passages keep their first-stage score.",
+            "",
+            markdown_table(pruned_comparison),
+            "",
+        ]
+        for p in pruned_runs:
+            sections.append(
+                f"- {p.name}: {100 * p.dropped:.1f}% of passages dropped; {p.placeholders} documents "
+                f"kept only a placeholder; settings {_choices(p)}"
+            )
+        sections.append("")
+        record["pruned"] = {
+            "comparison": to_record(pruned_comparison),
+            "systems": [
+                {
+                    "name": p.name,
+                    "dropped": p.dropped,
+                    "placeholders": p.placeholders,
+                    "choices": [asdict(c) for c in p.result.choices],
+                }
+                for p in pruned_runs
+            ],
+        }
+    record["images"] = sorted(images)
+    markdown = "\n".join(sections).rstrip() + "\n"
+    return Report(config.title, markdown, images, record)
+
+
+def _tuned_settings(config: ReportConfig) -> dict[str, str]:
+    """For runs given as ``tune`` folders: each fold's chosen setting as a Markdown table."""
+    out = {}
+    for name, path in config.runs:
+        record_file = Path(path) / "tune.json"
+        if not record_file.is_file():
+            continue
+        record = json.loads(record_file.read_text(encoding="utf-8"))
+        metric = record["metric"]
+        varying = [n for n, values in _grid_axes(record["grid"]).items() if len(values) > 1]
+        header = ["fold", "tuning queries", "test queries", *varying, f"tuning {metric}", f"test {metric}"]
+        lines = [
+            "| " + " | ".join(header) + " |",
+            "| " + " | ".join(["---"] + ["---:"] * (len(header) - 1)) + " |",
+        ]
+        for choice in record["choices"]:
+            cells = [str(choice["fold"]), str(choice["n_tune"]), str(choice["n_test"])]
+            cells += [f"{choice['params'][n]:g}" for n in varying]
+            cells += [f"{choice['tune_mean']:.4f}", f"{choice['test_mean']:.4f}"]
+            lines.append("| " + " | ".join(cells) + " |")
+        out[name] = (
+            f"{record['aggregate']} (normalise {record['normalise']}), {record['settings']:,} "
+            f"setting{'s' if record['settings'] != 1 else ''}, "
+            f"folds {record['folds_source']}.\n\n" + "\n".join(lines)
+        )
+    return out
+
+
+def _grid_axes(spec: list[str]) -> dict[str, list[str]]:
+    axes = {}
+    for token in spec:
+        name, _, values = token.partition("=")
+        axes[name] = values.split(",")
+    return axes
+
+
+def _pruned(config: ReportConfig) -> list[Any]:
+    if not config.pruned:
+        return []
+    from evirank.report.pruned import pruned_run
+
+    return [pruned_run(name, folder, stem=config.stem) for name, folder in config.pruned]
+
+
+def _pruned_comparison(
+    config: ReportConfig, qrels: pd.DataFrame, runs: Mapping[str, pd.DataFrame], pruned: list[Any]
+) -> Comparison:
+    table: dict[str, pd.DataFrame] = {}
+    if config.baseline is not None:
+        table[config.baseline] = runs[config.baseline]
+    for p in pruned:
+        table[f"{p.name} (pruned)"] = p.run
+    return compare(
+        table,
+        qrels,
+        config.measures,
+        baseline=config.baseline,
+        correction=config.correction,
+        alpha=config.alpha,
+        family=config.family,
+        missing=config.missing,
+        relevance_level=config.relevance_level,
+    )
+
+
+def _queries(config: ReportConfig, pruned: list[Any]) -> dict[str, str]:
+    if config.topics is not None:
+        from evirank.io import read_topics
+
+        topics = read_topics(config.topics)
+        return dict(zip(topics[QID].astype(str), topics[QUERY].astype(str), strict=True))
+    out: dict[str, str] = {}
+    for p in pruned:
+        if QUERY in p.run.columns:
+            out.update(p.run.drop_duplicates(QID).set_index(QID)[QUERY].astype(str).to_dict())
+    return out
+
+
+def _length_markdown(table: LengthTable, config: ReportConfig) -> str:
+    marks: dict[tuple[str, str], str] = {}
+    if table.significance is not None:
+        for row in table.significance.itertuples(index=False):
+            values = row._asdict()
+            if values[SIGNIFICANT]:
+                marks[(values[RUN], values[MEASURE])] = BETTER if values[DELTA] > 0 else WORSE
+    labels = list(table.means.columns)
+    header = ["run", *[f"{label} ({table.counts[label]})" for label in labels]]
+    lines = [
+        f"Mean {table.measure} by query length in words (stopwords excluded); the number of queries in "
+        "parentheses.",
+        "",
+        "| " + " | ".join(header) + " |",
+        "| " + " | ".join(["---"] + ["---:"] * len(labels)) + " |",
+    ]
+    for run in table.means.index:
+        name = f"{run} (baseline)" if run == table.baseline else str(run)
+        cells = [name.replace("|", "\\|")]
+        for label in labels:
+            value = table.means.loc[run, label]
+            cells.append("–" if pd.isna(value) else f"{value:.4f}{marks.get((str(run), label), '')}")
+        lines.append("| " + " | ".join(cells) + " |")
+    if table.significance is not None and table.baseline is not None:
+        scope = "over all runs and buckets" if config.family == "all" else "within each bucket"
+        how = (
+            "no correction"
+            if config.correction == "none"
+            else f"{config.correction.capitalize()} correction {scope}"
+        )
+        lines += [
+            "",
+            f"{BETTER} significantly better, {WORSE} significantly worse than {table.baseline} within the "
+            f"bucket (paired two-sided t-test, {how}, adjusted p <= {config.alpha}).",
+        ]
+    return "\n".join(lines)
+
+
+def _length_record(table: LengthTable) -> dict[str, Any]:
+    means = {
+        str(run): {str(k): (None if pd.isna(v) else float(v)) for k, v in row.items()}
+        for run, row in table.means.iterrows()
+    }
+    significance = None
+    if table.significance is not None:
+        significance = json.loads(table.significance.to_json(orient="records"))
+    return {"measure": table.measure, "counts": table.counts, "means": means, "significance": significance}
+
+
+def _inputs_note(config: ReportConfig, comparison: Comparison) -> str:
+    runs = ", ".join(f"{name} (`{run_path(path)}`)" for name, path in config.runs)
+    base = f" Baseline: {comparison.baseline}." if comparison.baseline else ""
+    return f"Qrels `{config.qrels}`; runs: {runs}.{base}"
+
+
+def _choices(p: Any) -> str:
+    names = [n for n, axis in zip(p.result.grid.names, p.result.grid.axes, strict=True) if len(axis) > 1]
+    return "; ".join(
+        f"fold {c.fold}: " + " ".join(f"{n}={c.params[n]:g}" for n in names) for c in p.result.choices
+    )
+
+
+def _extremes(diff: pd.Series, most: int = 3) -> str:
+    """`` Largest gains: q1 (+0.50), ...; largest losses: ...`` (only nonzero differences)."""
+    gains = [f"{q} ({v:+.2f})" for q, v in diff.head(most).items() if v > 0]
+    losses = [f"{q} ({v:+.2f})" for q, v in diff.iloc[::-1].head(most).items() if v < 0]
+    parts = []
+    if gains:
+        parts.append("largest gains: " + ", ".join(gains))
+    if losses:
+        parts.append("largest losses: " + ", ".join(losses))
+    text = "; ".join(parts)
+    return f" {text[0].upper()}{text[1:]}." if text else ""
+
+
+def _pct(count: int, total: int) -> str:
+    return f"{100.0 * count / total:.0f}%" if total else "0%"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "run"
+
+
+def _plain_config(config: ReportConfig) -> dict[str, Any]:
+    return json.loads(json.dumps(asdict(config), default=str))

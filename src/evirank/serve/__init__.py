@@ -1,0 +1,38 @@
+"""The search service and its web page: ``evirank serve``.
+
+The service answers ``GET /v1/search`` with candidates and their evidence, ``GET /v1/doc/{docno}``,
+``GET /health`` and an HTML page at ``/``. Its pipeline sits behind one seam, :class:`Searcher`, so the
+web layer is tested with fakes and served with the real Lucene + model pipeline.
+
+Importing this package is light (no FastAPI, no torch, no JVM): the web layer imports them in
+:func:`evirank.serve.app.create_app`.
+
+Example:
+    >>> from evirank.serve import ServeConfig
+    >>> ServeConfig().default_depth
+    20
+"""
+
+from evirank.serve.config import ServeConfig
+from evirank.serve.searcher import (
+    Candidate,
+    DocumentNotFound,
+    Evidence,
+    Searcher,
+    SearchResult,
+    SearchTimeout,
+    locate,
+    stage_retriever,
+)
+
+__all__ = [
+    "Candidate",
+    "DocumentNotFound",
+    "Evidence",
+    "SearchResult",
+    "SearchTimeout",
+    "Searcher",
+    "ServeConfig",
+    "locate",
+    "stage_retriever",
+]

@@ -1,0 +1,380 @@
+"""The FastAPI application: JSON API, HTML page, health, OpenAPI docs.
+
+Searches run on a small pool of worker threads owned by the app (:class:`SearchRunner`), not on the
+request threads: a request awaits its search with a timeout, so a slow model call is answered with a
+clean 503 after ``timeout_s`` while the event loop stays free, a search still queued when its
+request gives up is dropped, and at most ``max_pending`` searches are admitted at once (more are
+refused at once with 503, rather than queueing without bound). The search endpoints are therefore
+``async def`` awaiting that pool; the document lookup and health are plain ``def`` (run in FastAPI's
+threadpool, as blocking calls should be).
+
+Example:
+    >>> from evirank.serve.testing import toy_searcher
+    >>> from fastapi.testclient import TestClient
+    >>> client = TestClient(create_app(toy_searcher()))
+    >>> client.get("/v1/search", params={"q": "cats"}).json()["candidates"][0]["evidence"][0]["text"]
+    'Cats purr when they are content.'
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from evirank import __version__
+from evirank._extras import require
+from evirank.serve.config import BadRequest, ServeConfig
+from evirank.serve.searcher import DocumentNotFound, Searcher, SearchResult, SearchTimeout
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+logger = logging.getLogger(__name__)
+
+
+class ServerBusy(SearchTimeout):
+    """More searches are admitted than the service accepts at once (503, retry shortly)."""
+
+
+class SearchRunner:
+    """Run searches on a bounded pool of threads, with admission control and a deadline per search.
+
+    Args:
+        searcher: the shared :class:`Searcher`.
+        config: workers, max_pending and timeout_s.
+
+    Example:
+        >>> from evirank.serve.testing import toy_searcher
+        >>> runner = SearchRunner(toy_searcher(), ServeConfig())
+        >>> runner.run("cats", 1, 2).candidates[0].docno
+        'd1'
+        >>> runner.close()
+    """
+
+    def __init__(self, searcher: Searcher, config: ServeConfig) -> None:
+        self.searcher = searcher
+        self.config = config
+        self._pool = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="evirank-search")
+        self._slots = threading.BoundedSemaphore(config.max_pending)
+        self._lock = threading.Lock()
+        self._in_flight = 0
+
+    @property
+    def in_flight(self) -> int:
+        """Searches admitted and not yet finished (running, queued, or abandoned but still running)."""
+        return self._in_flight
+
+    def submit(self, query: str, k: int, depth: int) -> Future[SearchResult]:
+        """Admit one search and start it; raise :class:`ServerBusy` when ``max_pending`` are in flight."""
+        if not self._slots.acquire(blocking=False):
+            raise ServerBusy(
+                f"the server is busy ({self.config.max_pending} searches in flight); retry in a moment"
+            )
+        with self._lock:
+            self._in_flight += 1
+        deadline = time.monotonic() + self.config.timeout_s
+        try:
+            future = self._pool.submit(self._search, time.perf_counter(), query, k, depth, deadline)
+        except BaseException:
+            self._release(None)
+            raise
+        future.add_done_callback(self._release)
+        return future
+
+    def _search(self, submitted: float, query: str, k: int, depth: int, deadline: float) -> SearchResult:
+        """Run one search on a pool thread; time spent queued for the pool counts as ``wait``."""
+        queued_ms = (time.perf_counter() - submitted) * 1000.0
+        result = self.searcher.search(query, k, depth, deadline)
+        timings = dict(result.timings)
+        timings["wait"] = round(timings.get("wait", 0.0) + queued_ms, 3)
+        timings["total"] = round(timings.get("total", 0.0) + queued_ms, 3)
+        return replace(result, timings=timings)
+
+    def _release(self, _: Future[SearchResult] | None) -> None:
+        with self._lock:
+            self._in_flight -= 1
+        self._slots.release()
+
+    def timeout_message(self) -> str:
+        return (
+            f"the search took longer than {self.config.timeout_s:g} s (the server's --timeout); "
+            "try a smaller depth, or retry when the server is less busy"
+        )
+
+    def run(self, query: str, k: int, depth: int) -> SearchResult:
+        """Blocking form of :meth:`submit` + wait, for callers outside the event loop."""
+        future = self.submit(query, k, depth)
+        try:
+            return future.result(timeout=self.config.timeout_s)
+        except TimeoutError as exc:
+            future.cancel()
+            raise SearchTimeout(self.timeout_message()) from exc
+
+    async def run_async(self, query: str, k: int, depth: int) -> SearchResult:
+        """Await one search; raise :class:`SearchTimeout` after ``timeout_s`` (a queued search is dropped)."""
+        future = self.submit(query, k, depth)
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(future), timeout=self.config.timeout_s)
+        except TimeoutError as exc:
+            future.cancel()  # drops it if still queued; a running model call finishes in the background
+            raise SearchTimeout(self.timeout_message()) from exc
+
+    def close(self) -> None:
+        """Stop accepting work; drop queued searches."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI:
+    """Build the web application around ``searcher``.
+
+    Args:
+        searcher: the pipeline behind the API (its model is already loaded, or loads on first use).
+        config: limits, defaults and timeout.
+
+    Returns:
+        A FastAPI app; serve it with uvicorn (``evirank serve`` does).
+    """
+    fastapi = require("fastapi", "serve")
+    from fastapi import Query, Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.openapi.utils import get_openapi
+    from fastapi.responses import HTMLResponse, JSONResponse
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+
+    from evirank.serve import schema
+    from evirank.serve.page import render_page, render_results, security_headers
+
+    config = config or ServeConfig()
+    runner = SearchRunner(searcher, config)
+    started = time.monotonic()
+    index_name = str(searcher.info.get("index", "index"))
+
+    @asynccontextmanager
+    async def lifespan(_: Any) -> AsyncIterator[None]:
+        yield
+        runner.close()
+
+    app_kwargs: dict[str, Any] = {
+        "title": f"{config.title} search API",
+        "version": __version__,
+        "description": (
+            "Search a collection and see why each document ranks where it does: documents from the first "
+            "stage (BM25) are re-ranked by the evidence their passages hold, and each candidate comes with "
+            "its best passages. The response is a superset of Anserini's REST API."
+        ),
+        "lifespan": lifespan,
+    }
+    try:  # Swagger UI and ReDoc served from a local copy when available: the machine may be offline
+        from fastapi_offline import FastAPIOffline
+
+        app = FastAPIOffline(**app_kwargs)
+    except ImportError:
+        app = fastapi.FastAPI(**app_kwargs)
+    app.state.runner = runner
+    app.state.searcher = searcher
+    app.state.config = config
+
+    def error(status: int, message: str, headers: dict[str, str] | None = None, detail: Any = None) -> Any:
+        body: dict[str, Any] = {"error": message}
+        if detail is not None:
+            body["detail"] = detail
+        return JSONResponse(status_code=status, content=body, headers=headers)
+
+    # ---- errors: always {"error": message}, never a bare 500 for bad input ----------------------------
+    @app.exception_handler(RequestValidationError)
+    async def on_validation(_: Request, exc: RequestValidationError) -> Any:
+        problems = []
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err.get("loc", ()) if p not in ("query", "path"))
+            found = err.get("input")
+            shown = (
+                f" (found {_clip(found)!r})" if isinstance(found, str | int | float) and found != "" else ""
+            )
+            problems.append(f"{where}: {err.get('msg', 'invalid')}{shown}")
+        detail = [
+            {"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type")} for e in exc.errors()
+        ]
+        return error(400, "; ".join(problems) or "invalid request", detail=detail)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http(_: Request, exc: StarletteHTTPException) -> Any:
+        return error(exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(BadRequest)
+    async def on_bad_request(_: Request, exc: BadRequest) -> Any:
+        return error(400, str(exc))
+
+    @app.exception_handler(DocumentNotFound)
+    async def on_not_found(_: Request, exc: DocumentNotFound) -> Any:
+        return error(404, str(exc))
+
+    @app.exception_handler(SearchTimeout)
+    async def on_timeout(_: Request, exc: SearchTimeout) -> Any:
+        logger.warning("503: %s", exc)
+        return error(503, str(exc), headers={"Retry-After": "1"})
+
+    @app.exception_handler(Exception)
+    async def on_crash(_: Request, exc: Exception) -> Any:
+        logger.error("search failed: %s: %s", type(exc).__name__, exc, exc_info=exc)
+        return error(500, f"internal error: {type(exc).__name__}: {_clip(exc, 200)} (see the server log)")
+
+    responses: dict[int | str, dict[str, Any]] = {
+        400: {"model": schema.ErrorResponse, "description": "a parameter is missing or out of range"},
+        503: {"model": schema.ErrorResponse, "description": "the search timed out or the server is busy"},
+    }
+
+    # ---- JSON API ------------------------------------------------------------------------------------
+    @app.get("/v1/search", response_model=schema.SearchResponse, responses=responses, tags=["search"])
+    async def search(
+        q: str | None = Query(
+            None, description="the query", max_length=config.max_query_chars, examples=["cancer risk"]
+        ),
+        k: int | None = Query(
+            None, ge=1, le=config.max_k, description=f"candidates to return (default {config.default_k})"
+        ),
+        depth: int | None = Query(
+            None,
+            ge=1,
+            le=config.max_depth,
+            description=f"first-stage hits to re-rank (default {config.default_depth}); k <= depth",
+        ),
+    ) -> schema.SearchResponse:
+        """Rank documents for a query by their evidence; each candidate comes with its best passages."""
+        text, k_, depth_ = config.check_request(q, k, depth)
+        result = await runner.run_async(text, k_, depth_)
+        return _search_response(schema, index_name, result)
+
+    @app.get(
+        "/v1/doc/{docno:path}",
+        response_model=schema.DocumentResponse,
+        responses={404: {"model": schema.ErrorResponse, "description": "no such document"}},
+        tags=["documents"],
+    )
+    def document(docno: str) -> schema.DocumentResponse:
+        """A stored document by its id."""
+        doc = searcher.document(docno)
+        payload = schema.DocModel(title=doc.title, text=doc.text)
+        return schema.DocumentResponse(
+            index=index_name, docid=doc.docno, docno=doc.docno, title=doc.title, text=doc.text, doc=payload
+        )
+
+    @app.get("/health", response_model=schema.HealthResponse, tags=["service"])
+    def health() -> schema.HealthResponse:
+        """Liveness, what is served, and the limits."""
+        return schema.HealthResponse(
+            uptime_s=round(time.monotonic() - started, 3),
+            in_flight=runner.in_flight,
+            info=searcher.info,
+            limits={
+                "max_k": config.max_k,
+                "max_depth": config.max_depth,
+                "max_query_chars": config.max_query_chars,
+                "timeout_s": config.timeout_s,
+            },
+        )
+
+    # ---- the web page --------------------------------------------------------------------------------
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def page(
+        q: str | None = None, k: str | None = None, depth: str | None = None, partial: str | None = None
+    ) -> Any:
+        query = (q or "").strip()
+        k_in, depth_in = _as_int(k), _as_int(depth)
+        result, message, status = None, None, 200
+        if q is not None:
+            try:
+                if isinstance(k_in, str) or isinstance(depth_in, str):
+                    bad = k if isinstance(k_in, str) else depth
+                    raise BadRequest(f"k and depth must be whole numbers, found {_clip(bad)!r}")
+                text, k_ok, depth_ok = config.check_request(q, k_in, depth_in)
+                result = await runner.run_async(text, k_ok, depth_ok)
+            except BadRequest as exc:
+                message, status = str(exc), 400
+            except SearchTimeout as exc:
+                message, status = str(exc), 503
+            except Exception as exc:
+                logger.error("search failed: %s: %s", type(exc).__name__, exc, exc_info=exc)
+                message, status = f"internal error: {type(exc).__name__} (see the server log)", 500
+        if partial:
+            return HTMLResponse(
+                render_results(result, message), status_code=status, headers=security_headers()
+            )
+        body = render_page(
+            config,
+            searcher.info,
+            query=query,
+            k=k_in if isinstance(k_in, int) else None,
+            depth=depth_in if isinstance(depth_in, int) else None,
+            result=result,
+            error=message,
+        )
+        return HTMLResponse(body, status_code=status, headers=security_headers())
+
+    # ---- OpenAPI: our 400 replaces FastAPI's default 422 -------------------------------------------------
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        spec = get_openapi(
+            title=app.title, version=app.version, description=app.description, routes=app.routes
+        )
+        for operations in spec.get("paths", {}).values():
+            for operation in operations.values():
+                operation.get("responses", {}).pop("422", None)
+        for name in ("HTTPValidationError", "ValidationError"):
+            spec.get("components", {}).get("schemas", {}).pop(name, None)
+        app.openapi_schema = spec
+        return spec
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app
+
+
+def _clip(value: object, limit: int = 40) -> str:
+    text = str(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+
+
+def _as_int(value: str | None) -> int | str | None:
+    """An optional integer form field: None when blank, the int, or the raw string when not a number."""
+    if value is None or not value.strip():
+        return None
+    try:
+        return int(value.strip())
+    except ValueError:
+        return value
+
+
+def _search_response(schema: Any, index: str, result: SearchResult) -> Any:
+    candidates = [
+        schema.CandidateModel(
+            docid=c.docno,
+            docno=c.docno,
+            rank=c.rank,
+            score=c.score,
+            first_stage_score=c.first_stage_score,
+            first_stage_rank=c.first_stage_rank,
+            title=c.title,
+            doc=schema.DocModel(title=c.title, text=c.text),
+            evidence=[
+                schema.EvidenceModel(text=e.text, score=e.score, pid=e.pid, start=e.start, end=e.end)
+                for e in c.evidence
+            ],
+        )
+        for c in result.candidates
+    ]
+    return schema.SearchResponse(
+        index=index,
+        query=schema.QueryModel(text=result.query),
+        k=result.k,
+        depth=result.depth,
+        passages=result.passages,
+        candidates=candidates,
+        timings=schema.TimingsModel(**result.timings),
+    )

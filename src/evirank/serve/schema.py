@@ -1,0 +1,112 @@
+"""Pydantic models of the JSON API (imported only by :mod:`evirank.serve.app`; needs the ``serve`` extra).
+
+The search response is a superset of Anserini's REST API (``api``, ``index``, ``query.text``,
+``candidates[].docid/score/rank/doc``), so clients written for Anserini read it unchanged; evirank adds
+``docno``, ``first_stage_score``, ``first_stage_rank``, ``title``, ``evidence`` and ``timings``.
+Errors are ``{"error": message}`` as in Anserini, with ``detail`` for validation errors.
+
+Example:
+    >>> EvidenceModel(text="Cats purr.", score=0.9, pid=0, start=0, end=10).end
+    10
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evirank.errors import MissingExtraError
+
+try:
+    from pydantic import BaseModel, Field
+except ImportError as exc:  # pragma: no cover - pydantic comes with fastapi
+    raise MissingExtraError("pydantic", "serve") from exc
+
+
+class QueryModel(BaseModel):
+    """The query as searched (stripped of surrounding spaces)."""
+
+    text: str = Field(description="the query text")
+
+
+class EvidenceModel(BaseModel):
+    """One scored passage; ``start``/``end`` locate it in ``doc.text`` (null when not verbatim there)."""
+
+    text: str = Field(description="the passage text")
+    score: float = Field(description="the model's score of this passage for the query")
+    pid: int = Field(description="the passage's position in its document (0-based)")
+    start: int | None = Field(None, description="character offset of the passage in doc.text")
+    end: int | None = Field(None, description="character offset just after the passage in doc.text")
+
+
+class DocModel(BaseModel):
+    """The stored document (Anserini's ``doc``, parsed)."""
+
+    title: str
+    text: str
+
+
+class CandidateModel(BaseModel):
+    """One ranked document."""
+
+    docid: str = Field(description="the document id (Anserini's name for docno)")
+    docno: str = Field(description="the document id")
+    rank: int = Field(ge=1, description="1-based rank after re-ranking")
+    score: float = Field(description="the evidence score the ranking is by (aggregated passage scores)")
+    first_stage_score: float = Field(description="the first-stage (BM25) score")
+    first_stage_rank: int = Field(ge=1, description="the first-stage rank")
+    title: str
+    doc: DocModel
+    evidence: list[EvidenceModel] = Field(description="the best passages, best first")
+
+
+class TimingsModel(BaseModel):
+    """Milliseconds spent per stage of this search."""
+
+    retrieve: float = Field(description="first stage, including fetching the hits' text")
+    segment: float = Field(description="splitting the hits into passages")
+    wait: float = Field(description="queueing: for a free worker, and for stages busy with other requests")
+    score: float = Field(description="the model scoring passages")
+    aggregate: float = Field(description="passage scores to document scores")
+    total: float = Field(description="the whole search, from admission to answer, queueing included")
+
+
+class SearchResponse(BaseModel):
+    """Ranked candidates with their evidence."""
+
+    api: str = "v1"
+    index: str
+    query: QueryModel
+    k: int
+    depth: int
+    passages: int = Field(description="passages scored for this search")
+    candidates: list[CandidateModel]
+    timings: TimingsModel
+
+
+class DocumentResponse(BaseModel):
+    """A stored document."""
+
+    api: str = "v1"
+    index: str
+    docid: str
+    docno: str
+    title: str
+    text: str
+    doc: DocModel
+
+
+class HealthResponse(BaseModel):
+    """Liveness and what is being served."""
+
+    status: str = "ok"
+    uptime_s: float
+    in_flight: int = Field(description="searches admitted and not finished (running or queued)")
+    info: dict[str, Any] = Field(description="index, model, scorer, aggregation")
+    limits: dict[str, int | float] = Field(description="the largest k, depth and query length; the timeout")
+
+
+class ErrorResponse(BaseModel):
+    """What went wrong, in words."""
+
+    error: str
+    detail: list[dict[str, Any]] | None = None

@@ -1,0 +1,465 @@
+"""The seam between the web service and the ranking pipeline: a query in, ranked candidates with evidence out.
+
+A :class:`Searcher` runs one query through four injected pieces::
+
+    retrieve(topics, depth) -> Run      (first stage, with title and text of the top hits)
+    segmenter(Run)          -> Passages
+    scorer(Passages)        -> Passages + score
+    aggregator(Passages)    -> Run
+
+and returns each candidate with its best passages (its *evidence*, best first) and the time each stage
+took. The pieces are plain callables and :class:`~evirank.stage.Stage` objects, so tests inject fakes
+(no JVM, no model) and the service builds the real ones (``Bm25 >> Sentences >> BiEncoder >> MaxP``).
+
+Thread safety: the service calls :meth:`Searcher.search` from several threads at once. Every piece
+runs under its own lock unless it declares ``thread_safe = True`` (a class or instance attribute):
+one model call at a time (fast tokenizers and score stores are not safe to share; on CPU a second
+concurrent forward pass only competes for the same cores), while one request's retrieval overlaps
+another's scoring. Locks are taken with the request's deadline, so a request that has waited too
+long gives up (:class:`SearchTimeout`) instead of queueing work nobody will read.
+
+Example:
+    >>> import pandas as pd
+    >>> from evirank.frames import make_run
+    >>> from evirank.stage import Stage
+    >>> def retrieve(topics, depth):
+    ...     run = make_run([("q", "d1", 2.0), ("q", "d2", 1.0)])
+    ...     return run.assign(query="cats", title="", text=["Cats purr. Dogs bark.", "Cats sleep."])
+    >>> class Split(Stage):
+    ...     def transform(self, run):
+    ...         rows = [(r.qid, r.docno, i, s.strip() + ".", r.query, r.score)
+    ...                 for r in run.itertuples() for i, s in enumerate(r.text.split(".")[:-1])]
+    ...         cols = ["qid", "docno", "pid", "text", "query", "first_stage_score"]
+    ...         return pd.DataFrame(rows, columns=cols)
+    >>> class Overlap(Stage):
+    ...     def transform(self, p):
+    ...         return p.assign(score=[float("cat" in t.lower()) for t in p["text"]])
+    >>> class MaxP(Stage):
+    ...     def transform(self, p):
+    ...         return make_run(p.groupby(["qid", "docno"], as_index=False)["score"].max())
+    >>> result = Searcher(retrieve, Split(), Overlap(), MaxP()).search("cats", k=2, depth=2)
+    >>> [(c.docno, c.evidence[0].text) for c in result.candidates]
+    [('d1', 'Cats purr.'), ('d2', 'Cats sleep.')]
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import pandas as pd
+
+from evirank.errors import EvirankError
+from evirank.frames import (
+    DOCNO,
+    FIRST_STAGE_SCORE,
+    PID,
+    QID,
+    QUERY,
+    RANK,
+    SCORE,
+    TEXT,
+    TITLE,
+    Document,
+    make_topics,
+    require_columns,
+    sort_run,
+)
+
+logger = logging.getLogger(__name__)
+
+#: Retrieval: (Topics [qid, query], depth) -> Run [qid, docno, score, rank] with title and text.
+Retrieve = Callable[[pd.DataFrame, int], pd.DataFrame]
+#: Document lookup: docno -> Document, or None (or KeyError) when the index has no such document.
+DocumentLookup = Callable[[str], Document | None]
+#: A pipeline piece: a Stage or any frame -> frame callable.
+Piece = Callable[[pd.DataFrame], pd.DataFrame]
+
+_QID = "q"
+
+
+class SearchTimeout(EvirankError, TimeoutError):
+    """A search did not finish before its deadline (the service answers 503)."""
+
+
+class DocumentNotFound(EvirankError, LookupError):
+    """The index has no document with this docno (the service answers 404)."""
+
+    def __init__(self, docno: str) -> None:
+        self.docno = docno
+        super().__init__(f"no document with docno {docno!r} in the index")
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """One scored passage of a candidate, with where it sits in the candidate's text.
+
+    ``start``/``end`` are character offsets into the document text (``None`` when the passage is not a
+    verbatim span of it, e.g. a title segment).
+
+    Example:
+        >>> Evidence("Cats purr.", 0.9, pid=0, start=0, end=10).end
+        10
+    """
+
+    text: str
+    score: float
+    pid: int
+    start: int | None = None
+    end: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One ranked document: its scores, its text and its evidence (best passage first).
+
+    Example:
+        >>> Candidate("d1", 1, 0.9, 7.5, 3, "Title", "Text.", ()).docno
+        'd1'
+    """
+
+    docno: str
+    rank: int
+    score: float
+    first_stage_score: float
+    first_stage_rank: int
+    title: str
+    text: str
+    evidence: tuple[Evidence, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """The answer to one query: candidates best first, and milliseconds per stage.
+
+    ``timings`` keys (milliseconds): ``retrieve``, ``segment``, ``wait`` (time spent queueing for a busy
+    piece), ``score``, ``aggregate``, ``total``.
+
+    Example:
+        >>> SearchResult("cats", 10, 20, (), {"total": 1.5}, passages=0).timings["total"]
+        1.5
+    """
+
+    query: str
+    k: int
+    depth: int
+    candidates: tuple[Candidate, ...]
+    timings: dict[str, float]
+    passages: int
+
+
+@dataclass
+class _Clock:
+    """Per-request stopwatch and deadline."""
+
+    deadline: float | None
+    started: float = field(default_factory=time.perf_counter)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def remaining(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def check(self, before: str) -> None:
+        left = self.remaining()
+        if left is not None and left <= 0:
+            raise SearchTimeout(f"the search ran out of time before {before}")
+
+    def add(self, name: str, seconds: float) -> None:
+        self.timings[name] = self.timings.get(name, 0.0) + seconds * 1000.0
+
+
+def locate(text: str, passage: str, title: str = "") -> tuple[int, int] | None:
+    """Find where ``passage`` sits in ``text``, tolerating whitespace changes and a prepended title.
+
+    Segmenters may normalise whitespace or prepend the title to a passage; the highlight should still
+    land on the right span. Returns ``(start, end)`` character offsets, or ``None``.
+
+    Example:
+        >>> locate("Cats purr.  Dogs  bark.", "Dogs bark.")
+        (12, 23)
+        >>> locate("Dogs bark.", "Pets Dogs bark.", title="Pets")
+        (0, 10)
+    """
+    if not passage.strip():
+        return None
+    start = text.find(passage)
+    if start >= 0:
+        return start, start + len(passage)
+    candidates = [passage.split()]
+    title_words = title.split()
+    if title_words and candidates[0][: len(title_words)] == title_words:
+        candidates.append(candidates[0][len(title_words) :])  # a prepended title, spaces normalised or not
+    for words in candidates:
+        if not words:
+            continue
+        match = re.search(r"\s+".join(re.escape(w) for w in words), text)
+        if match:
+            return match.start(), match.end()
+    return None
+
+
+class Searcher:
+    """Answer one query at a time with ranked candidates and their evidence; safe to share across threads.
+
+    Args:
+        retrieve: first stage, ``(topics, depth) -> Run`` with ``title`` and ``text`` of the hits
+            (see :func:`stage_retriever` to adapt a Stage).
+        segmenter: Run -> Passages [qid, docno, pid, text, ...].
+        scorer: Passages -> Passages with ``score`` (the model; loaded once, called under a lock).
+        aggregator: scored Passages -> Run [qid, docno, score, rank].
+        documents: docno -> Document lookup for :meth:`document` and for hits without text.
+        evidence: how many passages to return per candidate, best first.
+        info: what to report on ``/health`` (index, model, scorer, ...).
+
+    Example:
+        See the module docstring.
+    """
+
+    def __init__(
+        self,
+        retrieve: Retrieve,
+        segmenter: Piece,
+        scorer: Piece,
+        aggregator: Piece,
+        documents: DocumentLookup | None = None,
+        *,
+        evidence: int = 3,
+        info: Mapping[str, Any] | None = None,
+    ) -> None:
+        if evidence < 1:
+            raise ValueError(f"evidence must be a positive number of passages, found {evidence!r}")
+        self.retrieve = retrieve
+        self.segmenter = segmenter
+        self.scorer = scorer
+        self.aggregator = aggregator
+        self.documents = documents
+        self.evidence = evidence
+        self.info: dict[str, Any] = dict(info or {})
+        self._locks: dict[str, _LockLike] = {
+            name: _NullLock() if getattr(piece, "thread_safe", False) else threading.Lock()
+            for name, piece in (
+                ("retrieve", retrieve),
+                ("segment", segmenter),
+                ("score", scorer),
+                ("aggregate", aggregator),
+                ("documents", documents),
+            )
+        }
+
+    # ------------------------------------------------------------------------------------------
+    def search(self, query: str, k: int, depth: int, deadline: float | None = None) -> SearchResult:
+        """Rank the top ``depth`` first-stage hits for ``query`` by their evidence; return the best ``k``.
+
+        Args:
+            query: the query text (non-empty).
+            k: how many candidates to return (``1 <= k <= depth``).
+            depth: how many first-stage hits to re-rank.
+            deadline: a :func:`time.monotonic` instant after which the search gives up.
+
+        Raises:
+            ValueError: on an empty query or bad ``k``/``depth``.
+            SearchTimeout: when the deadline passes.
+        """
+        if not query.strip():
+            raise ValueError("the query is empty")
+        if depth < 1 or k < 1 or k > depth:
+            raise ValueError(f"need 1 <= k <= depth, found k={k}, depth={depth}")
+        clock = _Clock(deadline)
+        topics = make_topics([(_QID, query)])
+
+        with self._step(clock, "retrieve"):
+            run = self.retrieve(topics, depth)
+        require_columns(run, (QID, DOCNO, SCORE, RANK), "first stage run")
+        run = run[run[RANK] <= depth].reset_index(drop=True)
+        if run.empty:
+            clock.add("total", time.perf_counter() - clock.started)
+            return SearchResult(query, k, depth, (), _rounded(clock.timings), passages=0)
+        run = self._with_text(run, query)
+
+        with self._step(clock, "segment"):
+            passages = self.segmenter(run)
+        require_columns(passages, (QID, DOCNO, PID, TEXT), "segmenter output")
+        if QUERY not in passages.columns:
+            passages = passages.assign(**{QUERY: query})
+        if FIRST_STAGE_SCORE not in passages.columns:
+            passages = passages.merge(
+                run[[QID, DOCNO, SCORE]].rename(columns={SCORE: FIRST_STAGE_SCORE}), on=[QID, DOCNO]
+            )
+
+        with self._step(clock, "score"):
+            scored = self.scorer(passages)
+        require_columns(scored, (QID, DOCNO, PID, TEXT, SCORE), "scorer output")
+
+        with self._step(clock, "aggregate"):
+            ranked = sort_run(self.aggregator(scored))
+            candidates = self._candidates(run, scored, ranked.head(k))
+        clock.add("total", time.perf_counter() - clock.started)
+        logger.debug("query %r: %d candidates, timings %s", query, len(candidates), clock.timings)
+        return SearchResult(query, k, depth, candidates, _rounded(clock.timings), passages=len(scored))
+
+    def warm_up(self, query: str = "evidence") -> float:
+        """Open the index and load the model now, not on the first request; return the seconds it took.
+
+        Runs one retrieval and scores one made-up passage (a retrieval may find nothing to score).
+        """
+        began = time.perf_counter()
+        with self._locks["retrieve"]:
+            self.retrieve(make_topics([(_QID, query)]), 1)
+        passage = pd.DataFrame(
+            {
+                QID: [_QID],
+                DOCNO: ["warm-up"],
+                PID: [0],
+                TEXT: [query],
+                QUERY: [query],
+                FIRST_STAGE_SCORE: [0.0],
+            }
+        )
+        with self._locks["score"]:
+            self.scorer(passage)
+        return time.perf_counter() - began
+
+    def document(self, docno: str) -> Document:
+        """The stored document ``docno``.
+
+        Raises:
+            DocumentNotFound: when the index has none (or no lookup was configured).
+        """
+        if self.documents is None:
+            raise DocumentNotFound(docno)
+        try:
+            with self._locks["documents"]:
+                doc = self.documents(docno)
+        except KeyError:
+            doc = None
+        if doc is None:
+            raise DocumentNotFound(docno)
+        return doc
+
+    # ------------------------------------------------------------------------------------------
+    @contextmanager
+    def _step(self, clock: _Clock, name: str) -> Iterator[None]:
+        clock.check(name)
+        lock = self._locks[name]
+        waited = time.perf_counter()
+        left = clock.remaining()
+        acquired = lock.acquire(timeout=max(left, 0.0)) if left is not None else lock.acquire()
+        clock.add("wait", time.perf_counter() - waited)
+        if not acquired:
+            raise SearchTimeout(f"the search ran out of time waiting for the {name} step (server busy)")
+        try:
+            clock.check(name)
+            began = time.perf_counter()
+            yield
+            clock.add(name, time.perf_counter() - began)
+        finally:
+            lock.release()
+
+    def _with_text(self, run: pd.DataFrame, query: str) -> pd.DataFrame:
+        """Make sure the run has query, title and text columns (looked up when the first stage gave none)."""
+        run = run.copy()
+        if QUERY not in run.columns:
+            run[QUERY] = query
+        if TEXT not in run.columns or TITLE not in run.columns:
+            docs = [self._maybe_document(d) for d in run[DOCNO]]
+            if TEXT not in run.columns:
+                run[TEXT] = [d.text if d else "" for d in docs]
+            if TITLE not in run.columns:
+                run[TITLE] = [d.title if d else "" for d in docs]
+        run[TEXT] = run[TEXT].fillna("").astype(str)
+        run[TITLE] = run[TITLE].fillna("").astype(str)
+        return run
+
+    def _maybe_document(self, docno: str) -> Document | None:
+        try:
+            return self.document(docno)
+        except DocumentNotFound:
+            return None
+
+    def _candidates(
+        self, run: pd.DataFrame, scored: pd.DataFrame, ranked: pd.DataFrame
+    ) -> tuple[Candidate, ...]:
+        first = run.set_index(DOCNO)
+        best = scored.sort_values([DOCNO, SCORE, PID], ascending=[True, False, True], kind="mergesort")
+        by_doc = {docno: group.head(self.evidence) for docno, group in best.groupby(DOCNO, sort=False)}
+        out = []
+        for row in ranked.itertuples(index=False):
+            docno = str(getattr(row, DOCNO))
+            hit = first.loc[docno]
+            text, title = str(hit[TEXT]), str(hit[TITLE])
+            evidence = []
+            for p in by_doc.get(docno, scored.iloc[0:0]).itertuples(index=False):
+                passage = str(getattr(p, TEXT))
+                span = locate(text, passage, title)
+                evidence.append(
+                    Evidence(
+                        passage,
+                        float(getattr(p, SCORE)),
+                        int(getattr(p, PID)),
+                        None if span is None else span[0],
+                        None if span is None else span[1],
+                    )
+                )
+            out.append(
+                Candidate(
+                    docno=docno,
+                    rank=int(getattr(row, RANK)),
+                    score=float(getattr(row, SCORE)),
+                    first_stage_score=float(hit[SCORE]),
+                    first_stage_rank=int(hit[RANK]),
+                    title=title,
+                    text=text,
+                    evidence=tuple(evidence),
+                )
+            )
+        return tuple(out)
+
+
+def stage_retriever(make_stage: Callable[[int], Piece]) -> Retrieve:
+    """Adapt a first-stage factory ``depth -> Stage`` to the ``(topics, depth) -> Run`` shape.
+
+    Example:
+        >>> from evirank.frames import make_run
+        >>> retrieve = stage_retriever(lambda depth: (lambda topics: make_run([("q", "d1", 1.0)])))
+        >>> retrieve(make_topics([("q", "cats")]), 5)["docno"].tolist()
+        ['d1']
+    """
+
+    def retrieve(topics: pd.DataFrame, depth: int) -> pd.DataFrame:
+        return make_stage(depth)(topics)
+
+    return retrieve
+
+
+class _LockLike(Protocol):
+    def acquire(self, blocking: bool = ..., timeout: float = ...) -> bool: ...
+    def release(self) -> None: ...
+    def __enter__(self) -> bool: ...
+    def __exit__(self, *exc: Any) -> Any: ...
+
+
+class _NullLock:
+    """A lock that never blocks, for pieces that declare ``thread_safe = True``."""
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        return True
+
+    def release(self) -> None:
+        return None
+
+    def __enter__(self) -> bool:
+        return True
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+def _rounded(timings: dict[str, float]) -> dict[str, float]:
+    names = ("retrieve", "segment", "wait", "score", "aggregate", "total")
+    return {name: round(timings.get(name, 0.0), 3) for name in names}

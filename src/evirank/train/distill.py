@@ -1,0 +1,438 @@
+"""Distillation: a smaller cross-encoder that learns a teacher's scores.
+
+As in Simplified TinyBERT (Chen et al. 2021, measured in Steensland's thesis), the student
+starts as the teacher cut down to some of its layers (by default its first half: the
+embeddings, the first N encoder layers, the pooler and the classification head are copied),
+and is trained on the teacher's relevance logits over (query, text) pairs:
+
+* ``mse``: pointwise, the student's logit regresses the teacher's;
+* ``margin-mse``: on (positive, negative) pairs of one query, the student's margin
+  regresses the teacher's margin (Hofstätter et al.), which only asks for the same order.
+
+After training, the teacher and the student are measured side by side (validation measures
+and pairs per second), and the report goes into the student's ``evirank-train.json``.
+
+Example:
+    >>> from evirank.train.distill import distill  # doctest: +SKIP
+    >>> result = distill("/work/models/minilm-mb", examples, DistillConfig(num_layers=3),
+    ...                  "/work/models/minilm-mb-l3", validation=validation)  # doctest: +SKIP
+    >>> result.report["speedup"]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import math
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from evirank._extras import require
+from evirank.frames import LABEL, QID, QUERY, TEXT, require_columns
+from evirank.train import _model
+from evirank.train.config import DistillConfig, TrainConfig
+from evirank.train.trainer import (
+    CHECKPOINT_DIR,
+    TRAIN_JSON,
+    Fit,
+    TrainResult,
+    _summary,
+    _validation_measures,
+    _write_json,
+    prepare_output,
+    result_from_json,
+)
+
+logger = logging.getLogger(__name__)
+
+TARGET = "target"  # internal column: the teacher's relevance logit (or margin) to regress
+TEXT_B = "text_b"  # internal column: the negative text of a margin pair
+_LAYER = re.compile(r"\.layer\.(\d+)\.")
+
+
+@dataclass
+class DistillResult:
+    """A distilled student and its comparison with the teacher.
+
+    Attributes:
+        train: the student's training result.
+        report: teacher and student side by side: layers, parameters, pairs per second,
+            validation measures, and the speed-up.
+    """
+
+    train: TrainResult
+    report: dict[str, Any]
+
+
+def num_layers(config: Any) -> int:
+    """The encoder depth of a transformers config."""
+    for key in ("num_hidden_layers", "n_layers", "num_layers"):
+        value = getattr(config, key, None)
+        if isinstance(value, int):
+            return value
+    raise ValueError(f"cannot tell the number of layers of a {type(config).__name__}")
+
+
+def student_layers(teacher_depth: int, config: DistillConfig) -> list[int]:
+    """The teacher layers the student keeps: ``config.layers``, or the first ``num_layers``
+    (default: half the teacher's depth, rounded up).
+
+    Example:
+        >>> student_layers(6, DistillConfig())
+        [0, 1, 2]
+        >>> student_layers(6, DistillConfig(layers=(0, 2, 4)))
+        [0, 2, 4]
+    """
+    if config.layers is not None:
+        layers = list(config.layers)
+    else:
+        layers = list(range(config.num_layers or math.ceil(teacher_depth / 2)))
+    if not layers or max(layers) >= teacher_depth or len(set(layers)) != len(layers):
+        raise ValueError(
+            f"student layers {layers} must be distinct indices of the teacher's {teacher_depth} layers"
+        )
+    return layers
+
+
+def make_student(teacher: Any, layers: Sequence[int]) -> Any:
+    """A copy of ``teacher`` (a sequence classifier) that keeps only the encoder ``layers``.
+
+    Embeddings, pooler and classification head are copied as they are; student layer i is
+    the teacher's layer ``layers[i]``.
+
+    Raises:
+        ValueError: if a student weight has no counterpart in the teacher.
+    """
+    transformers = require("transformers", "torch")
+    depth = num_layers(teacher.config)
+    if not layers or max(layers) >= depth:
+        raise ValueError(f"layers {list(layers)} are not all among the teacher's {depth} layers")
+    config = copy.deepcopy(teacher.config)
+    config.num_hidden_layers = len(layers)
+    student = transformers.AutoModelForSequenceClassification.from_config(config)
+    source = teacher.state_dict()
+    weights = {}
+    for key in student.state_dict():
+        match = _LAYER.search(key)
+        origin = (
+            key
+            if match is None
+            else f"{key[: match.start(1)]}{layers[int(match.group(1))]}{key[match.end(1) :]}"
+        )
+        if origin not in source:
+            raise ValueError(f"student weight {key} has no teacher weight {origin}")
+        weights[key] = source[origin].detach().clone()
+    student.load_state_dict(weights)
+    return student
+
+
+class PointwiseMSE:
+    """MSE between the student's and the teacher's relevance logits."""
+
+    name = "distill-mse"
+    columns: tuple[str, ...] = (QUERY, TEXT, TARGET)
+
+    def loss(self, model: Any, tokenizer: Any, rows: pd.DataFrame, config: TrainConfig, device: str) -> Any:
+        torch = require("torch", "torch")
+        inputs = _model.encode(
+            tokenizer, rows[QUERY].tolist(), rows[TEXT].tolist(), config.max_length, device
+        )
+        scores = _model.relevance_from_logits(model(**inputs).logits.float())
+        return torch.nn.functional.mse_loss(scores, _model.tensor_labels(rows[TARGET].to_numpy(), device))
+
+    def validation_loss(self, scores: np.ndarray, rows: pd.DataFrame) -> float:
+        return float(np.mean((scores - rows[TARGET].to_numpy(dtype=np.float64)) ** 2))
+
+
+class MarginMSE(PointwiseMSE):
+    """MSE between the student's and the teacher's margins on (text, text_b) pairs of a query."""
+
+    name = "distill-margin-mse"
+    columns: tuple[str, ...] = (QUERY, TEXT, TEXT_B, TARGET)
+
+    def loss(self, model: Any, tokenizer: Any, rows: pd.DataFrame, config: TrainConfig, device: str) -> Any:
+        torch = require("torch", "torch")
+        queries = rows[QUERY].tolist()
+        inputs = _model.encode(
+            tokenizer,
+            queries + queries,
+            rows[TEXT].tolist() + rows[TEXT_B].tolist(),
+            config.max_length,
+            device,
+        )
+        scores = _model.relevance_from_logits(model(**inputs).logits.float())
+        margins = scores[: len(rows)] - scores[len(rows) :]
+        return torch.nn.functional.mse_loss(margins, _model.tensor_labels(rows[TARGET].to_numpy(), device))
+
+
+def margin_pairs(scored: pd.DataFrame, per_positive: int, seed: int) -> pd.DataFrame:
+    """(text, text_b, target) pairs within each query, target = teacher(text) - teacher(text_b).
+
+    With labels: each positive is paired with ``per_positive`` random negatives of its query.
+    Queries without both kinds (or rows without labels) pair each row with ``per_positive``
+    random other rows of the query.
+
+    Example:
+        >>> rows = pd.DataFrame({"qid": ["1"] * 3, "query": ["q"] * 3, "text": ["a", "b", "c"],
+        ...                      "label": [1, 0, 0], "target": [2.0, 0.5, -1.0]})
+        >>> sorted(margin_pairs(rows, 2, seed=0)["target"].tolist())
+        [1.5, 3.0]
+    """
+    rng = np.random.default_rng(seed)
+    out: list[tuple[str, str, str, str, float]] = []
+    for qid, group in scored.groupby(QID, sort=False):
+        texts, targets = group[TEXT].to_numpy(), group[TARGET].to_numpy(dtype=np.float64)
+        query = str(group[QUERY].iloc[0])
+        labels = group[LABEL].to_numpy() if LABEL in group.columns else np.full(len(group), -1)
+        positives, negatives = np.flatnonzero(labels == 1), np.flatnonzero(labels == 0)
+        if len(positives) and len(negatives):
+            for i in positives:
+                for j in rng.choice(negatives, size=min(per_positive, len(negatives)), replace=False):
+                    out.append((str(qid), query, texts[i], texts[j], float(targets[i] - targets[j])))
+        elif len(group) > 1:
+            for a in range(len(group)):
+                others = np.delete(np.arange(len(group)), a)
+                for b in rng.choice(others, size=min(per_positive, len(others)), replace=False):
+                    out.append((str(qid), query, texts[a], texts[b], float(targets[a] - targets[b])))
+    return pd.DataFrame(out, columns=[QID, QUERY, TEXT, TEXT_B, TARGET])
+
+
+def _teacher_scores(
+    teacher: Any, tokenizer: Any, frames: dict[str, pd.DataFrame], cfg: TrainConfig, device: str, cache: Path
+) -> dict[str, np.ndarray]:
+    """The teacher's relevance logits of each frame, cached in ``cache`` (an .npz) for resumes."""
+    if cache.exists():
+        stored = np.load(cache)
+        if all(name in stored and len(stored[name]) == len(frame) for name, frame in frames.items()):
+            logger.info("teacher scores read from %s", cache)
+            return {name: stored[name] for name in frames}
+    scores = {
+        name: _model.predict_relevance(
+            teacher,
+            tokenizer,
+            frame[QUERY].tolist(),
+            frame[TEXT].tolist(),
+            batch_size=cfg.eval_batch_size,
+            max_length=cfg.max_length,
+            device=device,
+            bf16=cfg.bf16,
+            desc=f"teacher {name}",
+        )
+        for name, frame in frames.items()
+    }
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cache.with_name(f".tmp-{cache.name}")
+    with open(tmp, "wb") as handle:
+        np.savez(handle, **scores)  # type: ignore[arg-type]
+    os.replace(tmp, cache)
+    return scores
+
+
+def _parameters(model: Any) -> int:
+    return int(sum(p.numel() for p in model.parameters()))
+
+
+def distill(
+    teacher: str | os.PathLike[str],
+    examples: pd.DataFrame,
+    config: DistillConfig | None = None,
+    output_dir: str | os.PathLike[str] = "student",
+    *,
+    validation: pd.DataFrame | None = None,
+    overwrite: bool = False,
+    resume: bool = False,
+    provenance: dict[str, Any] | None = None,
+    speed_pairs: int = 512,
+    speed_rounds: int = 3,
+    step_callback: Callable[[int], None] | None = None,
+) -> DistillResult:
+    """Distil ``teacher`` (a relevance model folder or Hub id) into a student in ``output_dir``.
+
+    Args:
+        teacher: the teacher cross-encoder (with its classification head).
+        examples: the (query, text) pairs to learn the teacher's scores on: [qid, query,
+            text] and, for ``margin-mse`` positives, ``label`` (e.g. training examples, or
+            a run's candidates).
+        config: student layers, loss and optimisation (:class:`DistillConfig`).
+        output_dir: the student's model folder.
+        validation: labelled Examples of held-out queries: the student is validated as in
+            fine-tuning (best checkpoint, early stopping), and the teacher is measured on them.
+        overwrite: replace an existing ``output_dir``.
+        resume: continue an interrupted distillation (same settings and data).
+        provenance: extra facts for ``evirank-train.json``.
+        speed_pairs: pairs timed for the teacher/student speed comparison (0: no timing).
+        speed_rounds: alternating timing rounds; each model's best round is reported.
+        step_callback: as in :func:`~evirank.train.train_cross_encoder`.
+
+    Returns:
+        A :class:`DistillResult`.
+    """
+    config = config or DistillConfig()
+    cfg = config.train
+    require_columns(examples, (QID, QUERY, TEXT), "distill: examples")
+    if examples.empty:
+        raise ValueError("distill: no examples")
+    if validation is not None:
+        require_columns(validation, (QID, QUERY, TEXT, LABEL), "distill: validation")
+    torch = require("torch", "torch")
+    transformers = require("transformers", "torch")
+    out = Path(output_dir)
+    mode = prepare_output(out, overwrite=overwrite, resume=resume)
+    if mode == "complete":
+        payload = json.loads((out / TRAIN_JSON).read_text(encoding="utf-8"))
+        return DistillResult(result_from_json(out), payload.get("distillation", {}))
+    device = _model.resolve_device(cfg.device)
+    with _model.quiet_transformers():
+        teacher_model = transformers.AutoModelForSequenceClassification.from_pretrained(teacher).to(device)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(teacher)
+    frames = {"train": examples.reset_index(drop=True)}
+    if validation is not None:
+        frames["validation"] = validation.reset_index(drop=True)
+    scores = _teacher_scores(
+        teacher_model, tokenizer, frames, cfg, device, out / CHECKPOINT_DIR / "teacher.npz"
+    )
+    scored = frames["train"].assign(**{TARGET: scores["train"]})
+    scored_validation = (
+        None if validation is None else frames["validation"].assign(**{TARGET: scores["validation"]})
+    )
+    layers = student_layers(num_layers(teacher_model.config), config)
+    if config.loss == "margin-mse":
+        items: pd.DataFrame = margin_pairs(scored, config.pairs_per_positive, cfg.seed)
+        objective: PointwiseMSE = MarginMSE()
+    else:
+        items, objective = scored, PointwiseMSE()
+    if items.empty:
+        raise ValueError("distill: no training pairs (margin-mse needs queries with two or more texts)")
+    metadata = {
+        "kind": "cross-encoder (distilled)",
+        "init": {"model": str(teacher), "teacher_layers_kept": layers, "continued_from_checkpoint": False},
+        "distill_config": config.to_dict(),
+        "data": {
+            "train": _summary(examples) if LABEL in examples.columns else {"rows": len(examples)},
+            "validation": None if validation is None else _summary(validation),
+            "items": len(items),
+            **({"provenance": provenance} if provenance else {}),
+        },
+    }
+    train_config = TrainConfig(
+        **{
+            **cfg.to_dict(),
+            "validation_measures": cfg.validation_measures,
+            "model": str(teacher),
+            "init": None,
+            "num_labels": teacher_model.config.num_labels,
+        }
+    )
+    fit = Fit(
+        items=items,
+        objective=objective,
+        config=train_config,
+        output_dir=out,
+        validation=scored_validation,
+        metadata=metadata,
+        step_callback=step_callback,
+    )
+    if mode == "resume":
+        student, tokenizer, payload = fit.load_checkpoint()
+        fit.metadata = payload["metadata"]
+        result = fit.run(student, tokenizer, payload)
+    else:
+        torch.manual_seed(cfg.seed)
+        with _model.quiet_transformers():
+            student = make_student(teacher_model, layers)
+        logger.info(
+            "distilling %s (%d layers) into layers %s on %d %s items",
+            teacher,
+            num_layers(teacher_model.config),
+            layers,
+            len(items),
+            config.loss,
+        )
+        result = fit.run(student, tokenizer, None)
+    report = _compare(
+        teacher_model, out, tokenizer, frames, scores, layers, cfg, device, speed_pairs, speed_rounds
+    )
+    payload = json.loads((out / TRAIN_JSON).read_text(encoding="utf-8"))
+    payload["distillation"] = report
+    _write_json(out / TRAIN_JSON, payload)
+    return DistillResult(result, report)
+
+
+def _compare(
+    teacher: Any,
+    student_dir: Path,
+    tokenizer: Any,
+    frames: dict[str, pd.DataFrame],
+    teacher_scores: dict[str, np.ndarray],
+    layers: list[int],
+    cfg: TrainConfig,
+    device: str,
+    speed_pairs: int,
+    speed_rounds: int,
+) -> dict[str, Any]:
+    """Teacher and student side by side: depth, parameters, pairs/s, validation measures."""
+    transformers = require("transformers", "torch")
+    with _model.quiet_transformers():
+        student = transformers.AutoModelForSequenceClassification.from_pretrained(student_dir).to(device)
+    rows: dict[str, Any] = {
+        "teacher": {"layers": num_layers(teacher.config), "parameters": _parameters(teacher)},
+        "student": {"layers": len(layers), "teacher_layers": layers, "parameters": _parameters(student)},
+    }
+    validation = frames.get("validation")
+    if validation is not None:
+        student_scores = _model.predict_relevance(
+            student,
+            tokenizer,
+            validation[QUERY].tolist(),
+            validation[TEXT].tolist(),
+            batch_size=cfg.eval_batch_size,
+            max_length=cfg.max_length,
+            device=device,
+            bf16=cfg.bf16,
+            desc="student validation",
+        )
+        rows["teacher"].update(
+            _validation_measures(teacher_scores["validation"], validation, cfg.validation_measures)
+        )
+        rows["student"].update(_validation_measures(student_scores, validation, cfg.validation_measures))
+        rows["student"]["mse_to_teacher"] = float(
+            np.mean((student_scores - teacher_scores["validation"]) ** 2)
+        )
+    if speed_pairs > 0:
+        pool = validation if validation is not None else frames["train"]
+        sample = pool.sample(n=min(speed_pairs, len(pool)), random_state=cfg.seed)
+        queries, texts = sample[QUERY].tolist(), sample[TEXT].tolist()
+        # Best of alternating rounds: on a shared machine the fastest round is the least disturbed.
+        best = {"teacher": 0.0, "student": 0.0}
+        for _ in range(speed_rounds):
+            for name, model in (("teacher", teacher), ("student", student)):
+                rate = _model.speed(
+                    model,
+                    tokenizer,
+                    queries,
+                    texts,
+                    batch_size=cfg.eval_batch_size,
+                    max_length=cfg.max_length,
+                    device=device,
+                    bf16=cfg.bf16,
+                )
+                best[name] = max(best[name], rate)
+        for name, rate in best.items():
+            rows[name]["pairs_per_s"] = round(rate, 2)
+        rows["speedup"] = round(rows["student"]["pairs_per_s"] / rows["teacher"]["pairs_per_s"], 3)
+        rows["speed"] = {
+            "rounds": speed_rounds,
+            "pairs": len(sample),
+            "batch_size": cfg.eval_batch_size,
+            "device": device,
+            "threads": require("torch", "torch").get_num_threads(),
+        }
+    return rows

@@ -1,0 +1,29 @@
+"""Errors of the tuner: bad grids, aggregator names, folds and inputs.
+
+Each subclasses ``ValueError`` (and :class:`evirank.errors.EvirankError`, so the CLI reports it
+as one clear line).
+
+Example:
+    >>> issubclass(GridError, ValueError)
+    True
+"""
+
+from __future__ import annotations
+
+from evirank.errors import EvirankError
+
+
+class TuneError(EvirankError, ValueError):
+    """Tuning cannot proceed with the inputs given (no queries with qrels, a bad combination)."""
+
+
+class GridError(TuneError):
+    """A grid specification that cannot be parsed."""
+
+
+class AggregateSpecError(TuneError):
+    """An aggregator name that cannot be parsed, or parameters it does not have."""
+
+
+class FoldsError(TuneError):
+    """Folds that are inconsistent (overlapping test sets, a fold tuned on its own test queries)."""

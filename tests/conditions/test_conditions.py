@@ -1,0 +1,131 @@
+"""Reproducible conditions: the YAML loader, the checker on small data, and the SciFact file's shape."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evirank.conditions import (
+    ConditionError,
+    check_conditions,
+    expand,
+    load_conditions,
+    main,
+    resolve_variables,
+    results_markdown,
+)
+from evirank.errors import InputFormatError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_synthetic_conditions_pass(tmp_path: Path) -> None:
+    results = check_conditions(
+        REPO / "conditions" / "synthetic.yaml", overrides={"OUT": str(tmp_path)}, workdir=REPO
+    )
+    assert [r.name for r in results] == ["planted-birch3", "planted-first-stage-only"]
+    assert all(r.passed for r in results), results_markdown(results)
+    assert results[0].scores == {"AP": 1.0, "P@1": 1.0}
+    assert "| planted-birch3 | AP | 1.0000 ± 0 | 1.0000 | pass |" in results_markdown(results)
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "conditions.yaml"
+    path.write_text(text)
+    (tmp_path / "qrels.txt").write_text("1 0 a 1\n1 0 b 0\n")
+    return path
+
+
+CASE = """\
+variables:
+  OUT: {out}
+conditions:
+  good:
+    commands: ["printf '1 Q0 a 1 2.0 t\\\\n1 Q0 b 2 1.0 t\\\\n' > $OUT/run.txt"]
+    evaluate: {{run: $OUT/run.txt, qrels: {out}/qrels.txt}}
+    expected: {{P@1: 1.0, AP: {{min: 0.9, max: 1.0}}}}
+  wrong:
+    commands: ["printf '1 Q0 b 1 2.0 t\\\\n1 Q0 a 2 1.0 t\\\\n' > $OUT/wrong.txt"]
+    evaluate: {{run: $OUT/wrong.txt, qrels: {out}/qrels.txt}}
+    expected: {{P@1: {{value: 1.0, tolerance: 0.1}}}}
+  broken:
+    commands: [echo starting, exit 3, echo never]
+    evaluate: {{run: $OUT/none.txt, qrels: {out}/qrels.txt}}
+    expected: {{AP: 0.5}}
+  unknown:
+    commands: [echo $NOPE]
+    evaluate: {{run: x, qrels: y}}
+    expected: {{AP: 0.5}}
+"""
+
+
+def test_checker_reports_pass_fail_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, CASE.format(out=tmp_path))
+    good, wrong, broken, unknown = check_conditions(path, workdir=tmp_path)
+    assert good.passed and good.scores == {"P@1": 1.0, "AP": 1.0}
+    assert not wrong.passed and wrong.error is None and wrong.checks[0][1] == 0.0
+    assert not broken.passed and "exit 3" in (broken.error or "") and len(broken.commands) == 2
+    assert not unknown.passed and "unknown variable $NOPE" in (unknown.error or "")
+    table = results_markdown([good, wrong, broken])
+    assert (
+        "| wrong | P@1 | 1.0000 ± 0.1 | 0.0000 | FAIL |" in table
+        and "ERROR: command failed (exit 3)" in table
+    )
+    assert main([str(path), "good", "--workdir", str(tmp_path)]) == 0
+    assert main([str(path), "good", "wrong", "--workdir", str(tmp_path)]) == 1
+    assert main([str(path), "good", "--dry-run"]) == 0
+    assert f"> {tmp_path}/run.txt" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "words"),
+    [
+        ("conditions:\n  a:\n    evaluate: {run: r, qrels: q}\n    expected: {AP: 1}\n", 3, "'commands'"),
+        ("conditions:\n  a:\n    commands: [x]\n    expected: {AP: 1}\n", 3, "'evaluate"),
+        (
+            "conditions:\n  a:\n    commands: [x]\n    evaluate: {run: r, qrels: q}\n    expected:\n"
+            "      AP: {around: 1}\n",
+            6,
+            "AP: a number",
+        ),
+        (
+            "conditions:\n  a:\n    commands: [x]\n    evaluate: {run: r, qrels: q}\n    expected: {AP: 1}\n"
+            "    colour: red\n",
+            3,
+            "unknown keys ['colour']",
+        ),
+        ("conditions:\n  a: [\n", 3, "valid YAML"),
+        ("runs: []\n", 1, "'conditions"),
+    ],
+)
+def test_bad_files_name_the_line(tmp_path: Path, text: str, line: int, words: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(InputFormatError) as info:
+        load_conditions(path)
+    assert info.value.line == line and words in str(info.value)
+
+
+def test_variables_expand_and_override() -> None:
+    assert expand("${A}/x $A", {"A": "1"}) == "1/x 1"
+    with pytest.raises(ConditionError, match=r"unknown variable \$B"):
+        expand("$B", {"A": "1"})
+    values = resolve_variables({"A": "default", "B": "b"}, {"B": "set"}, environ={"A": "env"})
+    assert values == {"A": "env", "B": "set"}
+
+
+def test_scifact_conditions_are_complete() -> None:
+    conditions = load_conditions(REPO / "conditions" / "scifact.yaml")
+    assert set(conditions.variables) == {"DATA", "OUT"}
+    names = [c.name for c in conditions.conditions]
+    assert names[0] == "scifact-bm25" and "scifact-bi-birch3-cv" in names
+    for condition in conditions.conditions:
+        assert condition.commands and condition.expected and condition.parts.get("first_stage")
+        assert condition.qrels == "$DATA/qrels/test.tsv"
+        for command in condition.commands:
+            expand(command, conditions.variables)  # every variable is defined
+    birch = conditions.select(["scifact-bi-birch3-cv"])[0]
+    assert "--grid alpha=0:1:0.1 w2=0:1:0.1 w3=0:1:0.1" in birch.commands[0]
+    assert birch.expected[0].minimum == pytest.approx(0.6789)
+    with pytest.raises(ConditionError, match="no condition named"):
+        conditions.select(["nope"])

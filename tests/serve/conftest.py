@@ -1,0 +1,42 @@
+"""Fixtures for the service tests: a live uvicorn server in a thread, on a free port of 127.0.0.1."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+
+@contextmanager
+def serve_in_thread(app: Any) -> Iterator[str]:
+    """Run ``app`` with uvicorn on 127.0.0.1 in a daemon thread; yield its base URL."""
+    uvicorn = pytest.importorskip("uvicorn")
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("uvicorn did not start within 10 s")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+@pytest.fixture
+def live_server() -> Callable[[Any], Any]:
+    """``with live_server(app) as url: ...``"""
+    return serve_in_thread

@@ -1,0 +1,125 @@
+"""The page in a real browser: Debian's headless Chromium driven by Playwright, with JavaScript on and off.
+
+Needs ``apt-get install chromium`` (as root; ``make test`` does it when it can) and the ``playwright``
+package (the dev extra). Playwright's own browser downloads are never used: the executable is Debian's.
+Set ``EVIRANK_SCREENSHOTS=DIR`` to keep screenshots of the pages.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = os.environ.get("EVIRANK_CHROMIUM", "/usr/bin/chromium")
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (the dev extra)")
+pytest.importorskip("fastapi")
+if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
+    pytest.skip(f"no Chromium at {CHROMIUM}: apt-get install -y chromium (as root)", allow_module_level=True)
+
+from evirank.serve.app import create_app  # noqa: E402
+from evirank.serve.config import ServeConfig  # noqa: E402
+from evirank.serve.testing import toy_searcher  # noqa: E402
+
+BEST = "Cats purr when they are content."
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def url(live_server: Any) -> Iterator[str]:
+    with live_server(create_app(toy_searcher(), ServeConfig(default_k=3, default_depth=5))) as base:
+        yield base
+
+
+def shoot(page: Any, name: str) -> None:
+    folder = os.environ.get("EVIRANK_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(folder) / name), full_page=True)
+
+
+def check_results(page: Any) -> None:
+    results = page.locator("li.result")
+    assert results.count() == 3
+    first = results.nth(0)
+    assert first.locator("h2").inner_text() == "Why cats purr"
+    best_mark = first.locator(".doctext mark.ev1")
+    assert best_mark.count() == 1
+    assert best_mark.inner_text().removeprefix("1").strip() == BEST
+    colour = best_mark.evaluate("m => getComputedStyle(m).backgroundColor")
+    assert colour not in ("rgba(0, 0, 0, 0)", "transparent")  # really highlighted, not just tagged
+    scores = [float(t) for t in first.locator("ol.evidence .evscore").all_inner_texts()]
+    assert len(scores) == 3 and scores == sorted(scores, reverse=True)
+    assert "ms" in page.locator(".timing").inner_text()
+
+
+def test_search_with_javascript_swaps_results_in_without_a_page_load(browser: Any, url: str) -> None:
+    context = browser.new_context(viewport={"width": 1100, "height": 900})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(url + "/")
+    assert page.get_attribute("html", "data-enhanced") == "1"
+    page.evaluate("window.__sameDocument = true")
+    page.fill("#q", "cats purr")
+    page.click("button[type=submit]")
+    page.wait_for_selector("li.result mark.ev1")
+    check_results(page)
+    assert page.evaluate("window.__sameDocument") is True  # swapped in, no navigation
+    assert "q=cats+purr" in page.url
+    assert page.title().startswith("cats purr")
+    shoot(page, "results-js.png")
+    page.go_back()
+    page.wait_for_selector(".intro")
+    assert page.locator("li.result").count() == 0
+    assert errors == []
+    context.close()
+
+
+def test_search_without_javascript_is_rendered_by_the_server(browser: Any, url: str) -> None:
+    context = browser.new_context(java_script_enabled=False, viewport={"width": 1100, "height": 900})
+    page = context.new_page()
+    page.goto(url + "/")
+    assert page.get_attribute("html", "data-enhanced") is None
+    page.fill("#q", "cats purr")
+    page.click("button[type=submit]")
+    page.wait_for_load_state()
+    assert "q=cats+purr" in page.url
+    check_results(page)
+    shoot(page, "results-nojs.png")
+    context.close()
+
+
+def test_bad_input_shows_a_message_in_the_page(browser: Any, url: str) -> None:
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    response = page.goto(url + "/?q=cats&k=50&depth=5")
+    assert response is not None and response.status == 400
+    assert "must not exceed depth" in page.locator("[role=alert]").inner_text()
+    context.close()

@@ -1,0 +1,178 @@
+"""The server-rendered page: highlighting, escaping, excerpts, errors, no external assets."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+from typing import Any
+
+import pytest
+
+from evirank.frames import Document
+from evirank.serve.page import EXCERPT_ABOVE, excerpt, highlight
+from evirank.serve.searcher import Evidence
+
+pytest.importorskip("fastapi")
+from fastapi.testclient import TestClient
+
+from evirank.serve.app import create_app
+from evirank.serve.config import ServeConfig
+from evirank.serve.searcher import Searcher
+from evirank.serve.testing import TOY_DOCUMENTS, ToyIndex, ToyMaxP, ToyScorer, ToySentences, toy_searcher
+
+
+class Marks(HTMLParser):
+    """Collect the text inside each <mark> (without its number badge), and check tags balance."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.marks: list[str] = []
+        self.stack: list[str] = []
+        self._in_mark = 0
+        self._in_badge = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag not in ("meta", "input", "br", "link"):
+            self.stack.append(tag)
+        if tag == "mark":
+            self._in_mark += 1
+            self.marks.append("")
+        if tag == "span" and ("class", "evn") in attrs:
+            self._in_badge += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        assert self.stack and self.stack[-1] == tag, f"unbalanced </{tag}> after {self.stack[-3:]}"
+        self.stack.pop()
+        if tag == "mark":
+            self._in_mark -= 1
+        if tag == "span" and self._in_badge:
+            self._in_badge -= 1
+
+    def handle_data(self, data: str) -> None:
+        if self._in_mark and not self._in_badge:
+            self.marks[-1] += data
+
+
+def marks_of(html: str) -> list[str]:
+    parser = Marks()
+    parser.feed(html)
+    parser.close()
+    return parser.marks
+
+
+def test_highlight_wraps_each_span_and_escapes_everything() -> None:
+    text = "A <b> & B. Second one."
+    html = highlight(text, [Evidence("Second one.", 0.5, 1, 11, 22), Evidence("A <b> & B.", 0.2, 0, 0, 10)])
+    assert marks_of(html) == ["A <b> & B.", "Second one."]
+    assert "<b>" not in html and "&lt;b&gt; &amp; B." in html
+    assert 'class="ev ev1"' in html and 'class="ev ev2"' in html
+
+
+def test_overlapping_evidence_keeps_the_better_span() -> None:
+    text = "one two three four"
+    html = highlight(text, [Evidence("two three", 0.9, 0, 4, 13), Evidence("three four", 0.5, 1, 8, 18)])
+    assert marks_of(html) == ["two three"]
+
+
+def test_unlocated_evidence_is_not_highlighted() -> None:
+    assert marks_of(highlight("Body.", [Evidence("Title", 0.9, 0, None, None)])) == []
+
+
+def test_long_texts_become_excerpts_around_the_evidence() -> None:
+    text = " ".join(f"w{i}" for i in range(800)) + " THE EVIDENCE. " + " ".join(f"v{i}" for i in range(800))
+    start = text.index("THE EVIDENCE.")
+    ev = [Evidence("THE EVIDENCE.", 1.0, 5, start, start + 13)]
+    html = excerpt(text, ev)
+    assert marks_of(html) == ["THE EVIDENCE."]
+    assert html.startswith("… ") and html.endswith(" …")
+    assert len(html) < 900
+    assert not re.search(r"\bw\d*…|…v\d", html)  # cut at word boundaries
+
+
+def page_client(**config: Any) -> TestClient:
+    return TestClient(create_app(toy_searcher(), ServeConfig(**config)), raise_server_exceptions=False)
+
+
+def test_excerpt_windows_are_joined_by_one_ellipsis() -> None:
+    words = [f"w{i}" for i in range(600)]
+    text = " ".join(words)
+    spans = []
+    for i in (100, 400):
+        start = text.index(f" w{i} ") + 1
+        spans.append(Evidence(f"w{i}", 1.0 / i, i, start, start + len(f"w{i}")))
+    html = excerpt(text, spans)
+    assert marks_of(html) == ["w100", "w400"]
+    assert html.count("…") == 3 and "… …" not in html
+
+
+def test_page_without_a_query_shows_the_form_and_no_results() -> None:
+    response = page_client().get("/")
+    assert response.status_code == 200
+    html = response.text
+    assert re.search(r'<form id="search" method="get" action="/"', html)
+    assert 'name="q"' in html and 'class="intro"' in html and "<mark" not in html
+
+
+def test_page_renders_results_with_highlighted_evidence_server_side() -> None:
+    html = page_client().get("/", params={"q": "cats purr", "k": 3, "depth": 5}).text
+    marks_of(html)  # balanced
+    first = html[html.index('data-docno="d1"') :]
+    first = first[: first.index("</li>", first.index('class="doctext"'))]
+    assert "Why cats purr" in first
+    assert marks_of(first)[0] == "Cats purr when they are content."
+    assert re.search(r"<title>cats purr — evirank</title>", html)
+    assert 'value="cats purr"' in html
+    assert html.count('class="result"') == 3
+
+
+def test_page_escapes_titles_texts_and_the_query() -> None:
+    html = page_client().get("/", params={"q": 'cats <script>alert("x")</script>'}).text
+    assert "<script>alert" not in html
+    assert "&lt;script&gt;" in html
+    assert "Unsafe &lt;markup&gt; &amp; &quot;quotes&quot;" in html
+    marks_of(html)
+
+
+@pytest.mark.parametrize(
+    ("params", "needle"),
+    [
+        ({"q": ""}, "query is empty"),
+        ({"q": "cats", "k": "many"}, "whole numbers"),
+        ({"q": "cats", "depth": "500"}, "depth must be between 1 and 100"),
+        ({"q": "cats", "k": "9", "depth": "3"}, "must not exceed depth"),
+    ],
+)
+def test_page_shows_bad_input_as_a_message_with_400(params: dict[str, str], needle: str) -> None:
+    response = page_client().get("/", params=params)
+    assert response.status_code == 400
+    assert 'role="alert"' in response.text and needle in response.text
+
+
+def test_partial_page_is_just_the_results_section() -> None:
+    html = page_client().get("/", params={"q": "dogs", "partial": "1"}).text
+    assert html.startswith('<section id="results">') and "<form" not in html and "<mark" in html
+
+
+def test_page_loads_nothing_from_elsewhere() -> None:
+    html = page_client().get("/", params={"q": "cats"}).text
+    assert not re.search(r'(?:src|href)="(?:https?:)?//', html)
+    assert "<link" not in html and "@import" not in html and "url(" not in html
+
+
+def test_page_with_long_documents_shows_an_excerpt_and_the_full_text_folded() -> None:
+    long_text = "Filler words here. " * (EXCERPT_ABOVE // 10) + "Cats purr loudly. " + "More filler. " * 100
+    docs = (Document("long", "Long one", long_text), *TOY_DOCUMENTS)
+    index = ToyIndex(docs)
+    searcher = Searcher(index.retrieve, ToySentences(), ToyScorer(), ToyMaxP(), index.lookup)
+    html = TestClient(create_app(searcher)).get("/", params={"q": "purr loudly"}).text
+    card = html[html.index('data-docno="long"') :]
+    card = card[: card.index("</details>")]
+    assert "<details" in card and "Full text" in card
+    assert marks_of(card).count("Cats purr loudly.") == 2  # in the excerpt and in the folded full text
+
+
+def test_page_sends_a_content_security_policy_that_allows_only_its_own_script() -> None:
+    response = page_client().get("/", params={"q": "cats"})
+    policy = response.headers["content-security-policy"]
+    assert "default-src 'none'" in policy and "script-src 'sha256-" in policy
+    assert response.headers["x-content-type-options"] == "nosniff"

@@ -1,0 +1,76 @@
+"""``evirank train`` and ``evirank distill`` end to end on pair files with a tiny model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from train_helpers import toy_examples
+
+from evirank.cli import main
+from evirank.train import write_examples
+from evirank.train.trainer import TRAIN_JSON
+
+pytest.importorskip("torch")
+
+
+@pytest.fixture()
+def pairs(tmp_path: Path) -> Path:
+    return write_examples(toy_examples(n_queries=8), tmp_path / "pairs.jsonl")
+
+
+QUICK = ["--epochs", "2", "--batch-size", "8", "--lr", "5e-3", "--max-length", "16"]
+
+
+def test_train_cli_writes_a_model_with_provenance_and_refuses_to_overwrite(
+    tiny_encoder: Path,
+    pairs: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    out = tmp_path / "model"
+    args = ["-q", "train", "--model", str(tiny_encoder), "--output", str(out), "--pairs", str(pairs), *QUICK]
+    assert main(args) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (
+        summary["best_step"] is not None and summary["steps"] == 2 * 6
+    )  # 6 of 8 queries: 48 rows, 6 batches
+    meta = json.loads((out / TRAIN_JSON).read_text())
+    split = meta["data"]["provenance"]["validation_split"]
+    assert split["by"] == "query" and len(split["validation_qids"]) == 2
+    assert meta["data"]["provenance"]["train_sources"][0]["files"]["pairs"] == str(pairs)
+    assert main(args) == 2  # exists: the CLI reports the error and exits with 2
+    assert "--overwrite" in caplog.text
+
+
+def test_distill_cli_prints_teacher_and_student_side_by_side(
+    tiny_encoder_4: Path, pairs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "student"
+    code = main(
+        [
+            "distill",
+            "--teacher",
+            str(tiny_encoder_4),
+            "--output",
+            str(out),
+            "--layers",
+            "0,3",
+            "--pairs",
+            str(pairs),
+            "--speed-pairs",
+            "16",
+            *QUICK,
+        ]
+    )
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["student"]["teacher_layers"] == [0, 3] and report["teacher"]["layers"] == 4
+    assert report["speedup"] > 0 and "AP" in report["teacher"]
+
+
+def test_train_cli_without_data_explains_what_to_give(tiny_encoder: Path, tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="give training data"):
+        main(["-q", "train", "--model", str(tiny_encoder), "--output", str(tmp_path / "m")])
