@@ -299,11 +299,16 @@ class Config:
 
 
 def build_config(name: str, model_dir: Path, device: str, st_batch: int, batch_tokens: int | None) -> Config:
-    """Load scorer ``name``: st, st-bf16 (GPU), torch, torch-fp32, torch-bf16, onnx, onnx-int8."""
+    """Load scorer ``name``: st, st-bf16 (GPU), torch, torch-full, torch-fp32, torch-bf16, onnx,
+    onnx-int8; ``NAME:N`` sets sentence-transformers' batch size (st:128) or ONNX Runtime's
+    threads (onnx:1)."""
     import torch
 
+    name, _, option = name.partition(":")
     if name.startswith("st"):
         from sentence_transformers import CrossEncoder as STCrossEncoder
+
+        st_batch = int(option) if option else st_batch
 
         kwargs: dict[str, Any] = {}
         if name == "st-bf16":
@@ -341,8 +346,11 @@ def build_config(name: str, model_dir: Path, device: str, st_batch: int, batch_t
         batch_tokens=batch_tokens,
     )
     cls_only.ENABLED = name != "torch-full"  # torch-full: the whole last layer, to show the saving
+    if option:
+        os.environ["EVIRANK_NUM_THREADS"] = option  # read when the ONNX Runtime session is made
     scorer._load_backend()
     cls_only.ENABLED = True
+    os.environ.pop("EVIRANK_NUM_THREADS", None)
 
     def ours(frame: pd.DataFrame) -> np.ndarray:
         return scorer(frame)[SCORE].to_numpy()
@@ -353,7 +361,7 @@ def build_config(name: str, model_dir: Path, device: str, st_batch: int, batch_t
         + (", full last layer)" if name == "torch-full" else ")")
     )
     threads = (
-        f"ORT {ort_threads()}"
+        f"ORT {option or ort_threads()}"
         if backend != "torch"
         else (f"torch {torch.get_num_threads()}" if device == "cpu" else "-")
     )

@@ -63,3 +63,22 @@ def test_it_can_be_switched_off_and_skips_other_models(
     assert cls_only.cls_only_model(object()) is None
     model.config.position_embedding_type = "relative_key"  # a layout it does not handle
     assert cls_only.cls_only_model(model) is None
+
+
+@pytest.mark.gpu
+def test_cuda_scores_in_bf16_match_cpu_fp32(tiny_cross_encoder_path: Path) -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    from evirank.frames import QID, QUERY, SCORE, make_passages
+
+    texts = ["the cat sat on the mat", "bm25 ranks documents", "a vaccine trains cells", "dogs", "x " * 60]
+    frame = make_passages([("1", f"d{i}", i, t) for i, t in enumerate(texts)])
+    frame[QUERY] = frame[QID].map({"1": "where did the cat sit"})
+    cpu = CrossEncoder(tiny_cross_encoder_path, device="cpu")(frame)[SCORE].to_numpy()
+    gpu_scorer = CrossEncoder(tiny_cross_encoder_path, device="cuda")
+    gpu = gpu_scorer(frame)[SCORE].to_numpy()
+    assert gpu_scorer.precision_ in ("bf16", "fp16")
+    np.testing.assert_allclose(gpu, cpu, atol=0.1 * max(1.0, float(np.abs(cpu).max())))
+    assert gpu_scorer.stats_.tokens % 8 == 0  # padded to multiples of 8 for tensor cores
