@@ -17,13 +17,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-import threading
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 from evirank.errors import InputFormatError
 from evirank.frames import Document
+from evirank.lucene._owner import SearcherOwner
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ def document_from_raw(docno: str, raw: str) -> Document:
     return Document(docno, str(title), str(text))
 
 
-class LuceneDocs:
+class LuceneDocs(SearcherOwner):
     """Look documents up by id in a Lucene index with stored raw documents.
 
     The index opens lazily, on the first lookup (this starts the JVM).
@@ -63,36 +63,10 @@ class LuceneDocs:
 
     def __init__(self, index: str | os.PathLike[str]) -> None:
         self.index = Path(index)
-        self._searcher: Any = None
-        self._lock = threading.Lock()
+        self._init_searcher()
 
     def __repr__(self) -> str:
         return f"LuceneDocs({str(self.index)!r})"
-
-    def close(self) -> None:
-        """Close the Java searcher (its index files stay mapped until then); the next use reopens it."""
-        with self._lock:
-            if self._searcher is not None:
-                self._searcher.close()
-                self._searcher = None
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __getstate__(self) -> dict[str, Any]:
-        # Picklable (for worker processes): the Java searcher and the lock are not carried over;
-        # the copy opens its own searcher on first use.
-        state = dict(vars(self))
-        state["_searcher"] = None
-        del state["_lock"]
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        vars(self).update(state)
-        self._lock = threading.Lock()
 
     def _open(self) -> Any:
         with self._lock:

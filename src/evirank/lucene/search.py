@@ -24,17 +24,17 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from evirank.errors import InputFormatError
 from evirank.frames import DOCNO, QID, QUERY, RANK, SCORE, TEXT, TITLE, require_columns, sort_run
+from evirank.lucene._owner import SearcherOwner
 from evirank.lucene.docs import document_from_raw
 from evirank.progress import progress_bar
 from evirank.stage import Stage
@@ -134,7 +134,7 @@ def _has_docvectors(index: Path) -> bool:
         directory.close()
 
 
-class Bm25(Stage):
+class Bm25(SearcherOwner, Stage):
     """Retrieve the top ``k`` documents per query with BM25 (optionally BM25+RM3) from a Lucene index.
 
     Takes Topics ``[qid, query]`` and returns a Run ``[qid, docno, score, rank, query]``
@@ -168,37 +168,11 @@ class Bm25(Stage):
     ) -> None:
         self.index = Path(index)
         self.config = Bm25Config(k1=k1, b=b, rm3=rm3, k=k, threads=threads, fetch_text=fetch_text)
-        self._searcher: Any = None
-        self._lock = threading.Lock()
+        self._init_searcher()
 
     def __repr__(self) -> str:
         params = ", ".join(f"{f.name}={getattr(self.config, f.name)!r}" for f in fields(self.config))
         return f"Bm25({str(self.index)!r}, {params})"
-
-    def close(self) -> None:
-        """Close the Java searcher (its index files stay mapped until then); the next use reopens it."""
-        with self._lock:
-            if self._searcher is not None:
-                self._searcher.close()
-                self._searcher = None
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __getstate__(self) -> dict[str, Any]:
-        # Picklable (for worker processes): the Java searcher and the lock are not carried over;
-        # the copy opens its own searcher on first use.
-        state = dict(vars(self))
-        state["_searcher"] = None
-        del state["_lock"]
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        vars(self).update(state)
-        self._lock = threading.Lock()
 
     def _open(self) -> Any:
         with self._lock:
