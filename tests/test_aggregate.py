@@ -47,12 +47,18 @@ def passages_frame(rows: list[tuple[str, str, int, float, float]]) -> pd.DataFra
 
 
 # doc a: passages 0.2 (pid 0), 0.9, 0.4; doc b: 0.5 (pid 0), 0.5; doc c: one passage 0.95
-PASSAGES = passages_frame([
-    ("1", "a", 0, 0.2, 10.0), ("1", "a", 1, 0.9, 10.0), ("1", "a", 2, 0.4, 10.0),
-    ("1", "b", 0, 0.5, 12.0), ("1", "b", 1, 0.5, 12.0),
-    ("1", "c", 0, 0.95, 4.0),
-    ("2", "a", 0, -1.0, 3.0), ("2", "x", 0, 2.0, 1.0),
-])
+PASSAGES = passages_frame(
+    [
+        ("1", "a", 0, 0.2, 10.0),
+        ("1", "a", 1, 0.9, 10.0),
+        ("1", "a", 2, 0.4, 10.0),
+        ("1", "b", 0, 0.5, 12.0),
+        ("1", "b", 1, 0.5, 12.0),
+        ("1", "c", 0, 0.95, 4.0),
+        ("2", "a", 0, -1.0, 3.0),
+        ("2", "x", 0, 2.0, 1.0),
+    ]
+)
 
 
 def scores_of(run: pd.DataFrame, qid: str = "1") -> dict[str, float]:
@@ -155,7 +161,11 @@ def test_top_passage_matrix_pads_sorts_and_orders_keys() -> None:
     keys = table.keys[[QID, DOCNO]].values.tolist()
     assert keys == [["1", "a"], ["1", "b"], ["1", "c"], ["2", "a"], ["2", "x"]]
     assert table.top.tolist() == [
-        [0.9, 0.4, 0.2], [0.5, 0.5, 0.0], [0.95, 0.0, 0.0], [-1.0, 0.0, 0.0], [2.0, 0.0, 0.0]
+        [0.9, 0.4, 0.2],
+        [0.5, 0.5, 0.0],
+        [0.95, 0.0, 0.0],
+        [-1.0, 0.0, 0.0],
+        [2.0, 0.0, 0.0],
     ]
     assert table.s_doc.tolist() == [10.0, 12.0, 4.0, 3.0, 1.0]
     assert table.n_passages.tolist() == [3, 2, 1, 1, 1]
@@ -192,10 +202,17 @@ def test_birch_scores_rejects_mismatched_shapes() -> None:
 
 
 # --- the tail beyond the re-rank depth ----------------------------------------------------
-ORIGINAL = make_run([
-    ("1", "a", 9.0), ("1", "b", 8.0), ("1", "c", 7.0), ("1", "d", 7.0), ("1", "e", 5.0),
-    ("2", "x", 3.0), ("2", "y", 2.0),
-])
+ORIGINAL = make_run(
+    [
+        ("1", "a", 9.0),
+        ("1", "b", 8.0),
+        ("1", "c", 7.0),
+        ("1", "d", 7.0),
+        ("1", "e", 5.0),
+        ("2", "x", 3.0),
+        ("2", "y", 2.0),
+    ]
+)
 
 
 def test_merge_tail_keeps_first_stage_order_strictly_below_the_reranked() -> None:

@@ -23,12 +23,35 @@ from evirank.frames import (
     TEXT,
     TITLE,
 )
-from evirank.segment import Sentences, Windows, window_starts
+from evirank.segment import Sentences, Whole, Windows, window_starts
 from evirank.segment._units import balanced_chunks, group_words, word_spans
 
 VOCAB = [
-    "the", "cell", "Dr.", "e.g.", "et", "al.", "p<0.05", "(n", "=", "17)", "3.5", "U.S.", "mRNA",
-    "IL-6", "fig.", "1a).", "?", "!", "Yes.", "no.", "—", "naïve", "β-cells", "\u200e", "x" * 40,
+    "the",
+    "cell",
+    "Dr.",
+    "e.g.",
+    "et",
+    "al.",
+    "p<0.05",
+    "(n",
+    "=",
+    "17)",
+    "3.5",
+    "U.S.",
+    "mRNA",
+    "IL-6",
+    "fig.",
+    "1a).",
+    "?",
+    "!",
+    "Yes.",
+    "no.",
+    "—",
+    "naïve",
+    "β-cells",
+    "\u200e",
+    "x" * 40,
 ]
 SEPARATORS = [" ", " ", " ", "  ", "\n", "\t", ". ", "? ", "! ", ".\n\n", " (", ") "]
 
@@ -45,8 +68,17 @@ def run_frame(docs: list[tuple[str, str, str]], qids: tuple[str, ...] = ("1",)) 
     rows = []
     for qid in qids:
         for i, (docno, title, text) in enumerate(docs):
-            rows.append({QID: qid, QUERY: f"query {qid}", DOCNO: docno, SCORE: 10.0 - i, RANK: i + 1,
-                         TITLE: title, TEXT: text})
+            rows.append(
+                {
+                    QID: qid,
+                    QUERY: f"query {qid}",
+                    DOCNO: docno,
+                    SCORE: 10.0 - i,
+                    RANK: i + 1,
+                    TITLE: title,
+                    TEXT: text,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -54,7 +86,7 @@ def strip_prefix(segment: str, prefix: str) -> list[str]:
     words = segment.split()
     head = prefix.split()
     assert words[: len(head)] == head, (segment, prefix)
-    return words[len(head):]
+    return words[len(head) :]
 
 
 class Chars:
@@ -67,7 +99,7 @@ class Chars:
         self.calls += 1
         out: list[str] = []
         for word in text.split():
-            out += [word[i:i + 3] for i in range(0, len(word), 3)]
+            out += [word[i : i + 3] for i in range(0, len(word), 3)]
         return out
 
 
@@ -116,7 +148,8 @@ def test_sentences_lose_no_word_over_random_texts(title_mode: str, max_tokens: i
             continue
         clean_title = " ".join(title_words)
         prepended = (
-            title_mode == "prepend" and title_words
+            title_mode == "prepend"
+            and title_words
             and (max_tokens is None or len(title_words) <= max_tokens // 2)
         )
         if prepended:
@@ -209,7 +242,11 @@ def test_title_modes() -> None:
 
 
 ALL_SEGMENTERS = [
-    Sentences(), Sentences(title="prepend"), Sentences(title="skip"), Windows(), Windows(title=False)
+    Sentences(),
+    Sentences(title="prepend"),
+    Sentences(title="skip"),
+    Windows(),
+    Windows(title=False),
 ]
 
 
@@ -231,7 +268,11 @@ def test_sentences_stage_output_columns_pids_and_first_stage_columns() -> None:
     assert out.columns.tolist() == [QID, QUERY, DOCNO, PID, TEXT, FIRST_STAGE_SCORE, FIRST_STAGE_RANK]
     q7 = out[out[QID] == "7"]
     assert q7[[DOCNO, PID, TEXT]].values.tolist() == [
-        ["d1", 0, "T1"], ["d1", 1, "Alpha one."], ["d1", 2, "Beta two."], ["d2", 0, "T2"], ["d2", 1, "Gamma."]
+        ["d1", 0, "T1"],
+        ["d1", 1, "Alpha one."],
+        ["d1", 2, "Beta two."],
+        ["d2", 0, "T2"],
+        ["d2", 1, "Gamma."],
     ]
     assert q7[FIRST_STAGE_SCORE].tolist() == [10.0, 10.0, 10.0, 9.0, 9.0]
     assert q7[FIRST_STAGE_RANK].tolist() == [1, 1, 1, 2, 2]
@@ -317,7 +358,7 @@ def test_windows_cover_every_word_with_the_right_overlap_over_random_texts() -> 
         starts = window_starts(len(body), length, stride)
         assert len(segments) == len(starts)
         for start, segment in zip(starts, segments, strict=True):
-            assert strip_prefix(segment, prefix) == body[start:start + length]
+            assert strip_prefix(segment, prefix) == body[start : start + length]
         assert starts[-1] + length >= len(body)  # the last window reaches the end
         last = len(segments) - 1
         covered = [
@@ -329,7 +370,9 @@ def test_windows_cover_every_word_with_the_right_overlap_over_random_texts() -> 
 def test_windows_titles_long_titles_and_max_passages() -> None:
     text = " ".join(f"w{i}" for i in range(10))
     assert Windows(4, 4)(run_frame([("d", "Title", text)]))[TEXT].tolist() == [
-        "Title w0 w1 w2 w3", "Title w4 w5 w6 w7", "Title w8 w9"
+        "Title w0 w1 w2 w3",
+        "Title w4 w5 w6 w7",
+        "Title w8 w9",
     ]
     assert Windows(4, 4, title=False).segments("Title", text) == ["w0 w1 w2 w3", "w4 w5 w6 w7", "w8 w9"]
     assert Windows(4, 4, max_title_words=1).segments("Long title", text)[0] == "Long title\nw0 w1"
@@ -375,3 +418,26 @@ def test_segmenters_pickle_after_use() -> None:
     stage = Sentences(max_tokens=5, tokenizer=len)
     stage.segments("", "one two three four five six seven.")
     assert pickle.loads(pickle.dumps(stage)).segments("", "a b.") == ["a b."]
+
+
+def test_whole_keeps_each_document_as_one_passage_with_its_title_prepended_or_skipped() -> None:
+    run = pd.DataFrame(
+        {
+            QID: ["1", "1", "2"],
+            DOCNO: ["t1", "t2", "t1"],
+            SCORE: [3.0, 2.0, 1.0],
+            TITLE: ["Head", None, "Head"],
+            TEXT: ["  First. Second sentence.  ", "only text", "  First. Second sentence.  "],
+        }
+    )
+    passages = Whole()(run)
+    assert passages[PID].tolist() == [0, 0, 0]
+    assert passages[TEXT].tolist() == [
+        "Head First. Second sentence.",
+        "only text",
+        "Head First. Second sentence.",
+    ]
+    assert passages[FIRST_STAGE_RANK].tolist() == [1, 2, 1]
+    assert Whole(title="skip")(run)[TEXT].tolist()[0] == "First. Second sentence."
+    with pytest.raises(ValueError, match="prepend"):
+        Whole(title="segment")  # type: ignore[arg-type]

@@ -57,9 +57,7 @@ class ColumnsError(EvirankError, ValueError):
         self.expected = sorted(expected)
         self.found = sorted(found)
         missing = sorted(set(self.expected) - set(self.found))
-        super().__init__(
-            f"{where}: expected columns {self.expected}, found {self.found} (missing {missing})"
-        )
+        super().__init__(f"{where}: expected columns {self.expected}, found {self.found} (missing {missing})")
 
 
 class OutputExistsError(EvirankError, FileExistsError):

@@ -25,7 +25,7 @@ from evirank.rerank import (
     rerank,
 )
 from evirank.score import BiEncoder, CrossEncoder
-from evirank.segment import Sentences, Windows
+from evirank.segment import Sentences, Whole, Windows
 
 TOPIC_FRAME = make_topics(list(TOPICS.items()))
 
@@ -68,7 +68,9 @@ def test_specs_build_the_stages_they_name() -> None:
     windows = parse_segment("windows")
     assert (windows.length, windows.stride) == (150, 75)
     assert (parse_segment("windows:100:40").length, parse_segment("windows:100:40").stride) == (100, 40)
-    for bad in ("sentences:first", "windows:a", "windows:1:2:3", "paragraphs"):
+    assert isinstance(parse_segment("whole"), Whole)
+    assert parse_segment("whole:skip").title == "skip"
+    for bad in ("sentences:first", "windows:a", "windows:1:2:3", "paragraphs", "whole:first", "whole:a:b"):
         with pytest.raises(ValueError):
             parse_segment(bad)
     birch = parse_aggregate("birch")

@@ -29,8 +29,9 @@ document text from --index (a Lucene index with stored documents, `evirank index
 
 --segment: sentences (title as its own first segment), sentences:prepend (title before every
 sentence), sentences:skip (no title, as Birch), windows[:LENGTH[:STRIDE]] (default 150:75,
-title prepended). Sentences longer than the scorer's passage room are cut into chunks that
-keep every word.
+title prepended), whole[:prepend|skip] (each document as one passage: tweets, passage
+collections). Sentences longer than the scorer's passage room are cut into chunks that keep
+every word.
 
 --aggregate: birch[:N] (alpha * first-stage + (1 - alpha) * sum_i w_i * s_i over the N best
 passages; default alpha 0.5, weights 1, 1/2, 1/4, ...), maxp, firstp, sump, meanp (passage
@@ -144,7 +145,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
     agg = parser.add_argument_group("segments and aggregation")
     agg.add_argument(
-        "--segment", default="sentences", help="sentences[:segment|prepend|skip] or windows[:LEN[:STRIDE]]"
+        "--segment",
+        default="sentences",
+        help="sentences[:segment|prepend|skip], windows[:LEN[:STRIDE]] or whole[:prepend|skip]",
     )
     agg.add_argument(
         "--aggregate", default="birch:3", help="birch[:N] (default birch:3), maxp, firstp, sump, meanp"

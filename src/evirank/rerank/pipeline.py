@@ -47,7 +47,7 @@ from evirank.frames import (
 from evirank.outputs import atomic_output
 from evirank.rerank.fetch import AddQueries
 from evirank.rerank.timing import StageTimings
-from evirank.segment import Segmenter, Sentences, Windows
+from evirank.segment import Segmenter, Sentences, Whole, Windows
 from evirank.stage import Stage
 
 logger = logging.getLogger(__name__)
@@ -65,11 +65,13 @@ AGGREGATORS: dict[str, type[Aggregator]] = {
 
 
 def parse_segment(spec: str, *, tokenizer: Any = None, max_tokens: int | None = None) -> Segmenter:
-    """A segmenter from a spec: ``sentences[:segment|prepend|skip]`` or ``windows[:LENGTH[:STRIDE]]``.
+    """A segmenter from a spec: ``sentences[:segment|prepend|skip]``, ``windows[:LENGTH[:STRIDE]]``
+    or ``whole[:prepend|skip]``.
 
     ``sentences`` keeps the title as its own first segment; ``sentences:prepend`` puts it before
     every sentence; ``sentences:skip`` drops it (Birch). ``windows`` are 150 words with stride 75
-    (Dai & Callan), the title prepended; the stride defaults to half the length.
+    (Dai & Callan), the title prepended; the stride defaults to half the length. ``whole`` keeps
+    each document as one passage (tweets, passage collections), its title prepended or skipped.
 
     Args:
         spec: the spec string.
@@ -108,7 +110,13 @@ def parse_segment(spec: str, *, tokenizer: Any = None, max_tokens: int | None = 
         except ValueError:
             raise ValueError(f"expected windows[:LENGTH[:STRIDE]] with integers, found {spec!r}") from None
         return Windows(length, stride)
-    raise ValueError(f"unknown segmenter {spec!r}; expected sentences[:MODE] or windows[:LENGTH[:STRIDE]]")
+    if name == "whole":
+        if len(params) > 1 or (params and params[0] not in ("prepend", "skip")):
+            raise ValueError(f"expected whole[:prepend|skip], found {spec!r}")
+        return Whole(title=params[0] if params else "prepend")  # type: ignore[arg-type]
+    raise ValueError(
+        f"unknown segmenter {spec!r}; expected sentences[:MODE], windows[:LENGTH[:STRIDE]] or whole[:MODE]"
+    )
 
 
 def parse_aggregate(

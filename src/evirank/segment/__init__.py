@@ -2,7 +2,8 @@
 
 ``Sentences`` follows Birch (sentences, long ones cut into token-bounded chunks that keep
 every word); ``Windows`` follows Dai & Callan (150-word windows, stride 75, title prepended)
-and Steensland (long titles not prepended). Both cut only between whitespace-delimited
+and Steensland (long titles not prepended); ``Whole`` keeps
+short texts (tweets, passages) as one segment. Both cut only between whitespace-delimited
 words and never lose a document: one with no text yields its title, one with neither an
 empty segment.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from evirank.segment.base import Segmenter
 from evirank.segment.sentences import Sentences, count_tokens_with
+from evirank.segment.whole import Whole
 from evirank.segment.windows import Windows, window_starts
 
-__all__ = ["Segmenter", "Sentences", "Windows", "count_tokens_with", "window_starts"]
+__all__ = ["Segmenter", "Sentences", "Whole", "Windows", "count_tokens_with", "window_starts"]
