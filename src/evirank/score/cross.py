@@ -69,7 +69,7 @@ class CrossEncoder(TransformerScorer):
         model: a Hugging Face model id or local folder (a sequence-classification checkpoint).
         max_length: input length cap in tokens (lowered to the model's limit, at most 512).
         query_max_tokens: the query's token cap.
-        batch_tokens: token budget per batch (default by device: cpu 8192, mps 16384, cuda 65536).
+        batch_tokens: token budget per batch (default by device: cpu 2048, mps 16384, cuda 65536).
         device: ``"auto"`` (cuda, then mps, then cpu) or a torch device string.
         dtype: ``"auto"`` (bf16 autocast on GPUs with bf16, else fp16; fp32 on CPU) or a dtype name.
         relevant_class: the relevant label of multi-logit heads.
