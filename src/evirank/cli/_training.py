@@ -121,6 +121,12 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     options.add_argument(
         "--evidence-title", action="store_true", help="evidence: prepend the document title to each sentence"
     )
+    options.add_argument(
+        "--evidence-gold-only",
+        action="store_true",
+        help="evidence: the relevant documents' other sentences are not negatives (only other "
+        "documents' sentences are): for models that rank documents by their best sentences",
+    )
     options.add_argument("--relevant-grade", type=int, default=1, help="the lowest grade counted as relevant")
     options.add_argument(
         "--examples-out",
@@ -272,6 +278,7 @@ def _load(args: argparse.Namespace, prefix: str) -> tuple[list[pd.DataFrame], li
             negative_depth=args.negative_depth,
             negatives_per_query=args.negatives_per_query or None,
             prepend_title=args.evidence_title,
+            other_sentences=not args.evidence_gold_only,
         )
         frames.append(frame)
         records.append(record)
