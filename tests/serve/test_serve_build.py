@@ -34,6 +34,10 @@ def test_segment_specs() -> None:
     assert isinstance(parse_segment("sentences", "prepend"), Sentences)
     windows = parse_segment("windows:100:50", "segment")
     assert isinstance(windows, Windows) and (windows.length, windows.stride) == (100, 50)
+    assert parse_segment("sentences", "skip").title == "skip"
+    assert parse_segment("windows", "skip").title is False and parse_segment("windows", "prepend").title
+    assert parse_segment("whole", "prepend").title == "prepend"
+    assert parse_segment("whole", "skip").title == "skip"
     with pytest.raises(ValueError, match="segment"):
         parse_segment("paragraphs", "prepend")
     with pytest.raises(ValueError, match="title"):

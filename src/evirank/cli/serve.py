@@ -37,7 +37,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--scorer", choices=("cross", "bi"), default="bi", help="passage scorer (default: bi)"
     )
     parser.add_argument(
-        "--segment", default="sentences", help="sentences | windows:LENGTH:STRIDE (default: sentences)"
+        "--segment",
+        default="sentences",
+        help="sentences | windows[:LENGTH[:STRIDE]] | whole (default: sentences)",
     )
     parser.add_argument(
         "--title",

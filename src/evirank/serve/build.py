@@ -14,7 +14,7 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pandas as pd
 
@@ -71,56 +71,49 @@ class BucketedBm25:
 def parse_aggregate(
     spec: str, alpha: float | None = None, weights: str | Sequence[float] | None = None
 ) -> Any:
-    """An aggregator from ``birch[:N] | maxp | firstp | sump | meanp``.
+    """An aggregator from ``birch[:N] | maxp | firstp | sump | meanp`` (as ``evirank rerank``'s).
 
     ``alpha`` and ``weights`` apply to Birch (defaults :data:`BIRCH_ALPHA` and 1, 1/2, 1/4, ...;
     per-query min-max normalisation); ``alpha`` also to the others (default 0: evidence only).
+    ``weights`` may be a comma-separated string (the command line's form).
     """
-    from evirank import aggregate
+    from evirank.rerank import parse_aggregate as parse
 
-    name, _, arg = spec.strip().lower().partition(":")
     if isinstance(weights, str):
         try:
             weights = [float(w) for w in weights.split(",") if w.strip()]
         except ValueError as exc:
             raise ValueError(f"--weights must be comma-separated numbers, found {weights!r}") from exc
-    if name == "birch":
-        try:
-            top_n = int(arg) if arg else 3
-        except ValueError as exc:
-            raise ValueError(f"--aggregate birch:N needs a whole number N, found {arg!r}") from exc
-        # weights default to 1, 1/2, 1/4, ... (Birch's own default; untuned)
-        return aggregate.Birch(
-            top_n=top_n, alpha=BIRCH_ALPHA if alpha is None else alpha, weights=weights, normalise="minmax"
-        )
-    classes = {"maxp": "MaxP", "firstp": "FirstP", "sump": "SumP", "meanp": "MeanP"}
-    if name not in classes or arg:
-        raise ValueError(f"--aggregate must be birch[:N], maxp, firstp, sump or meanp; found {spec!r}")
-    cls = getattr(aggregate, classes[name])
-    return cls(alpha=alpha or 0.0, normalise="minmax" if alpha else "none")
+    try:
+        if spec.strip().lower().startswith("birch"):
+            birch_alpha = BIRCH_ALPHA if alpha is None else alpha
+            return parse(spec, alpha=birch_alpha, weights=weights, normalise="minmax")
+        return parse(spec, alpha=alpha, weights=weights)
+    except ValueError as exc:
+        raise ValueError(f"--aggregate: {exc}") from None
 
 
 def parse_segment(spec: str, title: str) -> Any:
-    """A segmenter from ``sentences | windows:LENGTH:STRIDE``."""
-    from evirank import segment
+    """A segmenter from ``sentences | windows[:LENGTH[:STRIDE]] | whole`` and a title mode.
 
-    modes: dict[str, Literal["prepend", "segment", "skip"]] = {
-        "prepend": "prepend",
-        "segment": "segment",
-        "skip": "skip",
-    }
-    if title not in modes:
+    ``title`` is ``prepend``, ``segment`` (sentences: the title as its own passage) or ``skip``;
+    windows and whole documents prepend it unless it is skipped. The specs are
+    ``evirank rerank --segment``'s (:func:`evirank.rerank.parse_segment`).
+    """
+    from evirank.rerank import parse_segment as parse
+    from evirank.segment import Windows
+
+    if title not in ("prepend", "segment", "skip"):
         raise ValueError(f"--title must be prepend, segment or skip; found {title!r}")
     name, *args = spec.strip().lower().split(":")
     if name == "sentences" and not args:
-        return segment.Sentences(title=modes[title])
-    if name == "windows" and len(args) <= 2:
-        try:
-            length, stride = (int(a) for a in (args + ["150", "75"][len(args) :]))
-        except ValueError as exc:
-            raise ValueError(f"--segment windows:LENGTH:STRIDE needs whole numbers, found {spec!r}") from exc
-        return segment.Windows(length=length, stride=stride, title=title != "skip")
-    raise ValueError(f"--segment must be sentences or windows:LENGTH:STRIDE, found {spec!r}")
+        return parse(f"sentences:{title}")
+    if name == "whole" and not args:
+        return parse("whole:skip" if title == "skip" else "whole")
+    if name == "windows":
+        windows = parse(spec)
+        return Windows(windows.length, windows.stride, title=title != "skip")
+    raise ValueError(f"--segment must be sentences, windows[:LENGTH[:STRIDE]] or whole; found {spec!r}")
 
 
 def build_searcher(
@@ -143,7 +136,7 @@ def build_searcher(
         index: a Lucene index built by ``evirank index`` (raw documents stored).
         model: Hugging Face id or local folder; ``None`` with ``scorer="bi"`` is the offline all-MiniLM-L6-v2.
         scorer: ``"bi"`` (cosine of embeddings) or ``"cross"`` (a sequence-classification model).
-        segment: ``sentences`` or ``windows:LENGTH:STRIDE``.
+        segment: ``sentences``, ``windows[:LENGTH[:STRIDE]]`` or ``whole``.
         title: how titles enter the passages: ``prepend``, ``segment`` or ``skip``.
         aggregate: ``birch[:N] | maxp | firstp | sump | meanp``.
         alpha: weight of the first-stage score in the aggregation.
