@@ -1,76 +1,123 @@
-"""Re-rank a short-text candidate run (e.g. a Microblog year) with trained cross-encoders.
+"""Short texts (a Microblog year): trained cross-encoders and their distilled students, quality and speed.
 
-Scores every candidate of the run with each model (``evirank.score.CrossEncoder``, scores
-kept in a score store so that a rerun is instant) and ranks by (a) the model's score alone and
-(b) Birch's interpolation with the first-stage score, ``alpha * model + (1 - alpha) * first
-stage`` (each min-max normalised per query), with alpha chosen by k-fold cross-validation over
-the queries (grid 0.0..1.0 by 0.1, best mean AP on the other folds; never on the test fold).
-Compares AP, nDCG@10 and P@30 with the candidate run (paired t-tests against it, Bonferroni
-over all comparisons). Prints a Markdown table, the chosen alphas and the scoring speed.
+For each model (``--model NAME=PATH``, the teacher first) this does what the README's commands do,
+through the same library calls: every candidate of the run is scored whole (``Whole`` segments,
+``CrossEncoder`` with a score store, so a rerun is instant) and ranked (a) by the model alone and
+(b) by Birch's interpolation with the first-stage score, the weight chosen by k-fold
+cross-validation on AP (``evirank.tune.cross_validate``, as ``evirank tune --aggregate maxp``).
+Both are compared with the candidate run (paired t-tests, Bonferroni over all comparisons).
+
+Then the speed of every model is measured on the same sample of (query, tweet) pairs, without a
+store, with the torch and ONNX int8 backends, in alternating rounds (median pairs/s): the
+quality-for-speed trade of distillation in one table.
 
 Usage:
     MB=../shared/datasets/microblog/2013
-    PYTHONPATH=src python benchmarks/rerank_short_texts.py \\
+    HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/rerank_short_texts.py \\
         --topics $MB/topics.microblog2013.txt --qrels $MB/qrels.microblog2013.txt \\
         --run $MB/run.microblog2013.ql.txt --corpus $MB/corpus.jsonl \\
-        --model mb=/work/models/minilm-mb [--model l3=/work/models/minilm-mb-l3] \\
-        [--store /tmp/mb2013-scores.sqlite] [--json out.json]
+        --model minilm-mb=models/minilm-mb --model l3=models/minilm-mb-l3 --model l2=models/minilm-mb-l2 \\
+        --store runs/mb2013.scores.sqlite
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
+import os
 import platform
+import statistics
 import time
-from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-from evirank.evaluate import Evaluator, compare, markdown_report, to_record
-from evirank.frames import DOCNO, PID, QID, QUERY, RANK, SCORE, TEXT, VALUE, make_run
+from evirank.aggregate import MaxP
+from evirank.evaluate import compare, markdown_report
+from evirank.frames import QID, RANK
 from evirank.io import read_qrels, read_run, read_topics
+from evirank.rerank import FetchText, rerank
 from evirank.score import CrossEncoder
-from evirank.train.sources import load_texts
+from evirank.segment import Whole
+from evirank.tune import cross_validate, parse_aggregate, parse_grid
 
 
-def _minmax(frame: pd.DataFrame) -> pd.Series:
-    grouped = frame.groupby(QID)[SCORE]
-    low, high = grouped.transform("min"), grouped.transform("max")
-    return (frame[SCORE] - low) / (high - low).where(high > low, 1.0)
-
-
-def interpolate_cv(
-    model_run: pd.DataFrame, first_stage: pd.DataFrame, qrels: pd.DataFrame, folds: int, seed: int = 0
-) -> tuple[pd.DataFrame, list[float]]:
-    """Birch's interpolation with alpha chosen by k-fold cross-validation over the queries."""
-    both = model_run[[QID, DOCNO, SCORE]].merge(first_stage, on=[QID, DOCNO], suffixes=("", "_fs"))
-    model_norm = _minmax(both)
-    first_norm = _minmax(both[[QID, SCORE + "_fs"]].rename(columns={SCORE + "_fs": SCORE}))
-    grid = [round(a * 0.1, 1) for a in range(11)]
-    evaluator = Evaluator(qrels, ["AP"])
-    per_alpha = {}
-    for alpha in grid:
-        run = make_run(both[[QID, DOCNO]].assign(**{SCORE: alpha * model_norm + (1 - alpha) * first_norm}))
-        table = evaluator.per_query(run)
-        per_alpha[alpha] = table.set_index(QID)[VALUE]
-    qids = sorted(both[QID].unique(), key=lambda q: (len(q), q))
-    order = np.random.default_rng(seed).permutation(len(qids))
-    fold_of = {qids[i]: k % folds for k, i in enumerate(order)}
-    chosen, parts = [], []
-    for fold in range(folds):
-        train = [q for q in qids if fold_of[q] != fold]
-        best = max(grid, key=lambda a: (per_alpha[a].reindex(train).fillna(0).mean(), -abs(a - 0.5)))
-        chosen.append(best)
-        test = both[both[QID].map(fold_of) == fold]
-        parts.append(
-            test[[QID, DOCNO]].assign(
-                **{SCORE: best * model_norm[test.index] + (1 - best) * first_norm[test.index]}
-            )
+def quality(args: argparse.Namespace, models: dict[str, str]) -> tuple[str, pd.DataFrame]:
+    """The comparison table, and the scored passages of the first model (the speed sample's pool)."""
+    topics = read_topics(args.topics)
+    qrels = read_qrels(args.qrels)
+    candidates = read_run(args.run)
+    depth = args.depth or int(candidates[RANK].max())
+    runs = {"candidates": candidates}
+    lines, pool = [], None
+    for name, path in models.items():
+        scorer = CrossEncoder(path, max_length=args.max_length, device="cpu", store=args.store)
+        result = rerank(
+            candidates,
+            topics=topics,
+            fetch=FetchText(corpus=args.corpus),
+            segmenter=Whole(),
+            scorer=scorer,
+            aggregator=MaxP(),
+            depth=depth,
         )
-    return make_run(pd.concat(parts, ignore_index=True)), chosen
+        runs[name] = result.run
+        tuned = cross_validate(
+            result.passages,
+            qrels,
+            parse_aggregate("maxp"),
+            parse_grid("alpha=0:1:0.1"),
+            metric="AP",
+            k=args.folds,
+            seed=args.seed,
+        )
+        runs[f"{name} + first stage (CV)"] = tuned.run
+        chosen = [choice.params["alpha"] for choice in tuned.choices]
+        lines.append(f"- {name}: first-stage weight per fold {chosen}")
+        pool = result.passages if pool is None else pool
+    measures = [m.strip() for m in args.measures.split(",")]
+    table = markdown_report(compare(runs, qrels, measures, baseline="candidates"))
+    queries = candidates[QID].nunique()
+    head = f"### {os.path.basename(args.run)}: {queries} queries, {len(candidates):,} candidates\n"
+    return "\n".join([head, table, "", *lines]), pool
+
+
+def speed(args: argparse.Namespace, models: dict[str, str], pool: pd.DataFrame) -> str:
+    """pairs/s of every model and backend on one sample, alternating rounds."""
+    sample = pool.drop_duplicates(["query", "text"]).sample(
+        n=min(args.pairs, len(pool)), random_state=args.seed
+    )
+    backends = args.backends.split(",")
+    scorers = {}
+    for name, path in models.items():
+        for backend in backends:
+            scorer = CrossEncoder(path, max_length=args.max_length, device="cpu", backend=backend)
+            scorer(sample.head(8))  # load (and export) before timing
+            scorers[(name, backend)] = scorer
+    rates: dict[tuple[str, str], list[float]] = {key: [] for key in scorers}
+    for _ in range(args.rounds):
+        for key, scorer in scorers.items():
+            started = time.perf_counter()
+            scorer(sample)
+            rates[key].append(len(sample) / (time.perf_counter() - started))
+    teacher = next(iter(models))
+    out = [
+        f"### Speed: {len(sample):,} (query, tweet) pairs, {args.rounds} alternating rounds, median pairs/s",
+        "",
+        f"- {platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average "
+        f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} at the end, python {platform.python_version()}",
+        "",
+        "| model | layers | " + " | ".join(f"{b} pairs/s | x {teacher}" for b in backends) + " |",
+        "|---|---:|" + "---:|---:|" * len(backends),
+    ]
+    for name in models:
+        layers = scorers[(name, backends[0])].config_.num_hidden_layers
+        cells = []
+        for backend in backends:
+            rate = statistics.median(rates[(name, backend)])
+            base = statistics.median(rates[(teacher, backend)])
+            cells += [f"{rate:,.0f}", f"{rate / base:.2f}"]
+        out.append(f"| {name} | {layers} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
 
 
 def main() -> None:
@@ -81,83 +128,24 @@ def main() -> None:
     parser.add_argument("--qrels", required=True)
     parser.add_argument("--run", required=True)
     parser.add_argument("--corpus", required=True)
-    parser.add_argument("--model", action="append", required=True, metavar="NAME=PATH")
-    parser.add_argument("--measures", default="AP,nDCG@10,P@30")
+    parser.add_argument("--model", action="append", required=True, metavar="NAME=PATH", help="teacher first")
+    parser.add_argument("--measures", default="AP,P@30,nDCG@10")
     parser.add_argument("--max-length", type=int, default=128)
-    parser.add_argument("--depth", type=int, default=None, help="re-rank only the top this many candidates")
+    parser.add_argument("--depth", type=int, default=None, help="re-rank the top this many (default: all)")
     parser.add_argument("--store", default=None, help="a score store (SQLite) to reuse scores")
-    parser.add_argument("--json", default=None, help="also write the comparison as JSON")
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument(
-        "--folds", type=int, default=5, help="cross-validation folds for alpha (0: no interpolation)"
-    )
+    parser.add_argument("--folds", type=int, default=5, help="cross-validation folds for the weight")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--pairs", type=int, default=2000, help="speed: sampled pairs (0: no speed table)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--backends", default="torch,onnx-int8")
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("evirank").setLevel(logging.INFO)
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
-
-    topics = read_topics(args.topics)
-    qrels = read_qrels(args.qrels)
-    candidates = read_run(args.run)
-    if args.depth:
-        candidates = candidates[candidates[RANK] <= args.depth]
-    texts = load_texts(args.corpus, candidates[DOCNO].unique())
-    # Candidates without text (an empty tweet) stay in every run, ranked last by the models.
-    textless = candidates[~candidates[DOCNO].isin(texts.keys())][[QID, DOCNO]].assign(**{SCORE: -1e9})
-    passages = candidates[candidates[DOCNO].isin(texts.keys())][[QID, DOCNO]]
-    passages = passages.merge(topics, on=QID).assign(**{PID: 0})
-    passages[TEXT] = [texts[d].contents for d in passages[DOCNO]]
-    passages = passages[[QID, QUERY, DOCNO, PID, TEXT]]
-    runs = {"candidates": candidates}
-    first_stage = candidates[[QID, DOCNO, SCORE]]
-    alphas: dict[str, list[float]] = {}
-    speed = {}
-    for spec in args.model:
-        name, _, path = spec.partition("=")
-        scorer = CrossEncoder(path, max_length=args.max_length, device="cpu", store=args.store)
-        start = time.perf_counter()
-        scored = scorer(passages)
-        elapsed = time.perf_counter() - start
-        stats = scorer.stats_
-        speed[name] = {
-            "pairs": len(passages),
-            "from_store": stats.cached,
-            "scored": stats.computed,
-            "model_s": round(stats.model_s, 1),
-            "total_s": round(elapsed, 1),
-            "pairs_per_s": round(stats.per_second, 1) if stats.computed else None,
-        }
-        runs[name] = make_run(pd.concat([scored[[QID, DOCNO, SCORE]], textless], ignore_index=True))
-        if args.folds:
-            runs[f"{name} + first stage (CV)"], alphas[name] = interpolate_cv(
-                runs[name], first_stage, qrels, args.folds
-            )
-    measures = [m.strip() for m in args.measures.split(",")]
-    comparison = compare(runs, qrels, measures, baseline="candidates")
-    queries = passages[QID].nunique()
-    print(f"## Re-ranking {Path(args.run).name}: {queries} queries, {len(passages)} candidates\n")
-    print(markdown_report(comparison))
-    for name, chosen in alphas.items():
-        print(f"\n{name}: alpha per fold (model weight) {chosen}")
-    print("\n| model | pairs | from store | scored | model s | pairs/s in the model |")
-    print("|---|---|---|---|---|---|")
-    for name, row in speed.items():
-        cells = [row[k] for k in ("pairs", "from_store", "scored", "model_s", "pairs_per_s")]
-        print(f"| {name} | " + " | ".join("-" if c is None else str(c) for c in cells) + " |")
-    print(f"\n{platform.processor() or platform.machine()}, python {platform.python_version()}")
-    if args.json:
-        record = {
-            "comparison": to_record(comparison, per_query=True),
-            "speed": speed,
-            "alphas": alphas,
-            "args": vars(args),
-        }
-        Path(args.json).write_text(json.dumps(record, indent=2, default=str), encoding="utf-8")
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    models = dict(spec.split("=", 1) for spec in args.model)
+    table, pool = quality(args, models)
+    print(table, flush=True)
+    if args.pairs:
+        print("\n" + speed(args, models, pool), flush=True)
 
 
 if __name__ == "__main__":
-    pd.set_option("display.width", 200)
     main()
