@@ -74,7 +74,8 @@ def test_int8_runs_and_ranks_like_fp32(tiny_cross_encoder_path: Path) -> None:
     fp32 = CrossEncoder(tiny_cross_encoder_path, backend="onnx")(frame)[SCORE].to_numpy()
     int8_scorer = CrossEncoder(tiny_cross_encoder_path, backend="onnx-int8")
     int8 = int8_scorer(frame)[SCORE].to_numpy()
-    assert int8_scorer.backend_ is not None and int8_scorer.backend_.precision == "int8"
+    assert int8_scorer.backend_ is not None and int8_scorer.backend_.precision.startswith("int8")
+    assert int8_scorer.describe()["precision"] == int8_scorer.backend_.precision  # in the fingerprint
     assert np.isfinite(int8).all()
     assert not np.allclose(int8, fp32, atol=1e-6)  # really quantised
     ranks = pd.DataFrame({"fp32": fp32, "int8": int8}).rank()

@@ -48,7 +48,10 @@ from evirank.score.fingerprint import file_sha256, weight_files
 logger = logging.getLogger(__name__)
 
 #: Bump when the export recipe changes (invalidates cached exports, not stored scores).
-EXPORT_FORMAT = 2
+EXPORT_FORMAT = 3
+#: The precision name of int8 scores (in the fingerprint): name a new recipe differently, so the
+#: score store never mixes its scores with an older recipe's.
+INT8 = "int8-dynamic-per-channel"
 OPSET = 17
 #: Largest |difference| allowed between the fused graph and PyTorch on the probe batch.
 FUSION_TOLERANCE = 1e-3
@@ -333,11 +336,12 @@ def _export(model_dir: Path, task: Task, work: Path) -> OnnxExport:
 
 @contextmanager
 def _quiet() -> Iterator[None]:
-    """Hide ONNX Runtime's optimiser and quantiser INFO chatter (they log on the root logger and on
-    dozens of module loggers). ``logging.disable`` is process-wide, so this wraps only those calls,
-    which run at load time, for a few seconds."""
+    """Hide ONNX Runtime's optimiser and quantiser chatter (INFO on dozens of module loggers, and a
+    standing WARNING on the root logger that suggests pre-processing for image models). Their
+    results are checked instead (the probe batch). ``logging.disable`` is process-wide, so this
+    wraps only those calls, which run at load time, for a few seconds."""
     previous = logging.root.manager.disable
-    logging.disable(max(previous, logging.INFO))
+    logging.disable(max(previous, logging.WARNING))
     try:
         yield
     finally:
@@ -372,7 +376,9 @@ def _quantize(source: Path, out: Path) -> None:
             str(source),
             str(out),
             weight_type=quantization.QuantType.QInt8,
-            per_channel=False,
+            # one scale per output channel: on a SciFact-trained MiniLM, Spearman 0.995 with fp32
+            # scores (one scale per tensor: 0.974) at the same speed
+            per_channel=True,
             extra_options={
                 "MatMulConstBOnly": True,  # weights only; activation x activation products stay fp32
                 "DefaultTensorType": 1,  # float, for outputs of fused ops that shape inference skips
@@ -403,7 +409,7 @@ class OnnxBackend(Backend):
         self.task = task
         self.export = export
         self.device = "cpu"
-        self.precision = "int8" if self.quantize else "fp32"
+        self.precision = INT8 if self.quantize else "fp32"
         self.inputs = [i.name for i in session.get_inputs()]
         self.newly_initialised = export.newly_initialised
 
@@ -414,7 +420,7 @@ class OnnxBackend(Backend):
                 f"the {cls.name!r} backend runs on the CPU, found device={device!r}; "
                 "use backend='torch' on a GPU"
             )
-        wanted = "int8" if cls.quantize else "fp32"
+        wanted = INT8 if cls.quantize else "fp32"
         if dtype.lower() not in ("auto", wanted, "float32" if wanted == "fp32" else "int8"):
             raise ValueError(f"the {cls.name!r} backend computes in {wanted}, found dtype={dtype!r}")
         return "cpu", wanted
@@ -430,7 +436,7 @@ class OnnxBackend(Backend):
         logger.info(
             "ONNX Runtime %s session: %s, %d threads, fused=%s",
             ort.__version__,
-            "int8" if cls.quantize else "fp32",
+            INT8 if cls.quantize else "fp32",
             default_threads(),
             export.fused,
         )
