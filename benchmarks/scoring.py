@@ -192,7 +192,7 @@ def scifact_passages(
     head = run[run[QID].isin(qids) & (run[RANK] <= depth)].reset_index(drop=True)
     head = AddQueries(topics)(head)
     head = FetchText(corpus=data)(head)
-    passages = parse_segment("sentences")(head)
+    passages = parse_segment(args.segment)(head)
     return passages, topics[topics[QID].isin(qids)], qrels[qrels[QID].isin(qids)]
 
 
@@ -766,6 +766,9 @@ def main() -> None:
         "--queries", type=int, default=None, help="test queries sampled (default: all; e2e 3)"
     )
     parser.add_argument("--depth", type=int, default=100)
+    parser.add_argument(
+        "--segment", default="sentences", help="passages of the SciFact pairs (evirank rerank --segment)"
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--configs", help=f"comma list (CPU default {CPU_CONFIGS}; GPU {GPU_CONFIGS})")
     parser.add_argument(
