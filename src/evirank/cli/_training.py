@@ -139,7 +139,12 @@ def add_optimisation_arguments(parser: argparse.ArgumentParser, defaults: TrainC
     """Flags that mirror :class:`TrainConfig`."""
     opt = parser.add_argument_group("optimisation (defaults from the papers)")
     opt.add_argument("--epochs", type=int, default=defaults.epochs)
-    opt.add_argument("--batch-size", type=int, default=defaults.batch_size)
+    opt.add_argument(
+        "--batch-size",
+        type=int,
+        default=defaults.batch_size,
+        help="examples per forward pass (--loss listwise: groups, each --group-size pairs)",
+    )
     opt.add_argument(
         "--grad-accum",
         type=int,

@@ -63,6 +63,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         default=1,
         help="1: one logit with BCE; 2: two classes with cross-entropy (same objective)",
     )
+    parser.add_argument(
+        "--loss",
+        choices=("pointwise", "listwise"),
+        default="pointwise",
+        help="pointwise: each pair classified alone (the papers); listwise: each positive against "
+        "--group-size - 1 negatives of its query, softmax cross-entropy (Gao, Dai & Callan 2021)",
+    )
+    parser.add_argument("--group-size", type=int, default=8, help="listwise: texts per group (one positive)")
     add_data_arguments(parser)
     add_optimisation_arguments(parser, TrainConfig())
     return parser
@@ -73,7 +81,14 @@ def run(args: argparse.Namespace) -> int:
     from evirank.train.trainer import train_cross_encoder
 
     set_threads(args)
-    config = optimisation_config(args, model=args.model, init=args.init, num_labels=args.num_labels)
+    config = optimisation_config(
+        args,
+        model=args.model,
+        init=args.init,
+        num_labels=args.num_labels,
+        loss=args.loss,
+        group_size=args.group_size,
+    )
     train, validation, provenance = build_data(args)
     result = train_cross_encoder(
         train,

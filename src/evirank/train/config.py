@@ -35,8 +35,13 @@ class TrainConfig:
             The two are the same objective: softmax over (z0, z1) depends only on z1 - z0, so
             a one-logit head learns that difference directly; it also reads unambiguously as
             one score in every consumer (evirank, transformers, sentence-transformers).
+        loss: "pointwise" (each pair classified on its own, as in the papers) or "listwise"
+            (each positive against ``group_size - 1`` negatives of its query, softmax
+            cross-entropy; :mod:`evirank.train.listwise`).
+        group_size: listwise: texts per group (one positive, the rest negatives).
         epochs: passes over the training examples.
-        batch_size: examples per forward pass.
+        batch_size: examples per forward pass (listwise: groups, so ``batch_size *
+            group_size`` pairs).
         gradient_accumulation: forward passes per optimizer step (effective batch =
             batch_size * gradient_accumulation).
         learning_rate: AdamW's peak learning rate.
@@ -63,6 +68,8 @@ class TrainConfig:
     model: str | None = None
     init: str | None = None
     num_labels: int = 1
+    loss: Literal["pointwise", "listwise"] = "pointwise"
+    group_size: int = 8
     epochs: int = 1
     batch_size: int = 16
     gradient_accumulation: int = 1
@@ -89,6 +96,10 @@ class TrainConfig:
                 "num_labels must be 1 (BCE on one logit) or 2 (cross-entropy over two classes), "
                 f"found {self.num_labels}"
             )
+        if self.loss not in ("pointwise", "listwise"):
+            raise ValueError(f"loss must be 'pointwise' or 'listwise', found {self.loss!r}")
+        if not isinstance(self.group_size, int) or self.group_size < 2:
+            raise ValueError(f"group_size must be an integer of at least 2, found {self.group_size!r}")
         positive = {
             "epochs": self.epochs,
             "batch_size": self.batch_size,

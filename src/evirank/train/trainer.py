@@ -51,6 +51,7 @@ from evirank.progress import progress_bar
 from evirank.train import _model
 from evirank.train.config import TrainConfig
 from evirank.train.examples import summarize_examples
+from evirank.train.listwise import Listwise, listwise_groups
 
 logger = logging.getLogger(__name__)
 
@@ -157,8 +158,11 @@ def fingerprint(frame: pd.DataFrame, columns: tuple[str, ...]) -> str:
     """A SHA-256 of ``columns`` of ``frame``, row by row (detects changed data on resume)."""
     digest = hashlib.sha256()
     for column in columns:
+        values = frame[column]
+        if len(values) and isinstance(values.iloc[0], (tuple, list)):  # e.g. listwise negatives
+            values = values.map(lambda texts: "\x1f".join(map(str, texts)))
         digest.update(column.encode())
-        digest.update(pd.util.hash_pandas_object(frame[column], index=False).to_numpy().tobytes())
+        digest.update(pd.util.hash_pandas_object(values, index=False).to_numpy().tobytes())
     return digest.hexdigest()
 
 
@@ -670,8 +674,20 @@ def train_cross_encoder(
     if mode == "complete":
         logger.info("%s is already complete; nothing to resume", out)
         return result_from_json(out)
-    columns = [c for c in (QID, QUERY, DOCNO, PID, TEXT, LABEL) if c in examples.columns]
-    items = examples[columns]
+    objective: Objective
+    if config.loss == "listwise":
+        items = listwise_groups(examples, config.group_size, config.seed)
+        objective = Listwise()
+        logger.info(
+            "listwise: %d groups of %d texts (%d queries)",
+            len(items),
+            config.group_size,
+            items[QID].nunique(),
+        )
+    else:
+        columns = [c for c in (QID, QUERY, DOCNO, PID, TEXT, LABEL) if c in examples.columns]
+        items = examples[columns]
+        objective = Classification(config.num_labels)
     source = config.init or config.model or _model.default_model_path()
     init: dict[str, Any] = {
         "model": config.init or config.model or _model.DEFAULT_MODEL_NAME,
@@ -689,7 +705,7 @@ def train_cross_encoder(
     }
     fit = Fit(
         items=items,
-        objective=Classification(config.num_labels),
+        objective=objective,
         config=config,
         output_dir=out,
         validation=validation,

@@ -1,0 +1,97 @@
+"""Listwise (grouped softmax) training: the groups, the validation loss, and a tiny model learning."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from train_helpers import toy_examples
+
+from evirank.train import TrainConfig, split_by_query, train_cross_encoder
+from evirank.train.listwise import NEGATIVES, listwise_groups, listwise_validation_loss
+from evirank.train.trainer import TRAIN_JSON, TRAIN_LOG
+
+
+def test_groups_hold_one_positive_and_negatives_of_the_same_query() -> None:
+    examples = toy_examples(n_queries=3, per_query=6)
+    groups = listwise_groups(examples, group_size=4, seed=0)
+    assert len(groups) == int(examples["label"].sum())  # one group per positive
+    by_query = examples.groupby("qid")
+    for _, row in groups.iterrows():
+        own = by_query.get_group(row["qid"])
+        assert row["text"] in set(own.loc[own["label"] == 1, "text"])
+        assert len(row[NEGATIVES]) == 3
+        assert set(row[NEGATIVES]) <= set(own.loc[own["label"] == 0, "text"])
+    again = listwise_groups(examples, group_size=4, seed=0)
+    assert again[NEGATIVES].tolist() == groups[NEGATIVES].tolist()  # seeded: resumes see the same data
+
+
+def test_queries_without_negatives_are_left_out_and_none_at_all_is_an_error() -> None:
+    rows = pd.DataFrame(
+        {"qid": ["1", "1", "2", "2"], "query": ["q"] * 4, "text": ["a", "b", "c", "d"], "label": [1, 0, 1, 1]}
+    )
+    groups = listwise_groups(rows, group_size=3, seed=0)
+    assert groups["qid"].tolist() == ["1"]
+    assert groups[NEGATIVES].iloc[0] == ("b", "b")  # too few negatives: drawn with replacement
+    with pytest.raises(ValueError, match="both a positive and a negative"):
+        listwise_groups(rows[rows["qid"] == "2"], group_size=3, seed=0)
+    with pytest.raises(ValueError, match="group_size"):
+        listwise_groups(rows, group_size=1, seed=0)
+
+
+def test_validation_loss_is_the_softmax_cross_entropy_of_each_positive() -> None:
+    rows = pd.DataFrame({"qid": ["1", "1", "1", "2", "3", "3"], "label": [1, 1, 0, 1, 0, 0]})
+    scores = np.array([2.0, 0.0, 1.0, 5.0, 1.0, 1.0])
+    # query 1 only (2 has no negative, 3 no positive): positives 2.0 and 0.0 against the negative 1.0
+    expected = np.mean([np.log(np.exp(2) + np.e) - 2.0, np.log(1 + np.e) - 0.0])
+    assert listwise_validation_loss(scores, rows) == pytest.approx(expected)
+    assert np.isnan(listwise_validation_loss(scores[3:], rows.iloc[3:]))
+
+
+def test_config_rejects_an_unknown_loss_or_a_group_of_one() -> None:
+    with pytest.raises(ValueError, match="loss must be"):
+        TrainConfig(loss="pairwise")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="group_size"):
+        TrainConfig(loss="listwise", group_size=1)
+
+
+def test_a_tiny_model_learns_the_toy_order_listwise_and_resumes_exactly(
+    tiny_encoder: Path, tmp_path: Path
+) -> None:
+    torch = pytest.importorskip("torch")
+    safetensors_torch = pytest.importorskip("safetensors.torch")
+    train, val = split_by_query(toy_examples(n_queries=8), 0.25, seed=1)
+    cfg = TrainConfig(
+        model=str(tiny_encoder),
+        loss="listwise",
+        group_size=4,
+        epochs=8,
+        batch_size=2,
+        learning_rate=5e-3,
+        max_length=16,
+        save_every_steps=5,
+        validate_every_steps=6,
+    )
+    result = train_cross_encoder(train, cfg, tmp_path / "m", validation=val)
+    records = [json.loads(line) for line in (tmp_path / "m" / TRAIN_LOG).read_text().splitlines()]
+    losses = [r["loss"] for r in records if r["event"] == "step"]
+    assert np.mean(losses[:3]) > np.log(4) - 0.3  # about chance at the start
+    assert np.mean(losses[-3:]) < 0.5
+    assert result.best is not None and result.best["AP"] == pytest.approx(1.0)
+    saved = json.loads((tmp_path / "m" / TRAIN_JSON).read_text())
+    assert saved["config"]["loss"] == "listwise"
+
+    def interrupt(step: int) -> None:
+        if step == 12:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train_cross_encoder(train, cfg, tmp_path / "r", validation=val, step_callback=interrupt)
+    train_cross_encoder(train, cfg, tmp_path / "r", validation=val, resume=True)
+    a = safetensors_torch.load_file(tmp_path / "m" / "model.safetensors")
+    b = safetensors_torch.load_file(tmp_path / "r" / "model.safetensors")
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
