@@ -11,35 +11,40 @@ import pytest
 from train_helpers import toy_examples
 
 from evirank.train import TrainConfig, split_by_query, train_cross_encoder
-from evirank.train.listwise import NEGATIVES, listwise_groups, listwise_validation_loss
+from evirank.train.listwise import NEGATIVES, draw_negatives, listwise_items, listwise_validation_loss
 from evirank.train.trainer import TRAIN_JSON, TRAIN_LOG
 
 
-def test_groups_hold_one_positive_and_negatives_of_the_same_query() -> None:
+def test_items_pair_each_positive_with_all_negatives_of_its_query() -> None:
     examples = toy_examples(n_queries=3, per_query=6)
-    groups = listwise_groups(examples, group_size=4, seed=0)
-    assert len(groups) == int(examples["label"].sum())  # one group per positive
+    items = listwise_items(examples)
+    assert len(items) == int(examples["label"].sum())  # one item per positive
     by_query = examples.groupby("qid")
-    for _, row in groups.iterrows():
+    for _, row in items.iterrows():
         own = by_query.get_group(row["qid"])
         assert row["text"] in set(own.loc[own["label"] == 1, "text"])
-        assert len(row[NEGATIVES]) == 3
-        assert set(row[NEGATIVES]) <= set(own.loc[own["label"] == 0, "text"])
-    again = listwise_groups(examples, group_size=4, seed=0)
-    assert again[NEGATIVES].tolist() == groups[NEGATIVES].tolist()  # seeded: resumes see the same data
+        assert sorted(row[NEGATIVES]) == sorted(own.loc[own["label"] == 0, "text"])
 
 
 def test_queries_without_negatives_are_left_out_and_none_at_all_is_an_error() -> None:
     rows = pd.DataFrame(
         {"qid": ["1", "1", "2", "2"], "query": ["q"] * 4, "text": ["a", "b", "c", "d"], "label": [1, 0, 1, 1]}
     )
-    groups = listwise_groups(rows, group_size=3, seed=0)
-    assert groups["qid"].tolist() == ["1"]
-    assert groups[NEGATIVES].iloc[0] == ("b", "b")  # too few negatives: drawn with replacement
+    assert listwise_items(rows)["qid"].tolist() == ["1"]
     with pytest.raises(ValueError, match="both a positive and a negative"):
-        listwise_groups(rows[rows["qid"] == "2"], group_size=3, seed=0)
-    with pytest.raises(ValueError, match="group_size"):
-        listwise_groups(rows, group_size=1, seed=0)
+        listwise_items(rows[rows["qid"] == "2"])
+
+
+def test_negatives_are_drawn_from_torch_without_replacement_when_there_are_enough() -> None:
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    first = draw_negatives(torch, ("a", "b", "c", "d", "e"), 4)
+    assert len(set(first)) == 4 and set(first) <= set("abcde")
+    draws = {tuple(draw_negatives(torch, ("a", "b", "c", "d", "e"), 4)) for _ in range(20)}
+    assert len(draws) > 1  # fresh negatives at every step
+    torch.manual_seed(0)
+    assert draw_negatives(torch, ("a", "b", "c", "d", "e"), 4) == first  # the generator decides
+    assert draw_negatives(torch, ("x",), 3) == ["x", "x", "x"]  # too few: with replacement
 
 
 def test_validation_loss_is_the_softmax_cross_entropy_of_each_positive() -> None:

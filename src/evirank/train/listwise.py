@@ -9,15 +9,18 @@ is the cross-entropy of the softmax over the group's scores with the positive as
 re-rankers on groups of first-stage negatives). A constant score costs ``log(group_size)``,
 so a model that ignores its input is never a minimum.
 
-The groups are drawn once, from ``seed``, so a resumed run sees the same data.
+Each training item is a positive with all negatives of its query; the ``group_size - 1``
+negatives of its group are drawn afresh at every step from torch's random generator, so each
+epoch sees other negatives, and a resumed run (whose checkpoint holds that generator's state)
+draws the same ones as an uninterrupted run.
 
 Example:
     >>> import pandas as pd
     >>> rows = pd.DataFrame({"qid": ["1"] * 4, "query": ["q"] * 4,
     ...                      "text": ["gold", "n1", "n2", "n3"], "label": [1, 0, 0, 0]})
-    >>> groups = listwise_groups(rows, group_size=3, seed=0)
-    >>> groups["text"].tolist(), len(groups["negatives"].iloc[0])
-    (['gold'], 2)
+    >>> items = listwise_items(rows)
+    >>> items["text"].tolist(), items["negatives"].tolist()
+    (['gold'], [('n1', 'n2', 'n3')])
 """
 
 from __future__ import annotations
@@ -35,41 +38,43 @@ from evirank.train.config import TrainConfig
 
 logger = logging.getLogger(__name__)
 
-NEGATIVES = "negatives"  # column of a group: the tuple of its negative texts
+NEGATIVES = "negatives"  # column of an item: the tuple of its query's negative texts
 
 
-def listwise_groups(examples: pd.DataFrame, group_size: int, seed: int) -> pd.DataFrame:
-    """One group per positive example: [qid, query, text (the positive), negatives (a tuple)].
+def listwise_items(examples: pd.DataFrame) -> pd.DataFrame:
+    """One item per positive example: [qid, query, text (the positive), negatives (its query's)].
 
-    The negatives are ``group_size - 1`` of the query's negative examples, drawn without
-    replacement (with replacement when the query has fewer). Positives of queries without a
-    negative are left out, and counted in the log.
+    Positives of queries without a negative are left out, and counted in the log.
 
     Raises:
-        ValueError: ``group_size`` below 2, or no query has both a positive and a negative.
+        ValueError: no query has both a positive and a negative.
     """
-    if group_size < 2:
-        raise ValueError(f"group_size must be at least 2 (a positive and a negative), found {group_size}")
-    rng = np.random.default_rng(seed)
-    want = group_size - 1
     out: list[tuple[str, str, str, tuple[str, ...]]] = []
     lonely = 0
     for qid, group in examples.groupby(QID, sort=False):
         labels = group[LABEL].to_numpy()
-        texts = group[TEXT].to_numpy()
-        positives, negatives = texts[labels == 1], texts[labels == 0]
-        if len(negatives) == 0:
+        texts = group[TEXT].astype(str).to_numpy()
+        negatives = tuple(texts[labels == 0])
+        positives = texts[labels == 1]
+        if not negatives:
             lonely += len(positives)
             continue
         query = str(group[QUERY].iloc[0])
-        for text in positives:
-            picked = rng.choice(negatives, size=want, replace=len(negatives) < want)
-            out.append((str(qid), query, str(text), tuple(str(t) for t in picked)))
+        out.extend((str(qid), query, str(text), negatives) for text in positives)
     if lonely:
         logger.warning("listwise: %d positives of queries without negatives are left out", lonely)
     if not out:
         raise ValueError("listwise training needs queries with both a positive and a negative example")
     return pd.DataFrame(out, columns=[QID, QUERY, TEXT, NEGATIVES])
+
+
+def draw_negatives(torch: Any, negatives: tuple[str, ...], count: int) -> list[str]:
+    """``count`` of ``negatives`` from torch's generator: without replacement when there are enough."""
+    if len(negatives) >= count:
+        picks = torch.randperm(len(negatives))[:count]
+    else:
+        picks = torch.randint(len(negatives), (count,))
+    return [negatives[int(i)] for i in picks]
 
 
 class Listwise:
@@ -82,11 +87,11 @@ class Listwise:
         torch = require("torch", "torch")
         queries: list[str] = []
         texts: list[str] = []
-        width = 1 + len(rows[NEGATIVES].iloc[0])
+        width = config.group_size
         for query, positive, negatives in zip(rows[QUERY], rows[TEXT], rows[NEGATIVES], strict=True):
             queries.extend([query] * width)
             texts.append(positive)
-            texts.extend(negatives)
+            texts.extend(draw_negatives(torch, negatives, width - 1))
         inputs = _model.encode(tokenizer, queries, texts, config.max_length, device)
         scores = _model.relevance_from_logits(model(**inputs).logits.float()).view(len(rows), width)
         target = torch.zeros(len(rows), dtype=torch.long, device=scores.device)

@@ -51,7 +51,7 @@ from evirank.progress import progress_bar
 from evirank.train import _model
 from evirank.train.config import TrainConfig
 from evirank.train.examples import summarize_examples
-from evirank.train.listwise import Listwise, listwise_groups
+from evirank.train.listwise import Listwise, listwise_items
 
 logger = logging.getLogger(__name__)
 
@@ -676,10 +676,10 @@ def train_cross_encoder(
         return result_from_json(out)
     objective: Objective
     if config.loss == "listwise":
-        items = listwise_groups(examples, config.group_size, config.seed)
+        items = listwise_items(examples)
         objective = Listwise()
         logger.info(
-            "listwise: %d groups of %d texts (%d queries)",
+            "listwise: %d positives, each in a group of %d texts (%d queries)",
             len(items),
             config.group_size,
             items[QID].nunique(),
