@@ -88,6 +88,11 @@ def test_a_tiny_model_learns_the_toy_order_listwise_and_resumes_exactly(
     assert result.best is not None and result.best["AP"] == pytest.approx(1.0)
     saved = json.loads((tmp_path / "m" / TRAIN_JSON).read_text())
     assert saved["config"]["loss"] == "listwise"
+    seen = saved["timings"]["examples_seen"]
+    assert seen == 8 * int(train["label"].sum())  # 8 epochs of one item per positive
+    assert saved["timings"]["train_pairs_per_s"] == pytest.approx(
+        4 * seen / saved["timings"]["wall_time_s"], rel=0.02
+    )
 
     def interrupt(step: int) -> None:
         if step == 12:

@@ -157,6 +157,7 @@ class MarginMSE(PointwiseMSE):
 
     name = "distill-margin-mse"
     columns: tuple[str, ...] = (QUERY, TEXT, TEXT_B, TARGET)
+    pairs_per_item = 2  # (query, text) and (query, text_b)
 
     def loss(self, model: Any, tokenizer: Any, rows: pd.DataFrame, config: TrainConfig, device: str) -> Any:
         torch = require("torch", "torch")

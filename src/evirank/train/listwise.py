@@ -83,11 +83,14 @@ class Listwise:
     name = "listwise-softmax"
     columns: tuple[str, ...] = (QUERY, TEXT, NEGATIVES)
 
+    def __init__(self, group_size: int) -> None:
+        self.pairs_per_item = group_size  # (query, text) pairs scored per training item
+
     def loss(self, model: Any, tokenizer: Any, rows: pd.DataFrame, config: TrainConfig, device: str) -> Any:
         torch = require("torch", "torch")
         queries: list[str] = []
         texts: list[str] = []
-        width = config.group_size
+        width = self.pairs_per_item
         for query, positive, negatives in zip(rows[QUERY], rows[TEXT], rows[NEGATIVES], strict=True):
             queries.extend([query] * width)
             texts.append(positive)

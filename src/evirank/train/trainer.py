@@ -573,7 +573,10 @@ class Fit:
                 "device": self.device,
                 "wall_time_s": round(state.elapsed_s, 3),
                 "examples_seen": state.examples_seen,
-                "train_pairs_per_s": round(state.examples_seen / state.elapsed_s, 2)
+                # pairs scored per second: a listwise group scores several, a margin item two
+                "train_pairs_per_s": round(
+                    state.examples_seen * getattr(self.objective, "pairs_per_item", 1) / state.elapsed_s, 2
+                )
                 if state.elapsed_s
                 else None,
                 "torch_threads": self.torch.get_num_threads(),
@@ -677,7 +680,7 @@ def train_cross_encoder(
     objective: Objective
     if config.loss == "listwise":
         items = listwise_items(examples)
-        objective = Listwise()
+        objective = Listwise(config.group_size)
         logger.info(
             "listwise: %d positives, each in a group of %d texts (%d queries)",
             len(items),
