@@ -31,7 +31,7 @@ def test_queries_without_negatives_are_left_out_and_none_at_all_is_an_error() ->
         {"qid": ["1", "1", "2", "2"], "query": ["q"] * 4, "text": ["a", "b", "c", "d"], "label": [1, 0, 1, 1]}
     )
     assert listwise_items(rows)["qid"].tolist() == ["1"]
-    with pytest.raises(ValueError, match="both a positive and a negative"):
+    with pytest.raises(ValueError, match="positives with a negative"):
         listwise_items(rows[rows["qid"] == "2"])
 
 
@@ -105,3 +105,29 @@ def test_a_tiny_model_learns_the_toy_order_listwise_and_resumes_exactly(
     b = safetensors_torch.load_file(tmp_path / "r" / "model.safetensors")
     for key in a:
         assert torch.equal(a[key], b[key]), key
+
+
+def test_same_source_keeps_sentences_against_sentences_and_abstracts_against_abstracts() -> None:
+    rows = pd.DataFrame(
+        {
+            "qid": ["1"] * 5,
+            "query": ["q"] * 5,
+            "text": ["gold sentence", "other sentence", "relevant abstract", "other abstract", "lone"],
+            "label": [1, 0, 1, 0, 1],
+            "source": [
+                "evidence:train.jsonl/gold",
+                "evidence:train.jsonl/run-negative",
+                "documents:qrels.tsv",
+                "documents:qrels.tsv",
+                "pairs.tsv",
+            ],
+        }
+    )
+    mixed = listwise_items(rows).set_index("text")[NEGATIVES].to_dict()
+    assert mixed["gold sentence"] == ("other sentence", "other abstract")
+    by_source = listwise_items(rows, same_source=True).set_index("text")[NEGATIVES].to_dict()
+    assert by_source == {"gold sentence": ("other sentence",), "relevant abstract": ("other abstract",)}
+    with pytest.raises(ValueError, match="source"):
+        listwise_items(rows.drop(columns="source"), same_source=True)
+    with pytest.raises(ValueError, match="negatives_from"):
+        TrainConfig(negatives_from="corpus")  # type: ignore[arg-type]

@@ -88,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
         num_labels=args.num_labels,
         loss=args.loss,
         group_size=args.group_size,
+        negatives_from=args.negatives_from,
     )
     train, validation, provenance = build_data(args)
     result = train_cross_encoder(

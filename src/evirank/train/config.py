@@ -39,6 +39,9 @@ class TrainConfig:
             (each positive against ``group_size - 1`` negatives of its query, softmax
             cross-entropy; :mod:`evirank.train.listwise`).
         group_size: listwise: texts per group (one positive, the rest negatives).
+        negatives_from: listwise: "query", any negative of the positive's query, or "source",
+            only those the same builder made (a gold sentence against sentences, a relevant
+            abstract against abstracts).
         epochs: passes over the training examples.
         batch_size: examples per forward pass (listwise: groups, so ``batch_size *
             group_size`` pairs).
@@ -70,6 +73,7 @@ class TrainConfig:
     num_labels: int = 1
     loss: Literal["pointwise", "listwise"] = "pointwise"
     group_size: int = 8
+    negatives_from: Literal["query", "source"] = "query"
     epochs: int = 1
     batch_size: int = 16
     gradient_accumulation: int = 1
@@ -98,6 +102,8 @@ class TrainConfig:
             )
         if self.loss not in ("pointwise", "listwise"):
             raise ValueError(f"loss must be 'pointwise' or 'listwise', found {self.loss!r}")
+        if self.negatives_from not in ("query", "source"):
+            raise ValueError(f"negatives_from must be 'query' or 'source', found {self.negatives_from!r}")
         if not isinstance(self.group_size, int) or self.group_size < 2:
             raise ValueError(f"group_size must be an integer of at least 2, found {self.group_size!r}")
         positive = {

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from evirank._extras import require
-from evirank.frames import LABEL, QID, QUERY, TEXT
+from evirank.frames import LABEL, QID, QUERY, SOURCE, TEXT, require_columns
 from evirank.train import _model
 from evirank.train.config import TrainConfig
 
@@ -41,17 +41,38 @@ logger = logging.getLogger(__name__)
 NEGATIVES = "negatives"  # column of an item: the tuple of its query's negative texts
 
 
-def listwise_items(examples: pd.DataFrame) -> pd.DataFrame:
-    """One item per positive example: [qid, query, text (the positive), negatives (its query's)].
+def builder_of(source: str) -> str:
+    """The builder call that made a row: its ``source`` without the evidence builder's row kind.
 
-    Positives of queries without a negative are left out, and counted in the log.
+    Example:
+        >>> builder_of("evidence:train.jsonl/run-negative"), builder_of("documents:qrels/train.tsv")
+        ('evidence:train.jsonl', 'documents:qrels/train.tsv')
+    """
+    for kind in ("/gold", "/same-doc", "/run-negative"):
+        if source.endswith(kind):
+            return source[: -len(kind)]
+    return source
+
+
+def listwise_items(examples: pd.DataFrame, *, same_source: bool = False) -> pd.DataFrame:
+    """One item per positive example: [qid, query, text (the positive), negatives (a tuple)].
+
+    The negatives are all negative examples of the positive's query; with ``same_source``,
+    only those its own builder made (:func:`builder_of` of the ``source`` column), so that a
+    gold sentence competes with sentences and a relevant abstract with abstracts: mixing them
+    lets a model learn text length instead of relevance. Positives without a negative are left
+    out, and counted in the log.
 
     Raises:
-        ValueError: no query has both a positive and a negative.
+        ValueError: no positive has a negative.
     """
+    keys = [examples[QID].astype(str)]
+    if same_source:
+        require_columns(examples, (SOURCE,), "listwise_items(same_source=True)")
+        keys.append(examples[SOURCE].astype(str).map(builder_of))
     out: list[tuple[str, str, str, tuple[str, ...]]] = []
     lonely = 0
-    for qid, group in examples.groupby(QID, sort=False):
+    for key, group in examples.groupby(keys, sort=False):
         labels = group[LABEL].to_numpy()
         texts = group[TEXT].astype(str).to_numpy()
         negatives = tuple(texts[labels == 0])
@@ -59,12 +80,16 @@ def listwise_items(examples: pd.DataFrame) -> pd.DataFrame:
         if not negatives:
             lonely += len(positives)
             continue
-        query = str(group[QUERY].iloc[0])
-        out.extend((str(qid), query, str(text), negatives) for text in positives)
+        qid, query = str(key[0]), str(group[QUERY].iloc[0])
+        out.extend((qid, query, str(text), negatives) for text in positives)
     if lonely:
-        logger.warning("listwise: %d positives of queries without negatives are left out", lonely)
+        logger.warning(
+            "listwise: %d positives without a negative (same query%s) are left out",
+            lonely,
+            ", same source" if same_source else "",
+        )
     if not out:
-        raise ValueError("listwise training needs queries with both a positive and a negative example")
+        raise ValueError("listwise training needs positives with a negative example of the same query")
     return pd.DataFrame(out, columns=[QID, QUERY, TEXT, NEGATIVES])
 
 

@@ -679,7 +679,7 @@ def train_cross_encoder(
         return result_from_json(out)
     objective: Objective
     if config.loss == "listwise":
-        items = listwise_items(examples)
+        items = listwise_items(examples, same_source=config.negatives_from == "source")
         objective = Listwise(config.group_size)
         logger.info(
             "listwise: %d positives, each in a group of %d texts (%d queries)",
