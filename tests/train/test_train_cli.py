@@ -74,3 +74,21 @@ def test_distill_cli_prints_teacher_and_student_side_by_side(
 def test_train_cli_without_data_explains_what_to_give(tiny_encoder: Path, tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="give training data"):
         main(["-q", "train", "--model", str(tiny_encoder), "--output", str(tmp_path / "m")])
+
+
+def test_train_cli_listwise_flags_reach_the_config(
+    tiny_encoder: Path, pairs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "listwise"
+    args = ["-q", "train", "--model", str(tiny_encoder), "--output", str(out), "--pairs", str(pairs), *QUICK]
+    args += ["--loss", "listwise", "--group-size", "3", "--negatives-from", "source", "--batch-size", "2"]
+    assert main(args) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["steps"] == 2 * 12  # 6 training queries x 4 positives: 24 groups, 12 steps of 2; 2 epochs
+    meta = json.loads((out / TRAIN_JSON).read_text())
+    assert (meta["config"]["loss"], meta["config"]["group_size"], meta["config"]["negatives_from"]) == (
+        "listwise",
+        3,
+        "source",
+    )
+    assert meta["objective"] == "listwise-softmax"

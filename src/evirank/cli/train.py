@@ -71,6 +71,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--group-size - 1 negatives of its query, softmax cross-entropy (Gao, Dai & Callan 2021)",
     )
     parser.add_argument("--group-size", type=int, default=8, help="listwise: texts per group (one positive)")
+    parser.add_argument(
+        "--negatives-from",
+        choices=("query", "source"),
+        default="query",
+        help="listwise: a positive's negatives are any of its query's (query), or only those its own "
+        "builder made (source: gold sentences against sentences, relevant abstracts against abstracts)",
+    )
     add_data_arguments(parser)
     add_optimisation_arguments(parser, TrainConfig())
     return parser
