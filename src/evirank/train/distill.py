@@ -139,6 +139,7 @@ class PointwiseMSE:
 
     name = "distill-mse"
     columns: tuple[str, ...] = (QUERY, TEXT, TARGET)
+    pairs_per_item = 1
 
     def loss(self, model: Any, tokenizer: Any, rows: pd.DataFrame, config: TrainConfig, device: str) -> Any:
         torch = require("torch", "torch")

@@ -67,6 +67,9 @@ logger = logging.getLogger(__name__)
 
 EXAMPLE_COLUMNS = (QID, QUERY, DOCNO, PID, TEXT, LABEL, SOURCE)
 EVIDENCE = "evidence"  # column of an evidence frame: the list of gold sentence texts
+# Row kinds the evidence builder appends to its ``source`` ("<source>/gold"...).
+GOLD, SAME_DOC, RUN_NEGATIVE = "gold", "same-doc", "run-negative"
+EVIDENCE_ROW_KINDS = (GOLD, SAME_DOC, RUN_NEGATIVE)
 
 Unjudged: TypeAlias = Literal["skip", "negative"]
 Corpus: TypeAlias = Mapping[str, Document] | Mapping[str, str] | pd.DataFrame
@@ -466,10 +469,12 @@ def evidence_examples(
             continue
         for pid, (sentence, is_gold) in enumerate(split_around(document.text, spans, split_sentences)):
             if is_gold:
-                rows.append((qid, queries[qid], docno, pid, text_of(document, sentence), 1, f"{source}/gold"))
+                rows.append(
+                    (qid, queries[qid], docno, pid, text_of(document, sentence), 1, f"{source}/{GOLD}")
+                )
             elif other_sentences:
                 rows.append(
-                    (qid, queries[qid], docno, pid, text_of(document, sentence), 0, f"{source}/same-doc")
+                    (qid, queries[qid], docno, pid, text_of(document, sentence), 0, f"{source}/{SAME_DOC}")
                 )
     for qid, docno in negative_docs:
         document = lookup(docno)
@@ -486,7 +491,7 @@ def evidence_examples(
                     pid,
                     text_of(document, sentence.strip()),
                     0,
-                    f"{source}/run-negative",
+                    f"{source}/{RUN_NEGATIVE}",
                 )
             )
     if missing:

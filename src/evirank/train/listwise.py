@@ -35,6 +35,7 @@ from evirank._extras import require
 from evirank.frames import LABEL, QID, QUERY, SOURCE, TEXT, require_columns
 from evirank.train import _model
 from evirank.train.config import TrainConfig
+from evirank.train.examples import EVIDENCE_ROW_KINDS
 
 logger = logging.getLogger(__name__)
 
@@ -48,10 +49,8 @@ def builder_of(source: str) -> str:
         >>> builder_of("evidence:train.jsonl/run-negative"), builder_of("documents:qrels/train.tsv")
         ('evidence:train.jsonl', 'documents:qrels/train.tsv')
     """
-    for kind in ("/gold", "/same-doc", "/run-negative"):
-        if source.endswith(kind):
-            return source[: -len(kind)]
-    return source
+    head, _, kind = source.rpartition("/")
+    return head if head and kind in EVIDENCE_ROW_KINDS else source
 
 
 def listwise_items(examples: pd.DataFrame, *, same_source: bool = False) -> pd.DataFrame:

@@ -97,6 +97,10 @@ class Objective(Protocol):
     def columns(self) -> tuple[str, ...]:
         """The item columns the objective reads (fingerprinted for resumes)."""
 
+    @property
+    def pairs_per_item(self) -> int:
+        """(query, text) pairs the model scores per item (for the pairs/s timing)."""
+
     def loss(self, model: Any, tokenizer: Any, rows: pd.DataFrame, config: TrainConfig, device: str) -> Any:
         """The mean loss of ``rows`` (a torch scalar with gradient)."""
 
@@ -113,6 +117,7 @@ class Classification:
     """Relevance as classification: BCE on one logit, or cross-entropy over two classes."""
 
     columns: tuple[str, ...] = (QUERY, TEXT, LABEL)
+    pairs_per_item = 1
 
     def __init__(self, num_labels: int) -> None:
         self.num_labels = num_labels
@@ -573,9 +578,8 @@ class Fit:
                 "device": self.device,
                 "wall_time_s": round(state.elapsed_s, 3),
                 "examples_seen": state.examples_seen,
-                # pairs scored per second: a listwise group scores several, a margin item two
                 "train_pairs_per_s": round(
-                    state.examples_seen * getattr(self.objective, "pairs_per_item", 1) / state.elapsed_s, 2
+                    state.examples_seen * self.objective.pairs_per_item / state.elapsed_s, 2
                 )
                 if state.elapsed_s
                 else None,
