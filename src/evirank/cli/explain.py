@@ -44,9 +44,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Print the explanation to stdout."""
     from evirank.score.explain import explain, store_descriptions
-    from evirank.score.store import FINGERPRINT, ScoreStore
+    from evirank.score.store import FINGERPRINT, open_store
 
-    with ScoreStore(args.scores, readonly=True) as store:
+    with open_store(args.scores, readonly=True) as store:
         rows = explain(store, args.qid, args.docno, fingerprint=args.fingerprint)
         label = store_descriptions(store, [rows[FINGERPRINT].iloc[0]])[0]
     total = len(rows)

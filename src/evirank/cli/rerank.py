@@ -140,7 +140,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="engine: torch (default; CPU or GPU), onnx (ONNX Runtime on CPU, fp32), "
         "onnx-int8 (ONNX Runtime, int8 weights: fastest on CPU)",
     )
-    model.add_argument("--scores", metavar="STORE", help="score store (SQLite; default OUT.scores.sqlite)")
+    model.add_argument(
+        "--scores",
+        metavar="STORE",
+        help="score store: a .sqlite file (default OUT.scores.sqlite), or a folder or URL (s3://, gs://) "
+        "of Parquet shards that several machines can share",
+    )
     model.add_argument("--no-scores", action="store_true", help="keep no score store (nothing resumes)")
 
     agg = parser.add_argument_group("segments and aggregation")
@@ -170,6 +175,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     agg.add_argument(
         "--depth", type=positive_int, default=100, help="documents re-ranked per query (default 100)"
     )
+
+    from evirank.scale.flags import add_ray_arguments
+
+    add_ray_arguments(parser)
 
     out = parser.add_argument_group("outputs")
     out.add_argument(
@@ -212,8 +221,9 @@ def _usage(message: str) -> SystemExit:
     return SystemExit(f"evirank rerank: error: {message}")
 
 
-def build_scorer(args: argparse.Namespace, store: Path | None) -> Any:
+def build_scorer(args: argparse.Namespace, store: str | Path | None) -> Any:
     """The scorer the flags ask for (nothing heavy is loaded yet)."""
+    from evirank.scale.flags import ray_options
     from evirank.score import BiEncoder, CrossEncoder
 
     kwargs: dict[str, Any] = {
@@ -221,6 +231,7 @@ def build_scorer(args: argparse.Namespace, store: Path | None) -> Any:
         "device": args.device,
         "store": store,
         "backend": getattr(args, "backend", "torch"),
+        "ray": ray_options(args),
     }
     if args.scorer == "bi":
         return BiEncoder(args.model, max_length=args.max_length, **kwargs)
@@ -252,7 +263,7 @@ def run(args: argparse.Namespace) -> int:
     )
     for path in outputs:
         check_output(path, args.overwrite)  # before any (long) work
-    store = None if args.no_scores else Path(args.scores) if args.scores else default_store(args.output)
+    store = None if args.no_scores else str(args.scores) if args.scores else default_store(args.output)
 
     timings = StageTimings()
     started = time.perf_counter()
@@ -287,7 +298,7 @@ def run(args: argparse.Namespace) -> int:
     )
 
     with fetch:
-        result = rerank(
+        result = (rerank if not args.query_block else _blocks(args))(
             first,
             topics=topics,
             fetch=fetch,
@@ -320,6 +331,8 @@ def run(args: argparse.Namespace) -> int:
         "scorer": {**_describe(scorer), "fingerprint": _fingerprint(scorer)},
         "aggregator": describe_stage(aggregator),
         "scores": str(store) if store else None,
+        "ray": scorer.ray.to_dict() if getattr(scorer, "ray", None) else None,
+        "query_block": args.query_block,
         "passages_file": args.save_passages,
         "counts": result.counts,
         "timings_s": timings.as_dict(),
@@ -341,6 +354,14 @@ def run(args: argparse.Namespace) -> int:
     )
     logger.info("time per stage:\n%s", timings.table())
     return 0
+
+
+def _blocks(args: argparse.Namespace) -> Any:
+    from functools import partial
+
+    from evirank.scale import rerank_in_blocks
+
+    return partial(rerank_in_blocks, query_block=args.query_block, keep_passages=bool(args.save_passages))
 
 
 def _describe(scorer: Any) -> dict[str, Any]:

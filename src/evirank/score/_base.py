@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -24,9 +24,12 @@ from evirank.score.backends import Backend, Task, TokenBatch, get_backend
 from evirank.score.batching import token_budget_batches
 from evirank.score.devices import default_batch_tokens
 from evirank.score.fingerprint import model_fingerprint, resolve_model_dir
-from evirank.score.store import ScoreStore, text_hash
+from evirank.score.store import Store, open_store, text_hash
 from evirank.score.tokenize import TextEncoder
 from evirank.stage import Stage
+
+if TYPE_CHECKING:
+    from evirank.scale.options import RayOptions
 
 logger = logging.getLogger(__name__)
 
@@ -165,6 +168,8 @@ class TransformerScorer(Stage):
 
     kind: ClassVar[str]
     task: ClassVar[Task]
+    #: Items tokenised and length-sorted together (a Ray block is one or more such chunks).
+    chunk_items: int = 16384
 
     def __init__(
         self,
@@ -175,8 +180,9 @@ class TransformerScorer(Stage):
         device: str,
         dtype: str,
         backend: str,
-        store: ScoreStore | str | os.PathLike[str] | None,
+        store: Store | str | os.PathLike[str] | None,
         commit_every: int,
+        ray: RayOptions | None = None,
     ) -> None:
         if max_length is not None and max_length < 8:
             raise ValueError(f"max_length must be at least 8 tokens, found {max_length}")
@@ -193,6 +199,7 @@ class TransformerScorer(Stage):
         self.backend = backend
         self.store = store
         self.commit_every = commit_every
+        self.ray = ray
 
     def __getstate__(self) -> dict[str, Any]:
         """Parameters only: a pickled scorer (sent to a worker process) reloads lazily there."""
@@ -299,16 +306,16 @@ class TransformerScorer(Stage):
         random_init = bool(self.backend_ is not None and self.backend_.newly_initialised)
         return {"model": str(self.model), **self._settings(), "random_init": random_init}
 
-    def _store(self) -> ScoreStore | None:
+    def _store(self) -> Store | None:
         if self.store is None:
             return None
-        if not isinstance(self.store, ScoreStore):
+        if isinstance(self.store, (str, os.PathLike)):
             if getattr(self, "store_", None) is None:
-                self.store_ = ScoreStore(self.store)
+                self.store_ = open_store(self.store)
             return self.store_
         return self.store
 
-    def _use_store(self, frame: pd.DataFrame, pairs: DistinctPairs) -> ScoreStore | None:
+    def _use_store(self, frame: pd.DataFrame, pairs: DistinctPairs) -> Store | None:
         """Fill ``pairs.scores`` from the store and record the frame's segments there.
 
         When something is missing the model is loaded first: a checkpoint with randomly
@@ -336,7 +343,7 @@ class TransformerScorer(Stage):
         return store
 
     def _score_writer(
-        self, store: ScoreStore | None, pairs: DistinctPairs
+        self, store: Store | None, pairs: DistinctPairs
     ) -> Callable[[list[tuple[int, float]]], None] | None:
         """A writer of (distinct pair index, score) rows into the store, or None without one."""
         if store is None or pairs.fingerprint is None:
@@ -368,7 +375,7 @@ class TransformerScorer(Stage):
     ) -> None:
         """Run the model over items ``0 .. n_items - 1`` in token-budget batches.
 
-        Items are taken in chunks of :data:`CHUNK_ITEMS` in input order; a background thread
+        Items are taken in chunks of :attr:`chunk_items` in input order; a background thread
         tokenises a chunk, sorts it by length into token-budget batches, pads each batch and hands
         it to the backend's ``prepare`` (pinned memory on CUDA) while the model runs the batch
         before: tokenisation overlaps with compute.
@@ -385,9 +392,10 @@ class TransformerScorer(Stage):
         budget, multiple = self.batch_tokens_, backend.pad_multiple
 
         def produce() -> Iterator[tuple[np.ndarray, tuple[int, int], Any, float, float]]:
-            for start in range(0, n_items, CHUNK_ITEMS):
+            size = max(1, int(self.chunk_items))
+            for start in range(0, n_items, size):
                 t0 = time.perf_counter()
-                chunk = np.arange(start, min(start + CHUNK_ITEMS, n_items), dtype=np.int64)
+                chunk = np.arange(start, min(start + size, n_items), dtype=np.int64)
                 lengths = tokenize(chunk)
                 tokenize_s = time.perf_counter() - t0
                 for rows in token_budget_batches(lengths, budget, multiple):
@@ -423,7 +431,7 @@ class TransformerScorer(Stage):
 
 #: Items tokenised and length-sorted together: large enough that sorting leaves little padding,
 #: small enough that the first chunk's tokenisation (not overlapped) is short.
-CHUNK_ITEMS = 16384
+CHUNK_ITEMS = TransformerScorer.chunk_items
 #: Batches the background thread prepares ahead of the model.
 PREFETCH_BATCHES = 2
 

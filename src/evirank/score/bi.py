@@ -8,6 +8,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -16,7 +17,10 @@ from evirank._extras import require
 from evirank.frames import DOCNO, PID, QID, QUERY, SCORE, TEXT, require_columns
 from evirank.score._base import DistinctPairs, ScoringStats, TransformerScorer, _ChunkedWriter
 from evirank.score.backends import TokenBatch
-from evirank.score.store import ScoreStore, text_hash
+from evirank.score.store import Store, text_hash
+
+if TYPE_CHECKING:
+    from evirank.scale.options import RayOptions
 
 logger = logging.getLogger(__name__)
 
@@ -51,9 +55,12 @@ class BiEncoder(TransformerScorer):
         query_prefix: prepended to queries (``"query: "`` for E5-style models).
         passage_prefix: prepended to passages (``"passage: "`` for E5-style models).
         backend: the engine running the model (see :mod:`evirank.score.backends`).
-        store: a :class:`ScoreStore` or its path, to reuse and persist embeddings and scores.
+        store: a score store (SQLite or Parquet shards) or its location (:func:`~evirank.score.open_store`),
+            to reuse and persist embeddings and scores.
         commit_every: write new embeddings to the store every this many batches.
         cache_embeddings: keep embeddings in the store (scores are always kept when it is set).
+        ray: embed on Ray (:class:`~evirank.scale.RayOptions`) in :meth:`transform`: the texts
+            to embed go to an actor pool block by block, with the same batches and vectors.
 
     Example:
         >>> from evirank.frames import make_passages
@@ -75,9 +82,10 @@ class BiEncoder(TransformerScorer):
         query_prefix: str = "",
         passage_prefix: str = "",
         backend: str = "torch",
-        store: ScoreStore | str | os.PathLike[str] | None = None,
+        store: Store | str | os.PathLike[str] | None = None,
         commit_every: int = 4,
         cache_embeddings: bool = True,
+        ray: RayOptions | None = None,
     ) -> None:
         super().__init__(
             model if model is not None else default_bi_encoder(),
@@ -88,6 +96,7 @@ class BiEncoder(TransformerScorer):
             backend=backend,
             store=store,
             commit_every=commit_every,
+            ray=ray,
         )
         self.query_prefix = query_prefix
         self.passage_prefix = passage_prefix
@@ -124,7 +133,7 @@ class BiEncoder(TransformerScorer):
             (2, 384)
         """
         distinct = list(dict.fromkeys(texts))
-        vectors = self._embed_distinct(distinct, ScoringStats(rows=len(texts)), None, None)
+        vectors = self._embed_distinct(distinct, ScoringStats(rows=len(texts)), None, None, on_ray=False)
         return vectors[pd.Index(distinct).get_indexer(texts)]
 
     def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
@@ -149,7 +158,7 @@ class BiEncoder(TransformerScorer):
             texts = list(dict.fromkeys(q_text + p_text))
             stats.distinct = len(texts)
             cache = store if self.cache_embeddings else None
-            vectors = self._embed_distinct(texts, stats, cache, pairs.fingerprint)
+            vectors = self._embed_distinct(texts, stats, cache, pairs.fingerprint, on_ray=True)
             index = pd.Index(texts)
             q_vec = vectors[index.get_indexer(q_text)].astype(np.float64)
             p_vec = vectors[index.get_indexer(p_text)].astype(np.float64)
@@ -174,12 +183,17 @@ class BiEncoder(TransformerScorer):
         return out
 
     def _embed_distinct(
-        self, texts: list[str], stats: ScoringStats, store: ScoreStore | None, fingerprint: str | None
+        self,
+        texts: list[str],
+        stats: ScoringStats,
+        store: Store | None,
+        fingerprint: str | None,
+        on_ray: bool = False,
     ) -> np.ndarray:
         """Unit embeddings of distinct ``texts``: read from ``store`` when there, else computed
-        (and written to ``store`` every ``commit_every`` batches)."""
+        (on Ray when ``on_ray`` and :attr:`ray` is set) and written to ``store`` every
+        ``commit_every`` batches (every block on Ray)."""
         self._prepare()
-        encoder = self.encoder_
         hashes = [text_hash(t) for t in texts]
         found: dict[int, np.ndarray] = {}
         if store is not None and fingerprint is not None:
@@ -188,39 +202,73 @@ class BiEncoder(TransformerScorer):
         dim = next(iter(found.values())).shape[0] if found else None
         chunks: dict[int, np.ndarray] = dict(found)
         if len(todo):
-            n_special = encoder.single_template.n_special
-            ids: list[list[int]] = [[] for _ in todo]
-
-            def tokenize(items: np.ndarray) -> np.ndarray:
-                chunk = encoder.token_ids([texts[todo[r]] for r in items], self.max_length_ - n_special)
-                for r, tokens in zip(items, chunk, strict=True):
-                    ids[r] = tokens
-                return np.array([len(x) + n_special for x in chunk], dtype=np.int64)
-
             write = None
             if store is not None and fingerprint is not None:
                 write = _embedding_writer(store, fingerprint, texts, hashes)
+            todo_texts = [texts[i] for i in todo]
+            if on_ray and self.ray is not None:
+                from evirank.scale.engine import ITEM, run_blocks
 
-            def build(rows: np.ndarray, pad_multiple: int) -> TokenBatch:
-                return encoder.single_batch([ids[r] for r in rows], pad_multiple)
-
-            with _ChunkedWriter(write, self.commit_every) as writer:
-
-                def consume(rows: np.ndarray, output: np.ndarray) -> None:
-                    done = list(zip(todo[rows].tolist(), output, strict=True))
+                columns = {TEXT: lambda items: [todo_texts[i] for i in items]}
+                positions = np.arange(len(todo))
+                for rows in run_blocks(self, columns, positions, stats, desc="bi-encoder (Ray)"):
+                    done = list(zip(todo[rows[ITEM].to_numpy()].tolist(), rows["vector"], strict=True))
+                    done = [(i, np.asarray(v, dtype=np.float32)) for i, v in done]
                     chunks.update(done)
-                    writer.add(done)
+                    if write is not None:
+                        write(done)
+            else:
+                with _ChunkedWriter(write, self.commit_every) as writer:
 
-                self._run_batches(len(todo), tokenize, build, consume, stats, desc="bi-encoder")
+                    def consume(rows: np.ndarray, output: np.ndarray) -> None:
+                        done = list(zip(todo[rows].tolist(), output, strict=True))
+                        chunks.update(done)
+                        writer.add(done)
+
+                    self._compute_embeddings(todo_texts, stats, consume)
             dim = next(iter(chunks.values())).shape[0]
         vectors = np.zeros((len(texts), dim or 0), dtype=np.float32)
         for i, vector in chunks.items():
             vectors[i] = vector
         return vectors
 
+    def _compute_embeddings(
+        self,
+        texts: list[str],
+        stats: ScoringStats,
+        consume: Callable[[np.ndarray, np.ndarray], None] | None,
+    ) -> np.ndarray:
+        """Run the model over ``texts`` (in chunks of :attr:`chunk_items`, length-sorted token-budget
+        batches); ``consume(positions, vectors)`` after each batch. Returns the float32 matrix."""
+        self._prepare()
+        encoder = self.encoder_
+        n_special = encoder.single_template.n_special
+        ids: list[list[int]] = [[] for _ in texts]
+        out: list[np.ndarray | None] = [None] * len(texts)
+
+        def tokenize(items: np.ndarray) -> np.ndarray:
+            chunk = encoder.token_ids([texts[r] for r in items], self.max_length_ - n_special)
+            for r, tokens in zip(items, chunk, strict=True):
+                ids[r] = tokens
+            return np.array([len(x) + n_special for x in chunk], dtype=np.int64)
+
+        def build(rows: np.ndarray, pad_multiple: int) -> TokenBatch:
+            return encoder.single_batch([ids[r] for r in rows], pad_multiple)
+
+        def keep(rows: np.ndarray, output: np.ndarray) -> None:
+            for r, vector in zip(rows.tolist(), output, strict=True):
+                out[r] = np.asarray(vector, dtype=np.float32)
+            if consume is not None:
+                consume(rows, output)
+
+        self._run_batches(len(texts), tokenize, build, keep, stats, desc="bi-encoder")
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.stack([v for v in out if v is not None])
+
 
 def _embedding_writer(
-    store: ScoreStore, fingerprint: str, texts: list[str], hashes: list[bytes]
+    store: Store, fingerprint: str, texts: list[str], hashes: list[bytes]
 ) -> Callable[[list[tuple[int, np.ndarray]]], None]:
     """A writer of (text index, vector) rows into ``store``."""
 

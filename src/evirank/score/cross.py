@@ -6,6 +6,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -14,7 +15,10 @@ from scipy.special import logsumexp
 from evirank.frames import DOCNO, PID, QID, QUERY, SCORE, TEXT, require_columns
 from evirank.score._base import DistinctPairs, ScoringStats, TransformerScorer, _ChunkedWriter
 from evirank.score.backends import TokenBatch
-from evirank.score.store import ScoreStore
+from evirank.score.store import Store
+
+if TYPE_CHECKING:
+    from evirank.scale.options import RayOptions
 
 logger = logging.getLogger(__name__)
 
@@ -74,8 +78,11 @@ class CrossEncoder(TransformerScorer):
         dtype: ``"auto"`` (bf16 autocast on GPUs with bf16, else fp16; fp32 on CPU) or a dtype name.
         relevant_class: the relevant label of multi-logit heads.
         backend: the engine running the model (see :mod:`evirank.score.backends`).
-        store: a :class:`ScoreStore` or its path, to reuse and persist scores.
+        store: a score store (SQLite or Parquet shards) or its location (:func:`~evirank.score.open_store`),
+            to reuse and persist scores.
         commit_every: write new scores to the store every this many batches.
+        ray: run the model on Ray (:class:`~evirank.scale.RayOptions`): the missing pairs are
+            scored by an actor pool, block by block, with the same batches and the same scores.
 
     Example:
         >>> from evirank.frames import make_passages
@@ -98,8 +105,9 @@ class CrossEncoder(TransformerScorer):
         dtype: str = "auto",
         relevant_class: int = 1,
         backend: str = "torch",
-        store: ScoreStore | str | os.PathLike[str] | None = None,
+        store: Store | str | os.PathLike[str] | None = None,
         commit_every: int = 4,
+        ray: RayOptions | None = None,
     ) -> None:
         if query_max_tokens < 1:
             raise ValueError(f"query_max_tokens must be positive, found {query_max_tokens}")
@@ -112,6 +120,7 @@ class CrossEncoder(TransformerScorer):
             backend=backend,
             store=store,
             commit_every=commit_every,
+            ray=ray,
         )
         self.query_max_tokens = query_max_tokens
         self.relevant_class = relevant_class
@@ -146,7 +155,8 @@ class CrossEncoder(TransformerScorer):
         missing = pairs.missing()
         stats.cached = stats.distinct - len(missing)
         if len(missing):
-            self._score_pairs(pairs, missing, self._score_writer(store, pairs), stats)
+            score = self._score_pairs if self.ray is None else self._score_pairs_on_ray
+            score(pairs, missing, self._score_writer(store, pairs), stats)
         out[SCORE] = pairs.scores[pairs.row_pair]
         stats.total_s = time.perf_counter() - started
         self.stats_ = stats
@@ -218,3 +228,24 @@ class CrossEncoder(TransformerScorer):
                 writer.add(list(zip(todo[rows].tolist(), values.tolist(), strict=True)))
 
             self._run_batches(len(todo), tokenize, build, consume, stats, desc="cross-encoder")
+
+    def _score_pairs_on_ray(
+        self,
+        pairs: DistinctPairs,
+        todo: np.ndarray,
+        write: Callable[[list[tuple[int, float]]], None] | None,
+        stats: ScoringStats,
+    ) -> None:
+        """:meth:`_score_pairs` with the model on Ray actors; each finished block is written at once."""
+        from evirank.scale.engine import ITEM, run_blocks
+
+        columns = {
+            QUERY: lambda items: [pairs.queries[i] for i in pairs.pair_query[todo[items]]],
+            TEXT: lambda items: [pairs.texts[i] for i in pairs.pair_text[todo[items]]],
+        }
+        for rows in run_blocks(self, columns, todo, stats, desc="cross-encoder (Ray)"):
+            done = todo[rows[ITEM].to_numpy()]
+            values = rows[SCORE].to_numpy(dtype=np.float64)
+            pairs.scores[done] = values
+            if write is not None:
+                write(list(zip(done.tolist(), values.tolist(), strict=True)))

@@ -21,7 +21,7 @@ import pandas as pd
 
 from evirank.errors import EvirankError
 from evirank.frames import DOCNO, PID, QID, RANK, SCORE, TEXT, require_columns
-from evirank.score.store import FINGERPRINT, FingerprintError, ScoreStore
+from evirank.score.store import FINGERPRINT, FingerprintError, Store, open_store
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ class NotScoredError(EvirankError, LookupError):
 
 
 def explain(
-    source: pd.DataFrame | ScoreStore | str | os.PathLike[str],
+    source: pd.DataFrame | Store | str | os.PathLike[str],
     qid: str,
     docno: str,
     *,
@@ -61,7 +61,7 @@ def explain(
         rows = source[(source[QID].astype(str) == qid) & (source[DOCNO].astype(str) == docno)]
         where = "the scored passages"
     else:
-        store = source if isinstance(source, ScoreStore) else ScoreStore(source, readonly=True)
+        store = open_store(source, readonly=True)
         where = str(store.path)
         try:
             rows = store.passages_scores(fingerprint, qids=[qid], docnos=[docno])
@@ -85,7 +85,7 @@ def explain(
     return out
 
 
-def store_descriptions(store: ScoreStore, fingerprints: list[str]) -> list[str]:
+def store_descriptions(store: Store, fingerprints: list[str]) -> list[str]:
     """Short readable labels ``prefix (kind model)`` of stored fingerprints."""
     table = store.fingerprints().set_index(FINGERPRINT)
     labels = []

@@ -38,7 +38,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import pandas as pd
@@ -442,3 +442,74 @@ class ScoreStore:
         frame[PID] = frame[PID].astype(np.int64)
         frame[SCORE] = frame[SCORE].astype(np.float64)
         return frame
+
+
+@runtime_checkable
+class Store(Protocol):
+    """What the scorers, ``tune``, ``explain`` and ``serve`` need of a score store.
+
+    Implemented by :class:`ScoreStore` (one SQLite file) and
+    :class:`~evirank.score.store_parquet.ParquetScoreStore` (Parquet shards in a folder or at an
+    fsspec URL); :func:`open_store` picks one from a location.
+    """
+
+    path: Any
+    readonly: bool
+
+    def close(self) -> None: ...
+    def register(self, fingerprint: str, *, kind: str, description: Mapping[str, Any]) -> str: ...
+    def fingerprints(self) -> pd.DataFrame: ...
+    def resolve_fingerprint(self, prefix: str) -> str: ...
+    def cached_file_hash(self, path: str, size: int, mtime_ns: int) -> str | None: ...
+    def put_file_hash(self, path: str, size: int, mtime_ns: int, sha256: str) -> None: ...
+    def put_texts(self, texts: Iterable[str], hashes: Iterable[bytes] | None = None) -> None: ...
+    def lookup(self, fingerprint: str, qhashes: Sequence[bytes], phashes: Sequence[bytes]) -> np.ndarray: ...
+    def put(
+        self, fingerprint: str, qhashes: Sequence[bytes], phashes: Sequence[bytes], scores: Sequence[float]
+    ) -> None: ...
+    def get_scores(self, fingerprint: str, queries: Sequence[str], passages: Sequence[str]) -> np.ndarray: ...
+    def put_scores(
+        self, fingerprint: str, queries: Sequence[str], passages: Sequence[str], scores: Sequence[float]
+    ) -> None: ...
+    def count_scores(self, fingerprint: str | None = None) -> int: ...
+    def get_embeddings(self, fingerprint: str, hashes: Sequence[bytes]) -> dict[int, np.ndarray]: ...
+    def put_embeddings(self, fingerprint: str, hashes: Sequence[bytes], vectors: np.ndarray) -> None: ...
+    def record_segments(
+        self,
+        fingerprint: str,
+        passages: pd.DataFrame,
+        qhashes: Sequence[bytes] | None = None,
+        phashes: Sequence[bytes] | None = None,
+    ) -> None: ...
+    def passages_scores(
+        self,
+        fingerprint: str | None = None,
+        *,
+        qids: Iterable[str] | None = None,
+        docnos: Iterable[str] | None = None,
+    ) -> pd.DataFrame: ...
+    def __enter__(self) -> Any: ...
+    def __exit__(self, *exc: object) -> None: ...
+
+
+def open_store(location: Store | str | os.PathLike[str], *, readonly: bool = False) -> Store:
+    """The score store at ``location``: a SQLite file, or a Parquet-shard folder or URL.
+
+    A URL (``s3://``, ``gs://``, ``memory://``, ``file://``) or an existing folder opens a
+    :class:`~evirank.score.store_parquet.ParquetScoreStore`; an existing file, or a new path
+    ending in ``.sqlite``, ``.sqlite3`` or ``.db``, a :class:`ScoreStore`; any other new path
+    becomes a Parquet folder. A store object is returned as it is.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> folder = pathlib.Path(tempfile.mkdtemp())
+        >>> type(open_store(folder / "s.sqlite")).__name__, type(open_store(folder / "shards")).__name__
+        ('ScoreStore', 'ParquetScoreStore')
+    """
+    if isinstance(location, Store):
+        return location
+    from evirank.score.store_parquet import ParquetScoreStore, is_parquet_store
+
+    if is_parquet_store(location):
+        return ParquetScoreStore(location, readonly=readonly)
+    return ScoreStore(location, readonly=readonly)

@@ -174,10 +174,10 @@ def passages_from_store(
     Raises:
         TuneError: segments that were never scored, or several scorers and no fingerprint.
     """
-    from evirank.score.store import FINGERPRINT, ScoreStore
+    from evirank.score.store import FINGERPRINT, open_store
 
     qids = sorted(set(run[QID].astype(str)))
-    with ScoreStore(store_path, readonly=True) as store:
+    with open_store(store_path, readonly=True) as store:
         frame = store.passages_scores(fingerprint, qids=qids)
     if frame.empty:
         raise TuneError(

@@ -1,0 +1,229 @@
+"""Ray Data jobs that run a scorer's model over many items: the driver side and the actors.
+
+The driver cuts the items to compute (distinct pairs missing from the store, or distinct texts
+to embed) into blocks of the scorer's ``chunk_items`` in the scorer's own order, so each block is
+exactly one of the chunks the single-process scorer would run: inside an actor the block is
+tokenised, sorted by length and cut into the same token-budget batches
+(:func:`evirank.score.batching.token_budget_batches`), so scores are the same bits as without
+Ray. Results stream back to the driver block by block and are written to the score store as
+they come, so a killed driver loses at most the blocks in flight. Actors are restarted by Ray
+when they die and their task runs again on the restarted actor (``max_restarts`` and
+``max_task_retries`` unlimited); a block's results are keyed by content, so a block that runs
+twice is stored once.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from evirank._extras import require
+from evirank.frames import QUERY, SCORE, TEXT
+from evirank.scale.options import RayOptions
+
+logger = logging.getLogger(__name__)
+
+ITEM = "item"
+BLOCK = "block"
+_STATS = ("batches", "tokens", "model_s", "tokenize_s", "tokenize_busy_s")
+
+
+def connect(options: RayOptions) -> Any:
+    """Start or join Ray as ``options`` says (a session already started is kept); returns ``ray``.
+
+    ``"local"`` declares one logical CPU more than the machine has (and at least one more than
+    the workers take), so Ray Data's own tasks never wait behind the model actors.
+    """
+    ray = require("ray", "ray")
+    require("ray.data", "ray")
+    if ray.is_initialized():
+        return ray
+    started = time.perf_counter()
+    worker_logs = logger.isEnabledFor(logging.DEBUG)  # the workers' own logs only with -vv
+    if options.address == "local":
+        wanted = (options.workers or 1) * options.cpus_per_worker
+        cpus = max(os.cpu_count() or 1, math.ceil(wanted)) + 1
+        ray.init(
+            num_cpus=cpus, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=worker_logs
+        )
+    else:
+        ray.init(address=options.address, logging_level=logging.WARNING, log_to_driver=worker_logs)
+    logger.info(
+        "Ray %s ready in %.1f s: %s", ray.__version__, time.perf_counter() - started, ray.cluster_resources()
+    )
+    return ray
+
+
+def worker_count(ray: Any, options: RayOptions) -> int:
+    """The number of model replicas: ``options.workers``, or what the cluster's resources allow."""
+    if options.workers is not None:
+        return options.workers
+    resources = ray.cluster_resources()
+    if options.gpus_per_worker > 0:
+        return max(1, int(resources.get("GPU", 0) // options.gpus_per_worker))
+    return max(1, int((resources.get("CPU", 1) - 1) // options.cpus_per_worker))
+
+
+def _worker_state(scorer: Any) -> dict[str, Any]:
+    """The scorer's parameters for an actor: no store (the driver writes), no Ray."""
+    return {**scorer.__getstate__(), "store": None, "ray": None}
+
+
+class ScoreWorker:
+    """One model replica in a Ray actor; called with a pandas batch of whole blocks.
+
+    Cross-encoders get [block, item, query, text] and return [block, item, score];
+    bi-encoders get [block, item, text] and return [block, item, vector].
+    """
+
+    def __init__(self, cls: Any, state: dict[str, Any], settings: dict[str, Any], threads: int) -> None:
+        os.environ["EVIRANK_NUM_THREADS"] = str(threads)
+        scorer = cls.__new__(cls)
+        scorer.__setstate__(state)
+        scorer._prepare()
+        if threads and scorer.backend == "torch":
+            torch = require("torch", "torch")
+            torch.set_num_threads(threads)
+        mine = scorer._settings()
+        if mine != settings:
+            raise RuntimeError(
+                f"a Ray worker would score with other settings than the driver's fingerprint: {mine} "
+                f"on the worker, {settings} on the driver; give --device and --dtype explicitly"
+            )
+        scorer._load_backend()
+        self.scorer = scorer
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        from evirank.score._base import ScoringStats
+
+        out: dict[str, list[Any]] = {name: [] for name in (BLOCK, ITEM, "values", "dim", *_STATS)}
+        for i in range(len(batch[BLOCK])):
+            rows = pd.DataFrame({name: list(batch[name][i]) for name in batch if name not in (BLOCK, ITEM)})
+            stats = ScoringStats()
+            if self.scorer.kind == "cross":
+                values = np.asarray(self._cross(rows, stats), dtype=np.float64)
+                dim = 1
+            else:
+                values = np.asarray(self._embed(rows, stats), dtype=np.float32)
+                dim = values.shape[1] if values.ndim == 2 else 0
+            out[BLOCK].append(batch[BLOCK][i])
+            out[ITEM].append(batch[ITEM][i])
+            out["values"].append(values.tobytes())
+            out["dim"].append(dim)
+            for name in _STATS:
+                out[name].append(float(getattr(stats, name)))
+        return {
+            name: np.asarray(values, dtype=object if name in (ITEM, "values") else None)
+            for name, values in out.items()
+        }
+
+    def _cross(self, rows: pd.DataFrame, stats: Any) -> np.ndarray:
+        from evirank.score._base import DistinctPairs
+
+        pairs = DistinctPairs.of(rows[[QUERY, TEXT]])
+        self.scorer._score_pairs(pairs, np.arange(len(pairs.scores)), None, stats)
+        return pairs.scores[pairs.row_pair]
+
+    def _embed(self, rows: pd.DataFrame, stats: Any) -> np.ndarray:
+        return self.scorer._compute_embeddings(rows[TEXT].tolist(), stats, None)
+
+
+def run_blocks(
+    scorer: Any,
+    columns: dict[str, Callable[[np.ndarray], list[str]]],
+    positions: np.ndarray,
+    stats: Any,
+    desc: str,
+) -> Iterator[pd.DataFrame]:
+    """Run ``scorer``'s model on Ray over the items at ``positions``, yielding each block's results.
+
+    Blocks are cut by position (``position // block_items``), so after an interruption a block
+    that was stored whole is skipped and the others run exactly as they would have at first.
+
+    Args:
+        scorer: a cross- or bi-encoder with ``ray`` set (prepared: its settings known).
+        columns: input column name -> (item numbers, indices into ``positions``) -> their texts.
+        positions: increasing positions of the items in the scorer's own order (all distinct pairs).
+        stats: the scorer's :class:`ScoringStats`, updated with the workers' counters.
+        desc: progress bar label.
+
+    Yields:
+        One frame per finished block: [item, score] or [item, vector] (``item`` indexes
+        ``positions``), in completion order.
+    """
+    from evirank.progress import progress_bar
+
+    options: RayOptions = scorer.ray
+    ray = connect(options)
+    block_items = max(1, int(scorer.chunk_items)) * options.blocks_per_task
+    n_items = len(positions)
+    numbers = np.asarray(positions, dtype=np.int64) // block_items
+    cuts = np.flatnonzero(np.diff(numbers)) + 1
+    blocks = []
+    for items in np.split(np.arange(n_items, dtype=np.int64), cuts) if n_items else []:
+        block: dict[str, Any] = {BLOCK: int(numbers[items[0]]), ITEM: items.tobytes()}
+        for name, texts in columns.items():
+            block[name] = texts(items)
+        blocks.append(block)
+    workers = min(worker_count(ray, options), len(blocks))
+    threads = max(1, int(options.cpus_per_worker))
+    logger.info(
+        "Ray: %d items in %d blocks of up to %d on %d workers (%g CPUs, %g GPUs each)",
+        n_items,
+        len(blocks),
+        block_items,
+        workers,
+        options.cpus_per_worker,
+        options.gpus_per_worker,
+    )
+    if not blocks:
+        return
+    data = require("ray.data", "ray")
+    context = data.DataContext.get_current()
+    context.enable_progress_bars = False
+    # One row per block and one Ray block per row: a task scores one whole block, so a block
+    # is batched exactly as the single-process scorer batches its chunk.
+    dataset = data.from_items(blocks, override_num_blocks=len(blocks))
+    del blocks
+    # Ray Data gives map actors max_restarts=-1 and max_task_retries=-1 unless told otherwise: a
+    # lost actor is restarted and its tasks run again there.
+    results = dataset.map_batches(
+        ScoreWorker,
+        fn_constructor_args=(type(scorer), _worker_state(scorer), scorer._settings(), threads),
+        batch_size=1,
+        batch_format="numpy",
+        compute=data.ActorPoolStrategy(size=workers),
+        num_cpus=options.cpus_per_worker,
+        num_gpus=options.gpus_per_worker or None,
+    )
+    bar = progress_bar(desc=desc, total=n_items, unit="item")
+    started = time.perf_counter()
+    seen: set[int] = set()
+    try:
+        for row in results.iter_rows():
+            if int(row[BLOCK]) in seen:  # a second copy of a retried block: already counted
+                continue
+            seen.add(int(row[BLOCK]))
+            items = np.frombuffer(row[ITEM], dtype=np.int64)
+            if scorer.kind == "cross":
+                values: Any = np.frombuffer(row["values"], dtype=np.float64)
+                frame = pd.DataFrame({ITEM: items, SCORE: values})
+            else:
+                matrix = np.frombuffer(row["values"], dtype=np.float32).reshape(len(items), -1)
+                frame = pd.DataFrame({ITEM: items, "vector": list(matrix)})
+            for name in _STATS:
+                current = getattr(stats, name)
+                setattr(stats, name, current + type(current)(row[name]))
+            stats.computed += len(items)
+            bar.update(len(items))
+            yield frame
+    finally:
+        bar.close()
+    logger.info("Ray job: %d items in %.1f s", n_items, time.perf_counter() - started)

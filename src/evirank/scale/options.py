@@ -1,0 +1,51 @@
+"""Where and how wide a Ray scoring job runs."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    """How a scorer runs its model on Ray.
+
+    Args:
+        address: ``"local"`` starts a Ray instance inside this process's machine; ``"auto"``
+            joins the cluster this machine belongs to (``ray start``); anything else is a Ray
+            address (``HOST:PORT`` or ``ray://HOST:10001``). A Ray session already started in
+            this process (``ray.init``) is used as it is.
+        workers: model replicas (actors); ``None``: one per GPU with ``gpus_per_worker``, else
+            one per ``cpus_per_worker`` cores of the cluster, keeping one core free for Ray's
+            own tasks.
+        cpus_per_worker: cores each replica takes (its torch / ONNX Runtime threads).
+        gpus_per_worker: GPUs each replica takes (``1``: one replica per GPU; ``0``: CPU).
+        blocks_per_task: scorer chunks (:attr:`TransformerScorer.chunk_items` items each) per
+            Ray task; a task is what a lost worker re-runs.
+
+    Example:
+        >>> RayOptions(workers=2).to_dict()["cpus_per_worker"]
+        1.0
+    """
+
+    address: str = "local"
+    workers: int | None = None
+    cpus_per_worker: float = 1.0
+    gpus_per_worker: float = 0.0
+    blocks_per_task: int = 1
+
+    def __post_init__(self) -> None:
+        if self.workers is not None and self.workers < 1:
+            raise ValueError(f"workers must be at least 1, found {self.workers}")
+        if self.cpus_per_worker <= 0:
+            raise ValueError(f"cpus_per_worker must be positive, found {self.cpus_per_worker}")
+        if self.gpus_per_worker < 0:
+            raise ValueError(f"gpus_per_worker must be 0 or more, found {self.gpus_per_worker}")
+        if self.blocks_per_task < 1:
+            raise ValueError(f"blocks_per_task must be at least 1, found {self.blocks_per_task}")
+        object.__setattr__(self, "cpus_per_worker", float(self.cpus_per_worker))
+        object.__setattr__(self, "gpus_per_worker", float(self.gpus_per_worker))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The options as a plain dict (for run records)."""
+        return asdict(self)
