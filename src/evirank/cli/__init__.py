@@ -27,6 +27,7 @@ SUBCOMMANDS = (
     "search",
     "rerank",
     "explain",
+    "store",
     "evaluate",
     "tune",
     "report",

@@ -333,7 +333,43 @@ class ScoreStore:
                 return 0
             return int(self._conn.execute("SELECT COUNT(*) FROM scores WHERE fp=?", (fp,)).fetchone()[0])
 
+    def score_table(self, fingerprint: str) -> pd.DataFrame:
+        """Every stored score of ``fingerprint``: [qhash, phash, score]."""
+        fp = self._fp_id(fingerprint, create=False)
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT qhash, phash, score FROM scores WHERE fp=?", (-1 if fp is None else fp,)
+            ).fetchall()
+        return pd.DataFrame(rows, columns=["qhash", "phash", "score"]).astype({"score": np.float64})
+
+    def texts(self, hashes: Iterable[bytes] | None = None) -> dict[bytes, str]:
+        """Stored texts by hash (only ``hashes`` when given)."""
+        with self._lock:
+            if hashes is None:
+                return {bytes(h): t for h, t in self._conn.execute("SELECT hash, text FROM texts")}
+            wanted = list(set(hashes))
+            found: dict[bytes, str] = {}
+            for start in range(0, len(wanted), _CHUNK):
+                chunk = wanted[start : start + _CHUNK]
+                marks = ",".join("?" * len(chunk))
+                for h, t in self._conn.execute(
+                    f"SELECT hash, text FROM texts WHERE hash IN ({marks})", chunk
+                ):
+                    found[bytes(h)] = t
+            return found
+
     # -- embeddings ------------------------------------------------------------------
+    def embedding_table(self, fingerprint: str) -> pd.DataFrame:
+        """Every stored vector of ``fingerprint``: [hash, vector] (float32 arrays)."""
+        fp = self._fp_id(fingerprint, create=False)
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT hash, vector FROM embeddings WHERE fp=?", (-1 if fp is None else fp,)
+            ).fetchall()
+        return pd.DataFrame(
+            {"hash": [h for h, _ in rows], "vector": [np.frombuffer(v, dtype=np.float32) for _, v in rows]}
+        )
+
     def get_embeddings(self, fingerprint: str, hashes: Sequence[bytes]) -> dict[int, np.ndarray]:
         """Stored float32 vectors by position in ``hashes`` (missing positions are absent)."""
         fp = self._fp_id(fingerprint, create=False)
@@ -400,6 +436,17 @@ class ScoreStore:
                 "INSERT OR REPLACE INTO segments VALUES (?,?,?,?,?,?,?)",
                 [(fp, *row, now) for row in zip(qids, docnos, pids, qh, ph, strict=True)],
             )
+
+    def segment_table(self, fingerprint: str) -> pd.DataFrame:
+        """The recorded segments of ``fingerprint``: [qid, docno, pid, qhash, phash, written]."""
+        fp = self._fp_id(fingerprint, create=False)
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT qid, docno, pid, qhash, phash, written FROM segments WHERE fp=?"
+                " ORDER BY qid, docno, pid",
+                (-1 if fp is None else fp,),
+            ).fetchall()
+        return pd.DataFrame(rows, columns=[QID, DOCNO, PID, "qhash", "phash", "written"])
 
     def passages_scores(
         self,
@@ -472,6 +519,10 @@ class Store(Protocol):
         self, fingerprint: str, queries: Sequence[str], passages: Sequence[str], scores: Sequence[float]
     ) -> None: ...
     def count_scores(self, fingerprint: str | None = None) -> int: ...
+    def score_table(self, fingerprint: str) -> pd.DataFrame: ...
+    def embedding_table(self, fingerprint: str) -> pd.DataFrame: ...
+    def segment_table(self, fingerprint: str) -> pd.DataFrame: ...
+    def texts(self, hashes: Iterable[bytes] | None = None) -> dict[bytes, str]: ...
     def get_embeddings(self, fingerprint: str, hashes: Sequence[bytes]) -> dict[int, np.ndarray]: ...
     def put_embeddings(self, fingerprint: str, hashes: Sequence[bytes], vectors: np.ndarray) -> None: ...
     def record_segments(
@@ -513,3 +564,78 @@ def open_store(location: Store | str | os.PathLike[str], *, readonly: bool = Fal
     if is_parquet_store(location):
         return ParquetScoreStore(location, readonly=readonly)
     return ScoreStore(location, readonly=readonly)
+
+
+#: Rows per write when copying a store (one Parquet shard each).
+COPY_ROWS = 500_000
+
+
+def copy_store(source: Store, dest: Store, fingerprints: Sequence[str] | None = None) -> dict[str, int]:
+    """Copy fingerprints, scores, embeddings, segments and their texts from ``source`` into ``dest``.
+
+    Works between any two kinds (SQLite to Parquet shards and back, or merging several stores);
+    what ``dest`` holds already is kept, and a score present in both is stored once.
+
+    Args:
+        source: the store to read.
+        dest: the store to write.
+        fingerprints: copy only these (full fingerprints or unique prefixes); all when None.
+
+    Returns:
+        Counts copied: fingerprints, scores, embeddings, segments.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> folder = pathlib.Path(tempfile.mkdtemp())
+        >>> a = open_store(folder / "a.sqlite")
+        >>> a.put_scores(a.register("ab" * 32, kind="cross", description={}), ["q"], ["p"], [1.0])
+        >>> copy_store(a, open_store(folder / "shards"))["scores"]
+        1
+    """
+    table = source.fingerprints()
+    chosen = (
+        list(table[FINGERPRINT])
+        if fingerprints is None
+        else [source.resolve_fingerprint(f) for f in fingerprints]
+    )
+    described = table.set_index(FINGERPRINT)
+    counts = {"fingerprints": 0, "scores": 0, "embeddings": 0, "segments": 0}
+    for fp in chosen:
+        row = described.loc[fp]
+        dest.register(fp, kind=str(row["kind"]), description=dict(row["description"]))
+        counts["fingerprints"] += 1
+        scores = source.score_table(fp)
+        for start in range(0, len(scores), COPY_ROWS):
+            part = scores.iloc[start : start + COPY_ROWS]
+            dest.put(fp, part["qhash"].tolist(), part["phash"].tolist(), part["score"].tolist())
+        counts["scores"] += len(scores)
+        vectors = source.embedding_table(fp)
+        for start in range(0, len(vectors), COPY_ROWS):
+            part = vectors.iloc[start : start + COPY_ROWS]
+            hashes = part["hash"].tolist()
+            dest.put_texts(source.texts(hashes).values(), source.texts(hashes).keys())
+            dest.put_embeddings(fp, hashes, np.stack(part["vector"].tolist()))
+        counts["embeddings"] += len(vectors)
+        segments = source.segment_table(fp).sort_values([QID, DOCNO, PID], kind="stable")
+        # cut between documents only: a document's segments are recorded (replaced) as a whole
+        new_doc = (
+            np.flatnonzero(
+                (segments[QID].to_numpy()[1:] != segments[QID].to_numpy()[:-1])
+                | (segments[DOCNO].to_numpy()[1:] != segments[DOCNO].to_numpy()[:-1])
+            )
+            + 1
+        )
+        cuts, last = [], 0
+        for boundary in new_doc.tolist():
+            if boundary - last >= COPY_ROWS:
+                cuts.append(boundary)
+                last = boundary
+        for part in np.split(np.arange(len(segments)), cuts) if len(segments) else []:
+            part = segments.iloc[part]
+            texts = source.texts([*part["qhash"], *part["phash"]])
+            frame = part[[QID, DOCNO, PID]].assign(
+                **{QUERY: [texts[h] for h in part["qhash"]], TEXT: [texts[h] for h in part["phash"]]}
+            )
+            dest.record_segments(fp, frame, part["qhash"].tolist(), part["phash"].tolist())
+        counts["segments"] += len(segments)
+    return counts

@@ -312,9 +312,11 @@ class ParquetScoreStore:
         out = np.full(len(qhashes), np.nan, dtype=np.float64)
         if not len(qhashes):
             return out
-        wanted = pa.array(_key(qhashes, phashes), type=pa.binary(32))
+        wanted = pa.array(_key(qhashes, phashes), type=pa.binary())
         for table in self._tables(f"scores/{fingerprint}"):
-            keys = pc.binary_join_element_wise(table["qhash"], table["phash"], b"")
+            keys = pc.binary_join_element_wise(
+                pc.cast(table["qhash"], pa.binary()), pc.cast(table["phash"], pa.binary()), b""
+            )
             keep = pc.is_in(keys, value_set=wanted)
             if not pc.any(keep).as_py():
                 continue
@@ -388,6 +390,15 @@ class ParquetScoreStore:
                 found[position[key]] = np.asarray(vector, dtype=np.float32)
         return found
 
+    def embedding_table(self, fingerprint: str) -> pd.DataFrame:
+        """Every stored vector of ``fingerprint``: [hash, vector] (float32 arrays)."""
+        tables = list(self._tables(f"embeddings/{fingerprint}"))
+        if not tables:
+            return pd.DataFrame({"hash": [], "vector": []})
+        frame = pa.concat_tables(tables).to_pandas()
+        frame["vector"] = [np.asarray(v, dtype=np.float32) for v in frame["vector"]]
+        return frame.drop_duplicates("hash", keep="last").reset_index(drop=True)
+
     def put_embeddings(self, fingerprint: str, hashes: Sequence[bytes], vectors: np.ndarray) -> None:
         """Store float32 vectors (one row per hash) as one shard."""
         self._check_writable()
@@ -427,7 +438,7 @@ class ParquetScoreStore:
         )
         self._write_table(f"segments/{fingerprint}", table)
 
-    def segments(self, fingerprint: str) -> pd.DataFrame:
+    def segment_table(self, fingerprint: str) -> pd.DataFrame:
         """The current segments of ``fingerprint`` (each document's latest recording)."""
         tables = list(self._tables(f"segments/{fingerprint}"))
         if not tables:
@@ -460,7 +471,7 @@ class ParquetScoreStore:
         keep_d = None if docnos is None else {str(d) for d in docnos}
         frames = []
         for fp in chosen:
-            seg = self.segments(fp)
+            seg = self.segment_table(fp)
             if keep_q is not None:
                 seg = seg[seg[QID].isin(keep_q)]
             if keep_d is not None:
