@@ -1,0 +1,106 @@
+"""A local Ray session shared by the scale-out tests, and a small collection as files."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+WORDS = [
+    "the",
+    "cat",
+    "sat",
+    "on",
+    "mat",
+    "dog",
+    "is",
+    "not",
+    "a",
+    "bm25",
+    "ranks",
+    "documents",
+    "passage",
+    "evidence",
+    "query",
+    "relevant",
+    "vaccine",
+    "trains",
+    "cells",
+    "virus",
+    "cell",
+    "search",
+    "and",
+    "retrieval",
+    "rank",
+    "by",
+    "score",
+    "this",
+    "model",
+    "of",
+    "ranking",
+    "sentence",
+]
+
+
+def random_text(rng: np.random.Generator, low: int, high: int) -> str:
+    return " ".join(rng.choice(WORDS, int(rng.integers(low, high))))
+
+
+def random_passages(n_queries: int, n_docs: int, per_doc: int, seed: int = 0) -> pd.DataFrame:
+    """A Passages frame [qid, query, docno, pid, text] of random texts of varied lengths."""
+    rng = np.random.default_rng(seed)
+    texts = {f"d{d}": [random_text(rng, 3, 40) for _ in range(per_doc)] for d in range(n_docs)}
+    rows = [
+        (str(q), f"query {q} " + random_text(rng, 1, 5), docno, pid, text)
+        for q in range(n_queries)
+        for docno, passages in texts.items()
+        for pid, text in enumerate(passages)
+    ]
+    return pd.DataFrame(rows, columns=["qid", "query", "docno", "pid", "text"])
+
+
+@pytest.fixture(scope="session")
+def ray_session() -> Iterator[Any]:
+    """One local Ray with logical resources (4 CPUs, 2 GPUs that run on the CPU) for the module."""
+    ray = pytest.importorskip("ray")
+    pytest.importorskip("ray.data")
+    if not ray.is_initialized():
+        ray.init(num_cpus=4, num_gpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture
+def small_collection(tmp_path: Path) -> dict[str, Path]:
+    """Files of a small collection: corpus (JSONL), topics (TSV), a first-stage run (TREC)."""
+    rng = np.random.default_rng(7)
+    folder = tmp_path / "data"
+    folder.mkdir()
+    docs = {f"d{d}": ". ".join(random_text(rng, 3, 15) for _ in range(4)) + "." for d in range(8)}
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": d, "title": "", "text": t}) + "\n" for d, t in docs.items())
+    )
+    topics = {str(q): random_text(rng, 2, 5) for q in range(1, 5)}
+    (folder / "topics.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in topics.items()))
+    lines = [f"{q} Q0 {d} {r} {20 - r} bm25\n" for q in topics for r, d in enumerate(docs, 1)]
+    (folder / "run.txt").write_text("".join(lines))
+    return {"corpus": folder / "corpus.jsonl", "topics": folder / "topics.tsv", "run": folder / "run.txt"}
+
+
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """Single-process scoring with one torch thread, as the one-core Ray workers run it.
+
+    Float sums in a matrix product may be grouped differently with another thread count, so
+    bit-for-bit comparisons give both sides the same number of threads.
+    """
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
