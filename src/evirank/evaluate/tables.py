@@ -23,11 +23,9 @@ import json
 import math
 from typing import Any
 
-import pandas as pd
-
 from evirank.evaluate.compare import Comparison
 from evirank.evaluate.significance import DELTA, SIGNIFICANCE_COLUMNS, SIGNIFICANT
-from evirank.frames import MEASURE, QID, RUN, VALUE
+from evirank.frames import MEASURE, QID, RUN, VALUE, natural_order
 
 BETTER = "†"
 WORSE = "‡"
@@ -62,7 +60,7 @@ def per_query_markdown(comparison: Comparison, digits: int = 4) -> str:
             _row(["qid", *map(_escape, runs)]),
             _row(["---", *["---:"] * len(runs)]),
         ]
-        for qid in _natural(wide.index):
+        for qid in natural_order(wide.index):
             cells = [_escape(str(qid))]
             cells += [_number(wide.loc[qid, run], digits) for run in runs]
             lines.append(_row(cells))
@@ -173,10 +171,3 @@ def _plain(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
-
-
-def _natural(index: pd.Index) -> list[Any]:
-    items = [str(i) for i in index]
-    if items and all(i.isdigit() for i in items):
-        return sorted(index, key=lambda q: int(str(q)))
-    return sorted(index, key=str)
