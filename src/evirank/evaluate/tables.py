@@ -26,6 +26,7 @@ from typing import Any
 from evirank.evaluate.compare import Comparison
 from evirank.evaluate.significance import DELTA, SIGNIFICANCE_COLUMNS, SIGNIFICANT
 from evirank.frames import MEASURE, QID, RUN, VALUE, natural_order
+from evirank.record import plain
 
 BETTER = "†"
 WORSE = "‡"
@@ -89,25 +90,25 @@ def to_record(comparison: Comparison, *, per_query: bool = False) -> dict[str, A
     """
     record: dict[str, Any] = {
         "measures": comparison.measures,
-        "settings": {k: _plain(v) for k, v in comparison.settings.items()},
+        "settings": {k: plain(v) for k, v in comparison.settings.items()},
         "baseline": comparison.baseline,
         "runs": [
             {
                 "name": run,
                 "queries": comparison.queries.get(run, 0),
-                "means": {m: _plain(comparison.means.loc[run, m]) for m in comparison.measures},
+                "means": {m: plain(comparison.means.loc[run, m]) for m in comparison.measures},
             }
             for run in comparison.runs
         ],
     }
     if comparison.significance is not None:
         record["significance"] = [
-            {column: _plain(value) for column, value in zip(SIGNIFICANCE_COLUMNS, row, strict=True)}
+            {column: plain(value) for column, value in zip(SIGNIFICANCE_COLUMNS, row, strict=True)}
             for row in comparison.significance[list(SIGNIFICANCE_COLUMNS)].itertuples(index=False)
         ]
     if per_query:
         record["per_query"] = [
-            {RUN: run, QID: qid, MEASURE: measure, VALUE: _plain(value)}
+            {RUN: run, QID: qid, MEASURE: measure, VALUE: plain(value)}
             for run, qid, measure, value in comparison.per_query[[RUN, QID, MEASURE, VALUE]].itertuples(
                 index=False
             )
@@ -162,12 +163,3 @@ def _number(value: Any, digits: int) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
     return f"{float(value):.{digits}f}"
-
-
-def _plain(value: Any) -> Any:
-    """Numpy scalars to Python, NaN to None."""
-    if hasattr(value, "item"):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value

@@ -36,6 +36,7 @@ from evirank.evaluate.significance import DELTA, SIGNIFICANT, Correction, Family
 from evirank.evaluate.tables import BETTER, WORSE
 from evirank.frames import MEASURE, QID, QUERY, RUN
 from evirank.outputs import atomic_output
+from evirank.record import plain
 from evirank.report.analysis import (
     LengthTable,
     length_table,
@@ -152,7 +153,7 @@ def build_report(config: ReportConfig, *, plots: bool = True) -> Report:
         relevance_level=config.relevance_level,
     )
     images: dict[str, bytes] = {}
-    record: dict[str, Any] = {"config": _plain_config(config), "comparison": to_record(comparison)}
+    record: dict[str, Any] = {"config": plain(config), "comparison": to_record(comparison)}
     sections = [
         f"# {config.title}",
         "",
@@ -435,7 +436,3 @@ def _pct(count: int, total: int) -> str:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "run"
-
-
-def _plain_config(config: ReportConfig) -> dict[str, Any]:
-    return json.loads(json.dumps(asdict(config), default=str))
