@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evirank import markdown
 from evirank.errors import EvirankError, InputFormatError
 
 logger = logging.getLogger(__name__)
@@ -400,21 +401,24 @@ def check_conditions(
 
 def results_markdown(results: Sequence[ConditionResult]) -> str:
     """One row per (condition, measure): expected, measured, pass/FAIL, seconds."""
-    lines = [
-        "| condition | measure | expected | measured | result | seconds |",
-        "| --- | --- | --- | ---: | --- | ---: |",
-    ]
+    rows: list[list[object]] = []
     for r in results:
         if r.error is not None and not r.checks:
-            first = r.error.splitlines()[0]
-            lines.append(f"| {r.name} | – | – | – | ERROR: {first.replace('|', '/')} | {r.seconds:.1f} |")
+            rows.append([r.name, "–", "–", "–", f"ERROR: {r.error.splitlines()[0]}", f"{r.seconds:.1f}"])
             continue
         for expectation, actual, ok in r.checks:
-            lines.append(
-                f"| {r.name} | {expectation.measure} | {expectation.describe()} | {actual:.4f} | "
-                f"{'pass' if ok else 'FAIL'} | {r.seconds:.1f} |"
+            rows.append(
+                [
+                    r.name,
+                    expectation.measure,
+                    expectation.describe(),
+                    f"{actual:.4f}",
+                    "pass" if ok else "FAIL",
+                    f"{r.seconds:.1f}",
+                ]
             )
-    return "\n".join(lines) + "\n"
+    header = ["condition", "measure", "expected", "measured", "result", "seconds"]
+    return markdown.table(header, rows, align="lllrlr") + "\n"
 
 
 def _environment(variables: Mapping[str, str], shim: Path, python: str) -> dict[str, str]:

@@ -23,6 +23,9 @@ import json
 import math
 from typing import Any
 
+import pandas as pd
+
+from evirank import markdown
 from evirank.evaluate.compare import Comparison
 from evirank.evaluate.significance import DELTA, SIGNIFICANCE_COLUMNS, SIGNIFICANT
 from evirank.frames import MEASURE, QID, RUN, VALUE, natural_order
@@ -34,18 +37,18 @@ WORSE = "‡"
 
 def markdown_table(comparison: Comparison, digits: int = 4) -> str:
     """The mean table as Markdown, with significance marks and a legend when there is a baseline."""
-    marks = _marks(comparison)
-    header = ["run", "queries", *comparison.measures]
-    lines = [_row(header), _row(["---", "---:", *["---:"] * len(comparison.measures)])]
+    marks = significance_marks(comparison.significance)
+    rows = []
     for run in comparison.runs:
         label = f"{run} (baseline)" if run == comparison.baseline else run
-        cells = [_escape(label), str(comparison.queries.get(run, 0))]
+        cells = [label, str(comparison.queries.get(run, 0))]
         for measure in comparison.measures:
             value = comparison.means.loc[run, measure]
             cells.append(_number(value, digits) + marks.get((run, measure), ""))
-        lines.append(_row(cells))
+        rows.append(cells)
+    lines = markdown.table(["run", "queries", *comparison.measures], rows)
     legend = _legend(comparison)
-    return "\n".join(lines) + (f"\n\n{legend}" if legend else "")
+    return lines + (f"\n\n{legend}" if legend else "")
 
 
 def per_query_markdown(comparison: Comparison, digits: int = 4) -> str:
@@ -55,17 +58,11 @@ def per_query_markdown(comparison: Comparison, digits: int = 4) -> str:
     for measure in comparison.measures:
         wide = table[table[MEASURE] == measure].set_index([QID, RUN])[VALUE].unstack(RUN)
         runs = [r for r in comparison.runs if r in wide.columns]
-        lines = [
-            f"### {measure}",
-            "",
-            _row(["qid", *map(_escape, runs)]),
-            _row(["---", *["---:"] * len(runs)]),
+        rows = [
+            [str(qid), *[_number(wide.loc[qid, run], digits) for run in runs]]
+            for qid in natural_order(wide.index)
         ]
-        for qid in natural_order(wide.index):
-            cells = [_escape(str(qid))]
-            cells += [_number(wide.loc[qid, run], digits) for run in runs]
-            lines.append(_row(cells))
-        sections.append("\n".join(lines))
+        sections.append(f"### {measure}\n\n" + markdown.table(["qid", *runs], rows))
     return "\n\n".join(sections)
 
 
@@ -83,6 +80,7 @@ def to_record(comparison: Comparison, *, per_query: bool = False) -> dict[str, A
     Undefined numbers (NaN) become ``null``.
 
     Example:
+        >>> import pandas as pd
         >>> from evirank.evaluate.compare import summarize
         >>> table = pd.DataFrame({"run": ["a"], "qid": ["1"], "measure": ["AP"], "value": [0.5]})
         >>> to_record(summarize(table))["runs"]
@@ -121,14 +119,24 @@ def to_json(comparison: Comparison, *, per_query: bool = False, indent: int = 2)
     return json.dumps(to_record(comparison, per_query=per_query), indent=indent, allow_nan=False) + "\n"
 
 
-def _marks(comparison: Comparison) -> dict[tuple[str, str], str]:
-    if comparison.significance is None:
+def significance_marks(significance: pd.DataFrame | None) -> dict[tuple[str, str], str]:
+    """``(run, measure) -> †/‡`` for each significant difference of a significance table.
+
+    Example:
+        >>> import pandas as pd
+        >>> table = pd.DataFrame({"run": ["a", "b"], "measure": ["AP", "AP"], "delta": [0.1, -0.2],
+        ...                       "significant": [True, False]})
+        >>> significance_marks(table)
+        {('a', 'AP'): '†'}
+    """
+    if significance is None:
         return {}
     marks = {}
-    for row in comparison.significance.itertuples(index=False):
-        record = row._asdict()
-        if record[SIGNIFICANT]:
-            marks[(record[RUN], record[MEASURE])] = BETTER if record[DELTA] > 0 else WORSE
+    for run, measure, delta, significant in significance[[RUN, MEASURE, DELTA, SIGNIFICANT]].itertuples(
+        index=False
+    ):
+        if significant:
+            marks[(str(run), str(measure))] = BETTER if delta > 0 else WORSE
     return marks
 
 
@@ -149,10 +157,6 @@ def _legend(comparison: Comparison) -> str:
         f"(paired two-sided t-test over the queries both runs were evaluated on, {how}, "
         f"adjusted p <= {settings.get('alpha', 0.05)})."
     )
-
-
-def _row(cells: list[str]) -> str:
-    return "| " + " | ".join(cells) + " |"
 
 
 def _escape(text: str) -> str:

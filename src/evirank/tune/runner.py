@@ -22,12 +22,14 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from evirank import markdown
 from evirank.frames import QID
 from evirank.outputs import atomic_output
 from evirank.record import write_record
@@ -105,30 +107,8 @@ class TuneOutcome:
         result = self.result
         names = [n for n in result.grid.names if len(result.grid.axes[result.grid.names.index(n)]) > 1]
         names = names or list(result.grid.names)
-        header = [
-            "fold",
-            "tune queries",
-            "test queries",
-            *names,
-            f"tune {result.metric}",
-            f"test {result.metric}",
-        ]
-        lines = [
-            "| " + " | ".join(header) + " |",
-            "| " + " | ".join(["---"] + ["---:"] * (len(header) - 1)) + " |",
-        ]
-        for c in [*result.choices, result.best]:
-            label = c.fold if c.fold != "all" else "all (not CV)"
-            test = f"{c.test_mean:.4f}" if c.n_test else "–"
-            cells = [
-                label,
-                str(c.n_tune),
-                str(c.n_test),
-                *[f"{c.params[n]:g}" for n in names],
-                f"{c.tune_mean:.4f}",
-                test,
-            ]
-            lines.append("| " + " | ".join(cells) + " |")
+        choices = [asdict(c) for c in [*result.choices, result.best]]
+        lines = [choices_markdown(choices, names, result.metric)]
         means = self.evaluation["means"]
         scores = ", ".join(f"{k} {v:.4f}" for k, v in means.items())
         return (
@@ -138,6 +118,34 @@ class TuneOutcome:
             + f"\n\ncross-validated run ({self.evaluation['queries']} queries): {scores}\n"
             f"written to {self.output}\n"
         )
+
+
+def choices_markdown(choices: Sequence[Mapping[str, Any]], names: Sequence[str], metric: str) -> str:
+    """The setting each fold chose, as a Markdown table (one :class:`FoldChoice` record per row).
+
+    The fold named ``all`` is the best setting over all queries (not cross-validated).
+
+    Example:
+        >>> choice = {"fold": "1", "n_tune": 8, "n_test": 2, "params": {"alpha": 0.3},
+        ...           "tune_mean": 0.5, "test_mean": 0.25}
+        >>> print(choices_markdown([choice], ["alpha"], "AP"))
+        | fold | tuning queries | test queries | alpha | tuning AP | test AP |
+        | --- | ---: | ---: | ---: | ---: | ---: |
+        | 1 | 8 | 2 | 0.3 | 0.5000 | 0.2500 |
+    """
+    header = ["fold", "tuning queries", "test queries", *names, f"tuning {metric}", f"test {metric}"]
+    rows = [
+        [
+            c["fold"] if c["fold"] != "all" else "all (not CV)",
+            c["n_tune"],
+            c["n_test"],
+            *[f"{c['params'][n]:g}" for n in names],
+            f"{c['tune_mean']:.4f}",
+            f"{c['test_mean']:.4f}" if c["n_test"] else "–",
+        ]
+        for c in choices
+    ]
+    return markdown.table(header, rows)
 
 
 def default_grid(aggregator: Tunable) -> Grid:
