@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 #: The environment variables naming the datasets folder, first found wins.
@@ -20,15 +21,19 @@ ENVIRONMENT = ("EVIRANK_DATASETS", "DATA")
 DEFAULT = Path("..") / "shared" / "datasets"
 
 
-def datasets_folder(start: str | os.PathLike[str] | None = None) -> Path | None:
+def datasets_folder(
+    start: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None
+) -> Path | None:
     """The datasets folder, or ``None`` when it is not there.
 
     Args:
         start: the folder ``../shared/datasets`` is relative to (default: the current folder);
             the tests and benchmarks pass the repository's root.
+        environ: the environment to read (default: this process's).
     """
+    env = os.environ if environ is None else environ
     for name in ENVIRONMENT:
-        value = os.environ.get(name)
+        value = env.get(name)
         if value:
             path = Path(value).expanduser()
             return path if path.is_dir() else None
