@@ -31,8 +31,10 @@ from evirank.conditions import (
     Condition,
     ConditionError,
     ConditionResult,
+    add_arguments,
     expand,
     load_conditions,
+    parse_overrides,
     resolve_variables,
     results_markdown,
     run_condition,
@@ -57,22 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("names", nargs="*", help="conditions to run (default: every one that is not slow)")
+    add_arguments(parser)
     parser.add_argument(
         "--file", type=Path, nargs="+", default=None, help="conditions files (default: conditions/*.yaml)"
     )
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="set a variable, such as OUT or DATA (repeat for several)",
-    )
-    parser.add_argument("--slow", action="store_true", help="run the slow conditions too")
-    parser.add_argument("--timeout", type=float, default=None, help="seconds per command (default: none)")
     parser.add_argument("--list", action="store_true", help="list the conditions and exit")
-    parser.add_argument("--dry-run", action="store_true", help="print the expanded commands only")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
@@ -88,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}  [{file.name}{'; ' + '; '.join(marks) if marks else ''}]  {condition.description}")
         return 0
     chosen = args.names or [n for n, (_, c) in known.items() if args.slow or not c.slow]
-    overrides = dict(item.partition("=")[::2] for item in args.overrides)
+    overrides = parse_overrides(args.overrides)
     variables = {
         file: resolve_variables(load_conditions(file).variables, overrides, start=REPO) for file in files
     }

@@ -533,28 +533,45 @@ def _environment(variables: Mapping[str, str], shim: Path, python: str) -> dict[
     return env
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m evirank.conditions FILE [NAME ...] [--set NAME=VALUE] [--dry-run]``."""
-    parser = argparse.ArgumentParser(prog="python -m evirank.conditions", description=__doc__.splitlines()[0])
-    parser.add_argument("file", help="a conditions YAML file")
-    parser.add_argument("names", nargs="*", help="conditions to check (default: all)")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments every conditions runner takes: names, --set, --slow, --timeout, --dry-run."""
+    parser.add_argument("names", nargs="*", help="conditions to run (default: every one that is not slow)")
     parser.add_argument(
         "--set",
         dest="overrides",
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="set a variable (repeat for several)",
+        help="set a variable, such as OUT or DATA (repeat for several)",
     )
-    parser.add_argument("--workdir", default=".", help="folder the commands run in (default: .)")
-    parser.add_argument("--timeout", type=float, default=None, help="seconds per command")
-    parser.add_argument("--dry-run", action="store_true", help="print the expanded commands only")
     parser.add_argument(
         "--slow", action="store_true", help="run the slow conditions too (when none is named)"
     )
+    parser.add_argument("--timeout", type=float, default=None, help="seconds per command (default: none)")
+    parser.add_argument("--dry-run", action="store_true", help="print the expanded commands only")
+
+
+def parse_overrides(items: Sequence[str]) -> dict[str, str]:
+    """``["OUT=/tmp/c", ...]`` as ``{"OUT": "/tmp/c"}``.
+
+    Raises:
+        ConditionError: an item without ``=``.
+    """
+    bad = [item for item in items if "=" not in item]
+    if bad:
+        raise ConditionError(f"--set takes NAME=VALUE, found {bad[0]!r}")
+    return dict(item.partition("=")[::2] for item in items)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m evirank.conditions FILE [NAME ...] [--set NAME=VALUE] [--dry-run]``."""
+    parser = argparse.ArgumentParser(prog="python -m evirank.conditions", description=__doc__.splitlines()[0])
+    parser.add_argument("file", help="a conditions YAML file")
+    parser.add_argument("--workdir", default=".", help="folder the commands run in (default: .)")
+    add_arguments(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    overrides = dict(item.partition("=")[::2] for item in args.overrides)
+    overrides = parse_overrides(args.overrides)
     conditions = load_conditions(args.file)
     variables = resolve_variables(conditions.variables, overrides, start=args.workdir)
     selected = conditions.select(args.names, slow=args.slow)
