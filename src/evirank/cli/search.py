@@ -139,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
     from evirank.io import read_topics, write_run
     from evirank.lucene.index import read_index_info
     from evirank.lucene.search import Bm25
-    from evirank.outputs import atomic_output, check_output
+    from evirank.outputs import atomic_outputs, check_output
 
     try:
         stage = Bm25(
@@ -163,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
         seconds,
         1000 * seconds / max(len(topics), 1),
     )
-    written = write_run(result, args.output, tag=tag, overwrite=args.overwrite)
+    written = Path(args.output)
     meta = {
         "command": "search",
         "run": str(written),
@@ -178,7 +178,9 @@ def run(args: argparse.Namespace) -> int:
         "index_info": read_index_info(args.index),
         "evirank": __version__,
     }
-    with atomic_output(sidecar(args.output), overwrite=args.overwrite) as tmp:
-        tmp.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    # the run and its record succeed or fail together
+    with atomic_outputs((written, None), (sidecar(written), None), overwrite=args.overwrite) as temps:
+        write_run(result, temps[0], tag=tag)
+        temps[1].write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     logger.info("wrote %s and %s", written, sidecar(args.output))
     return 0

@@ -19,22 +19,42 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, cast
 
-from evirank.errors import InputFormatError
+from evirank.errors import InputFormatError, InputPathError
 
 PathLike = str | os.PathLike[str]
 
 
-def open_binary(path: PathLike) -> BinaryIO:
+def input_file(path: PathLike, what: str = "a file") -> Path:
+    """``path`` as a Path, after checking that it is a readable file (not missing, not a folder).
+
+    Raises:
+        InputPathError: (a FileNotFoundError) naming the path, ``what`` was expected and what
+            is there instead.
+
+    Example:
+        >>> import tempfile
+        >>> input_file(tempfile.mkdtemp(), "a qrels file")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        evirank.errors.InputPathError: /tmp/...: expected a qrels file, found a folder
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise InputPathError(p, what, "a folder")
+    if not p.exists():
+        raise InputPathError(p, what, "nothing there (no such file)")
+    if not os.access(p, os.R_OK):
+        raise InputPathError(p, what, "a file this process may not read")
+    return p
+
+
+def open_binary(path: PathLike, what: str = "a file") -> BinaryIO:
     """Open ``path`` for reading bytes, transparently decompressing ``.gz`` files.
 
     Raises:
-        FileNotFoundError: when ``path`` does not exist (the message names it).
+        InputPathError: (a FileNotFoundError) when ``path`` does not exist or is a folder.
     """
-    p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"{p}: no such file")
-    if p.is_dir():
-        raise IsADirectoryError(f"{p}: expected a file, found a directory")
+    p = input_file(path, what)
     if p.suffix == ".gz":
         return cast(BinaryIO, gzip.open(p, "rb"))
     return p.open("rb")
