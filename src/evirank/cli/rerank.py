@@ -17,7 +17,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evirank.cli.index import positive_int
+from evirank.cli.index import non_negative_int, positive_int
+
+DEFAULT_MAX_PASSAGES = 1000
+"""Kept in step with evirank.segment.base.DEFAULT_MAX_PASSAGES (not imported: the parser stays light)."""
 
 logger = logging.getLogger(__name__)
 
@@ -148,6 +151,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--segment",
         default="sentences",
         help="sentences[:segment|prepend|skip], windows[:LEN[:STRIDE]] or whole[:prepend|skip]",
+    )
+    agg.add_argument(
+        "--max-passages",
+        type=non_negative_int,
+        default=DEFAULT_MAX_PASSAGES,
+        metavar="N",
+        help=f"segments kept per document, its first ones, with a warning naming a longer document "
+        f"(default {DEFAULT_MAX_PASSAGES}; 0: no limit)",
     )
     agg.add_argument(
         "--aggregate", default="birch:3", help="birch[:N] (default birch:3), maxp, firstp, sump, meanp"
@@ -283,7 +294,7 @@ def run(args: argparse.Namespace) -> int:
     budget = passage_budget(scorer)
     segmenter = parse_segment(
         args.segment, tokenizer=budget[0] if budget else None, max_tokens=budget[1] if budget else None
-    )
+    ).with_max_passages(args.max_passages or None)
     logger.info(
         "pipeline: %s (depth %d)",
         " >> ".join(describe_stage(s) for s in (fetch, segmenter, scorer, aggregator)),

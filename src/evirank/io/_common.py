@@ -115,6 +115,27 @@ def read_text(path: PathLike) -> str:
     return text.lstrip("\ufeff")
 
 
+def json_error(exc: Exception) -> str:
+    """A JSON decoding error as "malformed JSON (... at column N)", worded for any message.
+
+    Example:
+        >>> import json
+        >>> try:
+        ...     json.loads('{"a": "b')
+        ... except json.JSONDecodeError as exc:
+        ...     print(json_error(exc))
+        malformed JSON (Unterminated string starting at column 6)
+    """
+    if isinstance(exc, RecursionError):
+        return "malformed JSON (nested too deeply)"
+    msg = getattr(exc, "msg", str(exc))
+    column = getattr(exc, "colno", None)
+    if column is None:
+        return f"malformed JSON ({msg})"
+    joiner = " column" if msg.endswith(" at") else " at column"
+    return f"malformed JSON ({msg}{joiner} {column})"
+
+
 def shorten(value: object, limit: int = 60) -> str:
     """A short printable form of ``value`` for error messages."""
     text = repr(value)
