@@ -31,8 +31,8 @@ from evirank.rerank.pipeline import (
     rerank,
     save_passages,
 )
-from evirank.segment.spec import parse_segment
 from evirank.rerank.timing import STAGES, StageTimings
+from evirank.segment.spec import parse_segment
 
 __all__ = [
     "AGGREGATORS",

@@ -246,7 +246,7 @@ def run_tune(config: TuneConfig, output: str | Path, *, overwrite: bool = False)
         "evaluation": evaluation,
         "timings": {"read": read_seconds, **result.timings, "evaluate": eval_seconds},
     }
-    with atomic_output(out, overwrite=overwrite) as tmp:
+    with atomic_output(out, overwrite=overwrite, marker=RECORD_FILE) as tmp:
         tmp.mkdir(parents=True)
         write_run(run, tmp / RUN_FILE, tag=tag)
         _params_table(result).to_csv(tmp / PARAMS_FILE, sep="\t", index=False, float_format="%.10g")
