@@ -29,7 +29,8 @@ demo: install
 
 # The search service and its page on the demo's SciFact index (built by `make demo`, or here).
 serve: install
-	test -f demo/index/evirank-index.json || $(BIN)/evirank index --corpus $(DATA)/scifact --index demo/index
+	test -f demo/index/evirank-index.json || $(BIN)/evirank index \
+		--corpus "$$(DATA=$(DATA) $(BIN)/evirank -q data get scifact)" --index demo/index
 	HF_HUB_OFFLINE=1 $(BIN)/evirank serve --index demo/index --scores demo/scores.sqlite --host 127.0.0.1 --port 8080
 
 test: install browser

@@ -77,3 +77,48 @@ def test_data_get_offline_exits_2_naming_the_file(dead_url: str, isolated: Path,
 def test_data_get_an_unknown_name_lists_the_known_ones(caplog) -> None:
     assert main(["-q", "data", "get", "scifakt"]) == 2
     assert "no dataset named 'scifakt'; known: microblog-2011" in caplog.text
+
+
+def test_a_registry_file_adds_a_collection_with_its_checksum(host, tmp_path: Path, monkeypatch) -> None:
+    import hashlib
+    import json
+
+    body = scifact_zip()
+    path = tmp_path / "registry.json"
+    remote = {"url": "https://example.invalid/scifact.zip", "size": len(body), "checksum": None}
+    remote |= {"unpack": "zip", "strip": "scifact"}
+    entry = {"folder": "mine/scifact", "expect": ["corpus.jsonl"], "files": [remote]}
+    path.write_text(json.dumps({"mine": entry}))
+    monkeypatch.setenv("EVIRANK_DATA_REGISTRY", str(path))
+    host.files["scifact.zip"] = body
+    monkeypatch.setenv("EVIRANK_DATA_URL", host.url)
+
+    assert main(["-q", "data", "get", "mine"]) == 0  # no checksum: checked as a zip, with a warning
+
+    remote["checksum"] = "sha256:" + hashlib.sha256(b"other").hexdigest()
+    path.write_text(json.dumps({"mine": entry}))
+    assert main(["-q", "data", "get", "mine", "--force"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        ([{"url": "https://x/a.txt", "size": None}], "'checksum' key in mine files"),
+        (
+            [{"url": "https://x/a.txt", "size": 1, "checksum": "crc32:00"}],
+            '"md5:<hex>", "sha256:<hex>" or null',
+        ),
+        ([{"url": "https://x/a.txt", "size": 1, "checksum": None, "md5": "x"}], "keys among"),
+    ],
+)
+def test_a_registry_file_without_a_checksum_field_is_refused(tmp_path: Path, files, message) -> None:
+    import json
+
+    from evirank.data import load_registry
+    from evirank.errors import InputFormatError
+
+    path = tmp_path / "registry.json"
+    path.write_text(json.dumps({"mine": {"folder": "m", "expect": ["a.txt"], "files": files}}))
+
+    with pytest.raises(InputFormatError, match=re.escape(message)):
+        load_registry(path)

@@ -18,7 +18,8 @@ where a collection is looked for, in order:
   1. the datasets folder: $EVIRANK_DATASETS, else $DATA, else ../shared/datasets
   2. the data home: $EVIRANK_HOME, else evirank in the user's cache folder (~/.cache/evirank)
   3. a download into the data home, checked against its published checksum
-$EVIRANK_DATA_URL points every download at a mirror holding the same file names.
+$EVIRANK_DATA_URL points every download at a mirror holding the same file names;
+$EVIRANK_DATA_REGISTRY names a JSON file of more collections (each file with its url, size, checksum).
 
 examples:
   evirank data list
@@ -59,13 +60,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """List the collections, or print one's folder."""
-    from evirank.data import DATASETS, data_home, describe, get_dataset
+    from evirank.data import data_home, describe, get_dataset, registry
 
     out = sys.stdout
     if args.action == "get":
         out.write(f"{get_dataset(args.name, home=args.home, force=args.force)}\n")
         return 0
-    rows = describe(DATASETS.values())
+    rows = describe(registry().values())
     columns = ("name", "download", "checksum", "here", "description")
     widths = {c: max(len(c), *(len(r[c]) for r in rows)) for c in columns[:-1]}
     out.write("  ".join(c.ljust(widths[c]) for c in columns[:-1]) + "  description\n")

@@ -24,10 +24,11 @@ from evirank.data.download import (
     get_dataset,
     is_complete,
 )
-from evirank.data.registry import DATASETS, Dataset, RemoteFile
+from evirank.data.registry import DATASETS, REGISTRY_ENV, Dataset, RemoteFile, load_registry, registry
 
 __all__ = [
     "DATASETS",
+    "REGISTRY_ENV",
     "Dataset",
     "DownloadError",
     "RemoteFile",
@@ -40,4 +41,6 @@ __all__ = [
     "find_dataset",
     "get_dataset",
     "is_complete",
+    "load_registry",
+    "registry",
 ]

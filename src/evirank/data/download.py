@@ -40,7 +40,7 @@ from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
 from evirank import __version__
-from evirank.data.registry import DATASETS, Dataset, RemoteFile
+from evirank.data.registry import Dataset, RemoteFile, registry
 from evirank.errors import EvirankError
 from evirank.outputs import atomic_output
 from evirank.progress import progress_bar
@@ -56,8 +56,8 @@ _CHUNK = 1 << 20
 class UnknownDatasetError(EvirankError, KeyError):
     """A dataset name that is not in the registry."""
 
-    def __init__(self, name: str) -> None:
-        super().__init__(f"no dataset named {name!r}; known: {', '.join(sorted(DATASETS))}")
+    def __init__(self, name: str, known: Iterable[str]) -> None:
+        super().__init__(f"no dataset named {name!r}; known: {', '.join(sorted(known))}")
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])
@@ -109,10 +109,11 @@ def datasets_folder() -> Path | None:
 
 def dataset(name: str) -> Dataset:
     """The registry entry ``name``, or :class:`UnknownDatasetError` listing the known ones."""
+    entries = registry()
     try:
-        return DATASETS[name]
+        return entries[name]
     except KeyError:
-        raise UnknownDatasetError(name) from None
+        raise UnknownDatasetError(name, entries) from None
 
 
 def is_complete(entry: Dataset, folder: Path) -> bool:
@@ -379,7 +380,7 @@ def describe(entries: Iterable[Dataset], *, home: Path | None = None) -> list[di
     """One row per dataset for ``evirank data list``: name, size, where it is, checksum, contents.
 
     Example:
-        >>> rows = describe([DATASETS["scifact"]])
+        >>> rows = describe([dataset("scifact")])
         >>> rows[0]["name"], rows[0]["checksum"]
         ('scifact', 'md5')
     """

@@ -17,8 +17,16 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+import json
+import os
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from evirank.errors import InputFormatError
+
+#: A JSON file of more entries (or replacements), e.g. for a private mirror: see :func:`load_registry`.
+REGISTRY_ENV = "EVIRANK_DATA_REGISTRY"
 
 #: How a downloaded file becomes part of its dataset folder.
 Unpack = Literal["zip", "gunzip", "copy"]
@@ -234,3 +242,78 @@ _DATASETS = (
 
 #: Every dataset evirank can fetch, by name.
 DATASETS: dict[str, Dataset] = {d.name: d for d in _DATASETS}
+
+
+def load_registry(path: str | os.PathLike[str]) -> dict[str, Dataset]:
+    """Registry entries from a JSON file: ``{name: {folder, description, expect, files: [...]}}``.
+
+    Each file must state its ``checksum`` (``"md5:<hex>"``, ``"sha256:<hex>"``, or ``null`` where
+    none is known) and its ``size`` (bytes or ``null``); the other :class:`RemoteFile` fields are optional.
+
+    Example:
+        >>> import tempfile
+        >>> path = Path(tempfile.mkdtemp()) / "registry.json"
+        >>> entry = {"folder": "mine", "expect": ["topics.txt"], "files": [{
+        ...     "url": "https://example.org/topics.txt", "size": None, "checksum": None,
+        ...     "target": "topics.txt", "kind": "topics"}]}
+        >>> _ = path.write_text(json.dumps({"mine": entry}))
+        >>> load_registry(path)["mine"].files[0].name
+        'topics.txt'
+    """
+    file = Path(path)
+    try:
+        raw = json.loads(file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputFormatError(
+            file, exc.lineno, "a JSON object of datasets", f"invalid JSON ({exc.msg})"
+        ) from exc
+    if not isinstance(raw, dict):
+        raise InputFormatError(file, None, "a JSON object of datasets by name", type(raw).__name__)
+    return {name: _entry(file, name, value) for name, value in raw.items()}
+
+
+def _entry(file: Path, name: str, value: Any) -> Dataset:
+    def need(obj: Any, key: str, where: str) -> Any:
+        if not isinstance(obj, dict) or key not in obj:
+            raise InputFormatError(file, None, f"a {key!r} key in {where}", f"keys {sorted(obj or {})}")
+        return obj[key]
+
+    remotes = []
+    known = {f.name for f in fields(RemoteFile)}
+    for i, item in enumerate(need(value, "files", name)):
+        where = f"{name} files[{i}]"
+        for key in ("url", "size", "checksum"):
+            need(item, key, where)
+        unknown = sorted(set(item) - known)
+        if unknown:
+            raise InputFormatError(file, None, f"keys among {sorted(known)} in {where}", f"{unknown}")
+        checksum = item["checksum"]
+        if checksum is not None and checksum.partition(":")[0] not in ("md5", "sha256"):
+            raise InputFormatError(file, None, f'"md5:<hex>", "sha256:<hex>" or null in {where}', checksum)
+        if item.get("unpack", "copy") not in get_args(Unpack) or item.get("kind", "zip") not in get_args(
+            Kind
+        ):
+            raise InputFormatError(
+                file, None, f"unpack in {get_args(Unpack)} and kind in {get_args(Kind)} in {where}", str(item)
+            )
+        remotes.append(RemoteFile(**{"source": f"{file}", **item}))
+    return Dataset(
+        name=name,
+        folder=need(value, "folder", name),
+        description=value.get("description", ""),
+        files=tuple(remotes),
+        expect=tuple(need(value, "expect", name)),
+        irds=value.get("irds"),
+        note=value.get("note", ""),
+    )
+
+
+def registry() -> dict[str, Dataset]:
+    """The built-in entries, with those of ``$EVIRANK_DATA_REGISTRY`` (a JSON file) added or replacing them.
+
+    Example:
+        >>> "scifact" in registry()
+        True
+    """
+    extra = os.environ.get(REGISTRY_ENV)
+    return {**DATASETS, **load_registry(extra)} if extra else dict(DATASETS)
