@@ -240,8 +240,7 @@ def _download(url: str, part: Path, remote: RemoteFile, timeout: float) -> None:
             have = 0
         length = response.headers.get("Content-Length")
         total = have + int(length) if length is not None else remote.size
-        bar = progress_bar(desc=remote.name, total=total, unit="B")
-        bar.unit_scale, bar.unit_divisor = True, 1024
+        bar = progress_bar(desc=remote.name, total=total, unit="B", unit_scale=True)
         bar.update(have)
         try:
             with open(part, "ab" if resumed else "wb") as out:
@@ -368,8 +367,8 @@ def _offline_message(entry: Dataset, url: str, exc: BaseException, downloads: Pa
     ]
     lines += [f"  {remote.url}  ->  {downloads / remote.name}" for remote in entry.files]
     lines.append(
-        f"then run `evirank data get {entry.name}` again: they are checked and unpacked into "
-        f"{home / entry.folder}."
+        f"then run the command again (or `evirank data get {entry.name}`): they are checked and "
+        f"unpacked into {home / entry.folder}."
     )
     folder = datasets_folder() or Path(os.environ.get(DATASETS_ENV) or "../shared/datasets")
     lines.append(f"Or put an unpacked copy ({', '.join(entry.expect)}) in {folder / entry.folder}.")
