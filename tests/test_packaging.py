@@ -79,13 +79,15 @@ def _dependency_view(folder: Path) -> Path:
 def venv(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A new virtual environment with the wheel installed; dependencies seen through a .pth file."""
     root = tmp_path_factory.mktemp("venv")
-    _run(sys.executable, "-m", "venv", root / "env", cwd=root)
+    # Without pip or setuptools of its own: this environment's pip installs into it (--python).
+    _run(sys.executable, "-m", "venv", "--without-pip", root / "env", cwd=root)
     python = root / "env" / "bin" / "python"
     purelib = _run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", cwd=root)
     view = _dependency_view(root / "deps")
     (Path(purelib.strip()) / "evirank-test-deps.pth").write_text(f"{view}\n")
     (wheel,) = dist.glob("evirank-*.whl")
-    _run(python, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", wheel, cwd=root)
+    pip = (sys.executable, "-m", "pip", "--python", python)
+    _run(*pip, "install", "--quiet", "--no-index", "--no-deps", wheel, cwd=root)
     return root / "env"
 
 
@@ -105,18 +107,19 @@ def test_build_makes_a_wheel_and_an_sdist_with_every_module(dist: Path) -> None:
     assert modules <= names
     assert "evirank/py.typed" in names
     assert "evirank = evirank.cli:main" in entry_points
-    assert "Requires-Dist: torch>=2.1; extra == \"torch\"" in metadata
+    assert 'Requires-Dist: torch>=2.1; extra == "torch"' in metadata
     assert sdist.stat().st_size > 0
 
 
 def test_the_installed_wheel_runs_outside_the_source_tree(venv: Path, tmp_path: Path) -> None:
     env = _env(tmp_path / "home")
-    where = _run(venv / "bin" / "python", "-c", "import evirank; print(evirank.__file__)", cwd=tmp_path, env=env)
-    assert Path(where.strip()).is_relative_to(venv)
-    assert not Path(where.strip()).is_relative_to(REPO)
-    assert _run(venv / "bin" / "evirank", "--version", cwd=tmp_path, env=env).strip() == f"evirank {__version__}"
-    assert "scifact" in _run(venv / "bin" / "evirank", "data", "list", cwd=tmp_path, env=env)
-    _run(venv / "bin" / "python", "-m", "pip", "check", cwd=tmp_path, env=env)
+    python, evirank = venv / "bin" / "python", venv / "bin" / "evirank"
+    where = Path(_run(python, "-c", "import evirank; print(evirank.__file__)", cwd=tmp_path, env=env).strip())
+    assert where.is_relative_to(venv)
+    assert not where.is_relative_to(REPO)
+    assert _run(evirank, "--version", cwd=tmp_path, env=env).strip() == f"evirank {__version__}"
+    assert "scifact" in _run(evirank, "data", "list", cwd=tmp_path, env=env)
+    _run(sys.executable, "-m", "pip", "--python", python, "check", cwd=tmp_path, env=env)
 
 
 def test_index_search_rerank_and_evaluate_from_the_installed_wheel(
