@@ -169,7 +169,8 @@ def get_dataset(
             return found
     target = home / entry.folder
     size = entry.size
-    logger.info("%s: downloading %s into %s", name, f"{size / 1e6:.1f} MB" if size else "its files", target)
+    what = f"{size / 1e6:.1f} MB" if size else "its files"
+    logger.info("%s: not on this machine; getting it (%s) into %s", name, what, target)
     downloads = home / "downloads"
     files = [_fetch(entry, remote, downloads, base_url, timeout, home) for remote in entry.files]
     with atomic_output(target, overwrite=force) as tmp:
