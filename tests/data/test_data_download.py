@@ -262,3 +262,24 @@ def test_force_downloads_again_into_the_home(host, register) -> None:
 
     assert len(host.requests) == 2
     assert entry.name in DATASETS
+
+
+def test_an_incomplete_folder_in_the_home_is_not_replaced_unasked(host, register, isolated: Path) -> None:
+    from evirank.data import DataFolderError
+
+    body = scifact_zip()
+    entry = register(scifact_entry(body))
+    host.files["scifact.zip"] = body
+    mine = isolated / "scifact" / "notes.txt"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("my notes\n")
+
+    with pytest.raises(DataFolderError, match=r"lacks corpus.jsonl, .*--force"):
+        get_dataset(entry.name, base_url=host.url)
+    assert mine.read_text() == "my notes\n"
+    assert host.requests == []
+
+    folder = get_dataset(entry.name, base_url=host.url, force=True)
+
+    assert (folder / "corpus.jsonl").is_file()
+    assert not mine.exists()

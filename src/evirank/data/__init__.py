@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 from evirank.data.download import (
+    DataFolderError,
     DownloadError,
     UnknownDatasetError,
     VerificationError,
@@ -29,6 +30,7 @@ from evirank.data.registry import DATASETS, REGISTRY_ENV, Dataset, RemoteFile, l
 __all__ = [
     "DATASETS",
     "REGISTRY_ENV",
+    "DataFolderError",
     "Dataset",
     "DownloadError",
     "RemoteFile",

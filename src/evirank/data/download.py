@@ -71,6 +71,10 @@ class VerificationError(EvirankError, ValueError):
     """A downloaded file is not the published one (wrong size, checksum or content)."""
 
 
+class DataFolderError(EvirankError, FileExistsError):
+    """A dataset folder in the data home is there but incomplete, so it is not replaced unasked."""
+
+
 def data_home() -> Path:
     """The folder downloads go to: ``$EVIRANK_HOME``, else ``evirank`` in the user's cache folder.
 
@@ -168,6 +172,12 @@ def get_dataset(
             logger.info("%s: using %s", name, found)
             return found
     target = home / entry.folder
+    if target.exists() and not force:
+        missing = [rel for rel in entry.expect if not (target / rel).is_file()]
+        raise DataFolderError(
+            f"{target} exists but lacks {', '.join(missing)}; it was not made by a download (those are "
+            f"complete or absent): move it away, or replace it with `evirank data get {name} --force`"
+        )
     size = entry.size
     what = f"{size / 1e6:.1f} MB" if size else "its files"
     logger.info("%s: not on this machine; getting it (%s) into %s", name, what, target)
@@ -208,7 +218,7 @@ def _fetch(
     url = _url(remote, base_url)
     try:
         _download(url, part, remote, timeout)
-    except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+    except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError) as exc:
         raise DownloadError(_offline_message(entry, url, exc, downloads, home)) from exc
     try:
         _verify(remote, part, placed=False)
