@@ -171,13 +171,13 @@ def run_level(
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| concurrency | requests ok | errors | p50 ms | p95 ms | requests/s | "
-        "server mean ms: retrieve / segment / score / aggregate / queue / total |",
+        "server mean ms: first stage / segmentation / model / queue / total |",
         "|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         s = r["stages"]
         server = " / ".join(
-            f"{s.get(key, 0):.0f}" for key in ("retrieve", "segment", "score", "wait", "total")
+            f"{s.get(key, 0):.0f}" for key in ("first_stage", "segmentation", "model", "wait", "total")
         )
         lines.append(
             f"| {r['concurrency']} | {r['ok']} | {r['errors']} | {r['p50_ms']:.0f} | {r['p95_ms']:.0f} | "
