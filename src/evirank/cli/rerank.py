@@ -12,8 +12,8 @@ import argparse
 import logging
 from typing import Any
 
-from evirank.cli.index import positive_int
-from evirank.rerank.runner import RerankConfig
+from evirank.cli.index import non_negative_int, positive_int
+from evirank.rerank.runner import DEFAULT_MAX_PASSAGES, RerankConfig
 
 logger = logging.getLogger(__name__)
 
@@ -153,6 +153,14 @@ def _add_segments_and_aggregation(agg: Any) -> None:
         "or whole[:prepend|skip] (default: sentences)",
     )
     agg.add_argument(
+        "--max-passages",
+        type=non_negative_int,
+        default=DEFAULT_MAX_PASSAGES,
+        metavar="N",
+        help=f"segments kept per document, its first ones, with a warning naming a longer document "
+        f"(default {DEFAULT_MAX_PASSAGES}; 0: no limit)",
+    )
+    agg.add_argument(
         "--aggregate", default="birch:3", help="birch[:N] (default birch:3), maxp, firstp, sump, meanp"
     )
     agg.add_argument(
@@ -210,6 +218,7 @@ def config_from_args(args: argparse.Namespace) -> RerankConfig:
         scores=args.scores,
         no_scores=args.no_scores,
         segment=args.segment,
+        max_passages=args.max_passages,
         aggregate=args.aggregate,
         alpha=args.alpha,
         weights=None if args.weights is None else tuple(args.weights),

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import platform
-import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,6 +26,10 @@ from typing import Any
 from evirank.errors import EvirankError
 
 logger = logging.getLogger(__name__)
+
+#: Segments kept per document by default (the value of
+#: :data:`evirank.segment.base.DEFAULT_MAX_PASSAGES`, repeated so the command line stays light).
+DEFAULT_MAX_PASSAGES = 1000
 
 
 class RerankConfigError(EvirankError, ValueError):
@@ -58,6 +60,7 @@ class RerankConfig:
         scores: the score store (None: ``OUT.scores.sqlite``).
         no_scores: keep no score store.
         segment: a segmenter spec (:mod:`evirank.segment.spec`).
+        max_passages: segments kept per document, its first ones (0: no limit).
         aggregate: an aggregator spec (:mod:`evirank.aggregate.registry`).
         alpha: the first-stage weight (None: the aggregator's default).
         weights: Birch's top-n weights (None: 1, 1/2, 1/4, ...).
@@ -87,6 +90,7 @@ class RerankConfig:
     scores: str | Path | None = None
     no_scores: bool = False
     segment: str = "sentences"
+    max_passages: int = DEFAULT_MAX_PASSAGES
     aggregate: str = "birch:3"
     alpha: float | None = None
     weights: tuple[float, ...] | None = None
@@ -196,7 +200,7 @@ def build_pipeline(config: RerankConfig, store: Path | None) -> Any:
     budget = passage_budget(scorer)
     segmenter = config.segment_spec().build(
         tokenizer=budget[0] if budget else None, max_tokens=budget[1] if budget else None
-    )
+    ).with_max_passages(config.max_passages or None)
     return Rerank(segmenter, scorer, config.aggregator(), fetch=fetch, depth=config.depth)
 
 
@@ -225,15 +229,21 @@ def run_rerank(config: RerankConfig) -> dict[str, Any]:
         OutputExistsError: an output exists and ``overwrite`` is False.
     """
     from evirank.io import write_run
-    from evirank.outputs import atomic_output, check_output
+    from evirank.outputs import atomic_outputs, check_output
+    from evirank.record import plain, versions
     from evirank.rerank import StageTimings
     from evirank.rerank.pipeline import describe_stage, save_passages
     from evirank.segment import spec_of
 
     config.check()
-    for path in config.outputs():
+    outputs = config.outputs()
+    for path in outputs:
         check_output(path, config.overwrite)  # before any (long) work
     store = config.store_path()
+    if store is not None:
+        from evirank.score.store import check_store_path
+
+        check_store_path(store)
 
     timings = StageTimings()
     started = time.perf_counter()
@@ -248,39 +258,41 @@ def run_rerank(config: RerankConfig) -> dict[str, Any]:
     with pipeline.fetch:
         result = pipeline.run(first, topics=topics, timings=timings)
     tag = config.run_tag()
-    with timings.measure("write"):
-        written = write_run(result.run, config.output, tag=tag, overwrite=config.overwrite)
-        if config.save_passages:
-            save_passages(result.passages, config.save_passages, overwrite=config.overwrite)
     scorer = pipeline.scorer
-    record = {
-        "command": "rerank",
-        "arguments": _plain(asdict(config)),
-        "run": str(written),
-        "tag": tag,
-        "first_stage": first_stage,
-        "text": {"index": str(config.index)} if config.index else {"corpus": str(config.corpus)},
-        "topics": {
-            "path": str(config.topics),
-            "field": config.field,
-            "split": config.split,
-            "count": len(topics),
-        },
-        "depth": config.depth,
-        "segment": spec_of(pipeline.segmenter),
-        "segmenter": describe_stage(pipeline.segmenter),
-        "scorer": {**_describe(scorer), "fingerprint": _fingerprint(scorer)},
-        "aggregate": str(config.aggregate),
-        "aggregator": describe_stage(pipeline.aggregator),
-        "scores": str(store) if store else None,
-        "passages_file": str(config.save_passages) if config.save_passages else None,
-        "counts": result.counts,
-        "timings_s": timings.as_dict(),
-        "wall_s": round(time.perf_counter() - started, 3),
-        "versions": _versions(),
-    }
-    with atomic_output(sidecar(config.output), overwrite=config.overwrite) as tmp:
-        tmp.write_text(json.dumps(record, indent=2, default=str) + "\n", encoding="utf-8")
+    # The run, its record and the passages succeed or fail together: all are written under
+    # temporary names first and renamed into place only when every one of them is complete.
+    with atomic_outputs(*((path, None) for path in outputs), overwrite=config.overwrite) as temps:
+        with timings.measure("write"):
+            write_run(result.run, temps[0], tag=tag)
+            if config.save_passages:
+                save_passages(result.passages, temps[2])
+        record = {
+            "command": "rerank",
+            "arguments": plain(asdict(config)),
+            "run": str(config.output),
+            "tag": tag,
+            "first_stage": first_stage,
+            "text": {"index": str(config.index)} if config.index else {"corpus": str(config.corpus)},
+            "topics": {
+                "path": str(config.topics),
+                "field": config.field,
+                "split": config.split,
+                "count": len(topics),
+            },
+            "depth": config.depth,
+            "segment": spec_of(pipeline.segmenter),
+            "segmenter": describe_stage(pipeline.segmenter),
+            "scorer": {**_describe(scorer), "fingerprint": _fingerprint(scorer)},
+            "aggregate": str(config.aggregate),
+            "aggregator": describe_stage(pipeline.aggregator),
+            "scores": str(store) if store else None,
+            "passages_file": str(config.save_passages) if config.save_passages else None,
+            "counts": result.counts,
+            "timings_s": timings.as_dict(),
+            "wall_s": round(time.perf_counter() - started, 3),
+            "versions": versions(),
+        }
+        temps[1].write_text(json.dumps(record, indent=2, default=str) + "\n", encoding="utf-8")
     counts = result.counts
     logger.info(
         "re-ranked %d documents of %d queries (%d passages; model ran on %s items, %s pairs from the store)"
@@ -290,28 +302,10 @@ def run_rerank(config: RerankConfig) -> dict[str, Any]:
         counts["passages"],
         counts.get("scorer_computed", "?"),
         counts.get("scorer_cached", "?"),
-        written,
+        config.output,
     )
     logger.info("time per stage:\n%s", timings.table())
     return record
-
-
-def _plain(values: dict[str, Any]) -> dict[str, Any]:
-    return {
-        k: (str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v)
-        for k, v in values.items()
-    }
-
-
-def _versions() -> dict[str, str]:
-    from evirank import __version__
-
-    versions = {"evirank": __version__, "python": platform.python_version()}
-    for name in ("numpy", "pandas", "torch", "transformers", "tokenizers"):
-        module = sys.modules.get(name)
-        if module is not None:
-            versions[name] = str(getattr(module, "__version__", "?"))
-    return versions
 
 
 def _describe(scorer: Any) -> dict[str, Any]:
