@@ -137,12 +137,12 @@ def run_level(
 
 def table(rows: list[dict[str, Any]]) -> str:
     columns = ["concurrency", "requests ok", "errors", "p50 ms", "p95 ms", "requests/s"]
-    columns.append("server mean ms: retrieve / segment / score / queue / total")
+    columns.append("server mean ms: first stage / segmentation / model / queue / total")
     lines = []
     for r in rows:
         s = r["stages"]
         server = " / ".join(
-            f"{s.get(key, 0):.0f}" for key in ("retrieve", "segment", "score", "wait", "total")
+            f"{s.get(key, 0):.0f}" for key in ("first_stage", "segmentation", "model", "wait", "total")
         )
         ok, errors, p50, p95 = r["ok"], r["errors"], f"{r['p50_ms']:.0f}", f"{r['p95_ms']:.0f}"
         lines.append([r["concurrency"], ok, errors, p50, p95, f"{r['rps']:.2f}", server])

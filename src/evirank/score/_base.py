@@ -234,6 +234,24 @@ class TransformerScorer(Stage):
     def _default_max_length(self, model_dir: Path) -> int:
         return MAX_LENGTH_CAP
 
+    def passage_budget(self) -> tuple[Any, int]:
+        """(tokenizer, tokens left for one passage): what a segmenter may fill without truncation.
+
+        A bi-encoder's passage gets ``max_length - special tokens``; a cross-encoder's also leaves
+        room for the query (``max_length - special tokens - query_max_tokens``). Loads the
+        tokenizer, not the model weights.
+
+        Example:
+            >>> from evirank.score import BiEncoder
+            >>> BiEncoder().passage_budget()[1]  # doctest: +SKIP
+            254
+        """
+        self._prepare()
+        return self.encoder_.tokenizer, self._passage_room()
+
+    def _passage_room(self) -> int:
+        return int(self.max_length_ - self.encoder_.single_template.n_special)
+
     def _check_settings(self) -> None:
         """Validate settings that need the tokenizer (subclasses)."""
 
