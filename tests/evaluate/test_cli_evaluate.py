@@ -143,3 +143,20 @@ def test_run_names_from_files_and_name_equals_path() -> None:
     assert run_name(Path("a/b/run.x.txt.gz")) == "run.x"
     assert parse_run_spec("bm25=runs/a.txt") == ("bm25", Path("runs/a.txt"))
     assert parse_run_spec("runs/a.txt") == ("a", Path("runs/a.txt"))
+
+
+def test_usage_and_input_errors_print_one_line_in_argparse_format(files: dict[str, Path]) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src"))
+    base = [sys.executable, "-m", "evirank", "evaluate", "--qrels", str(files["qrels"])]
+    done = subprocess.run(
+        [*base, "--run", str(files["base"]), "--metrics", "NDCG10"], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1].startswith("evirank evaluate: error: ")  # no time stamp
+    assert "unknown measure 'NDCG10'" in done.stderr
+    done = subprocess.run([*base, "--colour"], capture_output=True, text=True, env=env)
+    assert done.returncode == 2 and done.stderr.splitlines()[-1].startswith("evirank evaluate: error: ")

@@ -46,28 +46,56 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only, no progress")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in SUBCOMMANDS:
-        try:
-            module = importlib.import_module(f"evirank.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"evirank.cli.{name}":
-                continue  # subcommand not built yet
-            raise
+        module = importlib.import_module(f"evirank.cli.{name}")
         sub = module.add_parser(subparsers)
         sub.set_defaults(_run=module.run)
     return parser
 
 
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class _Formatter(logging.Formatter):
+    """Log lines with time, level and logger; a command's error as argparse prints usage errors."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        if getattr(record, "command_error", False):
+            return record.getMessage()
+        return super().format(record)
+
+
 def configure_logging(verbose: int, quiet: bool) -> None:
     """Handlers are configured here, in the CLI, never in library code."""
     level = logging.WARNING if quiet else (logging.DEBUG if verbose > 1 else logging.INFO)
-    logging.basicConfig(
-        level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Formatter(LOG_FORMAT))
+    logging.basicConfig(level=level, handlers=[handler])
     logging.getLogger("evirank").setLevel(level)
 
 
+def fail(command: str, error: BaseException | str) -> int:
+    """Report ``error`` as ``evirank COMMAND: error: MESSAGE`` (argparse's format, no time stamp); return 2.
+
+    Example:
+        >>> fail("tune", "tune: give --scores or --passages")
+        2
+    """
+    message = str(error)
+    if message.startswith(f"{command}: "):
+        message = message[len(command) + 2 :]
+    logging.getLogger("evirank").error(
+        "evirank %s: error: %s", command, message, extra={"command_error": True}
+    )
+    return 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``evirank`` command; returns the exit status."""
+    """Entry point of the ``evirank`` command; returns the exit status.
+
+    Usage errors (argparse's, and :class:`~evirank.errors.UsageError`) and bad input
+    (:class:`~evirank.errors.EvirankError`, a missing file) print one line,
+    ``evirank COMMAND: error: MESSAGE``, and exit with status 2.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     configure_logging(args.verbose, args.quiet)
@@ -77,8 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger("evirank").warning("interrupted; finished work is kept and a rerun resumes")
         return 130
     except (EvirankError, FileNotFoundError) as exc:
-        logging.getLogger("evirank").error("%s", exc)
-        return 2
+        return fail(args.command, exc)
 
 
 if __name__ == "__main__":

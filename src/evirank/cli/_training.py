@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from evirank.errors import UsageError
 from evirank.frames import QID
 from evirank.train.config import TrainConfig
 
@@ -305,15 +306,13 @@ def build_data(args: argparse.Namespace) -> tuple[pd.DataFrame, pd.DataFrame | N
     """Training examples, validation examples (or None) and the provenance record, from the flags.
 
     Raises:
-        SystemExit: through argparse-style errors when no training data was given.
+        UsageError: when no training data was given.
     """
     from evirank.train.examples import split_by_query, write_examples
 
     frames, records = _load(args, "")
     if not frames:
-        raise SystemExit(
-            "evirank: error: give training data (--short-texts, --documents, --evidence or --pairs)"
-        )
+        raise UsageError("give training data (--short-texts, --documents, --evidence or --pairs)")
     train = pd.concat(frames, ignore_index=True)
     val_frames, val_records = _load(args, "val_")
     provenance: dict[str, Any] = {

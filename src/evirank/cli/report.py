@@ -118,16 +118,16 @@ def run(args: argparse.Namespace) -> int:
     runs = tuple(parse_run_spec(text) for text in args.runs)
     names = [name for name, _ in runs]
     if len(set(names)) != len(names):
-        raise ReportError("evirank report: several runs have the same name; name them with NAME=PATH")
+        raise ReportError("several runs have the same name; name them with NAME=PATH")
     if args.baseline is not None and args.baseline not in names:
         raise ReportError(
-            f"evirank report: --baseline {args.baseline!r} is not one of the runs ({', '.join(names)})"
+            f"--baseline {args.baseline!r} is not one of the runs ({', '.join(names)})"
         )
     pruned = []
     for text in args.pruned:
         name, sep, folder = text.partition("=")
         if not sep or not name or not folder:
-            raise ReportError(f"evirank report: --pruned {text!r}: expected NAME=TUNE_DIR")
+            raise ReportError(f"--pruned {text!r}: expected NAME=TUNE_DIR")
         pruned.append((name, folder))
     config = ReportConfig(
         qrels=args.qrels,

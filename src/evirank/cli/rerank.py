@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from evirank.cli.index import positive_int
+from evirank.errors import UsageError
 
 logger = logging.getLogger(__name__)
 
@@ -208,8 +209,8 @@ def _versions() -> dict[str, str]:
     return versions
 
 
-def _usage(message: str) -> SystemExit:
-    return SystemExit(f"evirank rerank: error: {message}")
+def _usage(message: str) -> UsageError:
+    return UsageError(message)
 
 
 def build_scorer(args: argparse.Namespace, store: Path | None) -> Any:

@@ -127,6 +127,7 @@ class _Rm3Action(argparse.Action):
 
 def run(args: argparse.Namespace) -> int:
     """Read the topics, search, write the run and its configuration."""
+    from evirank.errors import UsageError
     from evirank.io import read_topics, write_run
     from evirank.lucene.index import read_index_info
     from evirank.lucene.search import Bm25
@@ -138,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
             args.index, k1=args.bm25[0], b=args.bm25[1], rm3=args.rm3, k=args.k, threads=args.threads
         )
     except ValueError as exc:
-        raise SystemExit(f"evirank search: error: {exc}") from exc
+        raise UsageError(str(exc)) from exc
     # Fail before the (possibly long) search if an output is in the way.
     check_output(args.output, args.overwrite)
     check_output(sidecar(args.output), args.overwrite)

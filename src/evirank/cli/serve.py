@@ -98,6 +98,7 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
 def run(args: argparse.Namespace) -> int:
     """Build the searcher (the model loads once, here), then serve until interrupted."""
     from evirank._extras import require
+    from evirank.errors import UsageError
     from evirank.serve.app import create_app
     from evirank.serve.build import build_searcher
 
@@ -119,8 +120,7 @@ def run(args: argparse.Namespace) -> int:
             max_depth=config.max_depth,
         )
     except ValueError as exc:
-        logger.error("%s", exc)
-        return 2
+        raise UsageError(str(exc)) from exc
     if not args.no_warmup:
         seconds = searcher.warm_up()
         logger.info("warm-up (index open, model loaded) took %.1f s", seconds)
