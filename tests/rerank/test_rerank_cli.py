@@ -180,7 +180,7 @@ def test_bi_encoder_over_passages_with_birch_and_a_pyserini_corpus(
     out = tmp_path / "birch.txt"
     args = rerank_args(collection, tiny_bi_encoder_path, out, "--scorer", "bi", "--segment", "windows:4:2")
     args[args.index("--corpus") + 1] = str(collection["passages"])
-    args += ["--aggregate", "birch:2", "--weights", "1,0.5", "--alpha", "0.3", "--normalise", "none"]
+    args += ["--aggregate", "birch:2", "--weights", "1", "0.5", "--alpha", "0.3", "--normalise", "none"]
     assert main(args) == 0
     record = json.loads(out.with_name("birch.txt.json").read_text())
     assert record["aggregator"].startswith("Birch(alpha=0.3, normalise='none', top_n=2, weights=(1.0, 0.5))")
@@ -216,7 +216,7 @@ def test_bad_flags_fail_before_any_work(
     assert caplog.messages[-1].startswith("evirank rerank: error: --scorer cross needs --model")
     assert main([*base, "--segment", "paragraphs"]) == 2
     assert "unknown segmenter" in caplog.messages[-1]
-    assert main([*base, "--aggregate", "maxp", "--weights", "1,0.5"]) == 2
+    assert main([*base, "--aggregate", "maxp", "--weights", "1", "0.5"]) == 2
     assert "weights" in caplog.messages[-1]
     with pytest.raises(SystemExit):
         main([*base, "--alpha", "1.5"])  # argparse: not in [0, 1]

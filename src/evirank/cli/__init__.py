@@ -52,6 +52,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Help with each flag's default, ``(default: X)``, where there is one to state.
+
+    No default is printed for flags without one (``None``), for switches, or where the help
+    already says it.
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if (
+            "default" in text
+            or action.default in (None, False, argparse.SUPPRESS)
+            or (isinstance(action.default, list | tuple) and not action.default)
+        ):
+            return text
+        default = action.default
+        if isinstance(default, list | tuple):
+            return f"{text} (default: {' '.join(map(str, default))})"
+        return f"{text} (default: {default})"
+
+
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 

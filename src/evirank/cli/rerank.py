@@ -50,20 +50,8 @@ examples:
       --scorer bi --aggregate maxp --output runs/dl19.bi.maxp.txt
   evirank rerank --run runs/robust04.bm25.txt --index indexes/robust04 --topics topics.robust04.txt \\
       --model models/minilm-mb --segment sentences:skip --aggregate birch:3 --alpha 0.6 \\
-      --weights 1,0.4,0.2 --normalise none --depth 1000 --output runs/robust04.birch.txt
+      --weights 1 0.4 0.2 --normalise none --depth 1000 --output runs/robust04.birch.txt
 """
-
-
-def _weights(text: str) -> list[float]:
-    try:
-        values = [float(v) for v in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated numbers (1,0.5,0.25), found {text!r}"
-        ) from None
-    if not values:
-        raise argparse.ArgumentTypeError("expected at least one weight")
-    return values
 
 
 def _alpha(text: str) -> float:
@@ -160,7 +148,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="first-stage weight in [0, 1] (default: birch 0.5, others 0)",
     )
     agg.add_argument(
-        "--weights", type=_weights, metavar="W1,W2,W3", help="Birch's top-n weights (default 1,0.5,0.25)"
+        "--weights", nargs="+", type=float, metavar="W", help="Birch's top-n weights (default: 1 0.5 0.25)"
     )
     agg.add_argument(
         "--normalise",

@@ -50,10 +50,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--aggregate",
         default="birch:3",
-        help="birch[:N] | maxp | firstp | sump | meanp (default: birch:3, alpha 0.5, weights 1,0.5,0.25)",
+        help="birch[:N] | maxp | firstp | sump | meanp (default: birch:3, alpha 0.5, weights 1 0.5 0.25)",
     )
     parser.add_argument("--alpha", type=float, default=None, help="Birch: weight of the first-stage score")
-    parser.add_argument("--weights", default=None, help="Birch: comma-separated weights of the top passages")
+    parser.add_argument(
+        "--weights",
+        nargs="+",
+        type=float,
+        metavar="W",
+        help="Birch: weights of the top passages (default: 1 0.5 0.25)",
+    )
     parser.add_argument(
         "--scores", default=None, metavar="STORE", help="persistent score store to reuse and fill"
     )

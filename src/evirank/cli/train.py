@@ -21,6 +21,7 @@ import argparse
 import json
 import logging
 
+from evirank.cli import DefaultsHelpFormatter
 from evirank.cli._training import (
     add_data_arguments,
     add_optimisation_arguments,
@@ -40,7 +41,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="fine-tune a cross-encoder on relevance judgements",
         description="Fine-tune a cross-encoder (a Hugging Face model folder) on (query, text, label) "
         "examples built from qrels and runs, sentence-level gold, or pair files.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     parser.add_argument("--output", "-o", required=True, help="the model folder to create")
     init = parser.add_mutually_exclusive_group()
