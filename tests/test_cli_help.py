@@ -15,16 +15,26 @@ def subparsers() -> dict[str, argparse.ArgumentParser]:
     return dict(action.choices)
 
 
+def nested(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """``parser`` and the parsers of its own subcommands (``evirank data get``)."""
+    out = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                out += nested(sub)
+    return out
+
+
 @pytest.mark.parametrize("command", SUBCOMMANDS)
 def test_every_flag_has_help_and_no_help_prints_an_empty_default(command: str) -> None:
-    sub = subparsers()[command]
-    for action in sub._actions:
-        if isinstance(action, argparse._HelpAction) or action.help == argparse.SUPPRESS:
-            continue
-        assert action.help, f"evirank {command} {'/'.join(action.option_strings) or action.dest}: no help"
-    text = sub.format_help()
-    for empty in ("default: None", "default None", "(default: )", "default: []", "default: ()"):
-        assert empty not in text, f"evirank {command} --help prints {empty!r}"
+    for sub in nested(subparsers()[command]):
+        for action in sub._actions:
+            if isinstance(action, argparse._HelpAction) or action.help == argparse.SUPPRESS:
+                continue
+            assert action.help, f"{sub.prog} {'/'.join(action.option_strings) or action.dest}: no help"
+        text = sub.format_help()
+        for empty in ("default: None", "default None", "(default: )", "default: []", "default: ()"):
+            assert empty not in text, f"{sub.prog} --help prints {empty!r}"
 
 
 @pytest.mark.parametrize("command", SUBCOMMANDS)

@@ -129,12 +129,14 @@ class _Rm3Action(argparse.Action):
 
 def run(args: argparse.Namespace) -> int:
     """Read the topics, search, write the run and its configuration."""
+    from pathlib import Path
+
     from evirank.errors import UsageError
     from evirank.io import read_topics, write_run
     from evirank.lucene.index import read_index_info
     from evirank.lucene.search import Bm25
-    from evirank.outputs import check_output
-    from evirank.record import sidecar, write_record
+    from evirank.outputs import atomic_outputs, check_output
+    from evirank.record import compact_json, make_record, sidecar
 
     try:
         stage = Bm25(
@@ -158,9 +160,8 @@ def run(args: argparse.Namespace) -> int:
         seconds,
         1000 * seconds / max(len(topics), 1),
     )
-    written = write_run(result, args.output, tag=tag, overwrite=args.overwrite)
-    write_record(
-        sidecar(args.output),
+    written = Path(args.output)
+    record = make_record(
         "search",
         stage.config.to_dict(),
         run=written,
@@ -172,7 +173,10 @@ def run(args: argparse.Namespace) -> int:
         queries=len(topics),
         seconds=round(seconds, 3),
         index_info=read_index_info(args.index),
-        overwrite=args.overwrite,
     )
+    # the run and its record succeed or fail together
+    with atomic_outputs((written, None), (sidecar(written), None), overwrite=args.overwrite) as temps:
+        write_run(result, temps[0], tag=tag)
+        temps[1].write_text(compact_json(record) + "\n", encoding="utf-8")
     logger.info("wrote %s and %s", written, sidecar(args.output))
     return 0

@@ -112,7 +112,7 @@ class Report:
     def write(self, folder: str | Path, *, overwrite: bool = False) -> Path:
         """Write report.md, report.html, report.json and the PNGs into ``folder`` (atomically)."""
         out = Path(folder)
-        with atomic_output(out, overwrite=overwrite) as tmp:
+        with atomic_output(out, overwrite=overwrite, marker=RECORD_FILE) as tmp:
             tmp.mkdir(parents=True)
             (tmp / MARKDOWN_FILE).write_text(self.markdown, encoding="utf-8")
             (tmp / HTML_FILE).write_text(self.html(), encoding="utf-8")

@@ -46,6 +46,7 @@ import pandas as pd
 from evirank._extras import require
 from evirank.errors import OutputExistsError
 from evirank.frames import DOCNO, LABEL, PID, QID, QUERY, SOURCE, TEXT, require_columns
+from evirank.outputs import check_output
 from evirank.progress import progress_bar
 from evirank.record import plain, write_record
 from evirank.train import _model
@@ -58,6 +59,8 @@ logger = logging.getLogger(__name__)
 TRAIN_JSON = "evirank-train.json"
 TRAIN_LOG = "train-log.jsonl"
 CHECKPOINT_DIR = "checkpoint"
+OUTPUT_MARKERS = (TRAIN_JSON, CHECKPOINT_DIR, TRAIN_LOG)
+"""A folder holding one of these is a training output that ``overwrite``/``resume`` may replace."""
 
 # Config fields that may change between an interrupted run and its resumption.
 _RESUMABLE_CHANGES = {"device", "eval_batch_size", "keep_checkpoints"}
@@ -247,12 +250,31 @@ def _compatible(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
     return sorted(k for k in keys if saved.get(k) != current.get(k))
 
 
+def check_train_output(output_dir: str | os.PathLike[str], *, overwrite: bool, resume: bool) -> Path:
+    """Check, without changing anything, that a training may write ``output_dir``.
+
+    Raises what :func:`prepare_output` would, before the (long) data preparation starts.
+
+    Example:
+        >>> import tempfile
+        >>> check_train_output(tempfile.mkdtemp() + "/model", overwrite=False, resume=False).name
+        'model'
+    """
+    out = Path(output_dir)
+    check_output(out, overwrite or resume, marker=OUTPUT_MARKERS)
+    return out
+
+
 def prepare_output(output_dir: Path, *, overwrite: bool, resume: bool) -> str:
     """Decide what to do with ``output_dir``: "fresh", "resume" or "complete".
 
     Raises:
         OutputExistsError: if it exists and neither ``overwrite`` nor ``resume`` is set.
+        UnsafeOverwriteError: it exists but is not a training output folder (no
+            ``evirank-train.json`` and no ``checkpoint/``): it is never removed.
+        OutputNotWritableError: it cannot be created.
     """
+    check_train_output(output_dir, overwrite=overwrite, resume=resume)  # ours (or empty), or refuse
     if not output_dir.exists():
         return "fresh"
     if resume:

@@ -30,10 +30,10 @@ from typing import Any
 import pandas as pd
 
 from evirank import markdown
+from evirank.aggregate.registry import AggregateSpec
 from evirank.frames import QID
 from evirank.outputs import atomic_output
 from evirank.record import write_record
-from evirank.tune.aggregators import Tunable, parse_aggregate
 from evirank.tune.errors import TuneError
 from evirank.tune.folds import Folds, k_folds, read_folds, write_folds
 from evirank.tune.grid import Grid, parse_grid
@@ -148,15 +148,15 @@ def choices_markdown(choices: Sequence[Mapping[str, Any]], names: Sequence[str],
     return markdown.table(header, rows)
 
 
-def default_grid(aggregator: Tunable) -> Grid:
+def default_grid(aggregator: AggregateSpec) -> Grid:
     """Birch's grid: alpha and w2..wN in 0:1:0.1, w1 = 1; alpha in 0:1:0.1 for the others.
 
     Example:
-        >>> len(default_grid(parse_aggregate("birch:3"))), len(default_grid(parse_aggregate("maxp")))
+        >>> len(default_grid(AggregateSpec.parse("birch:3"))), len(default_grid(AggregateSpec.parse("maxp")))
         (1331, 11)
     """
     axes = ["alpha=0:1:0.1"]
-    if aggregator.kind == "birch":
+    if aggregator.stage_class.numbered:
         axes += ["w1=1"] + [f"w{i}=0:1:0.1" for i in range(2, aggregator.top_n + 1)]
     return parse_grid(axes)
 
@@ -190,7 +190,7 @@ def run_tune(config: TuneConfig, output: str | Path, *, overwrite: bool = False)
 
     started = time.perf_counter()
     out = Path(output)
-    aggregator = parse_aggregate(config.aggregate, config.normalise)  # type: ignore[arg-type]
+    aggregator = AggregateSpec.parse(config.aggregate, config.normalise)  # type: ignore[arg-type]
     grid = parse_grid(config.grid) if config.grid else default_grid(aggregator)
     aggregator.check(grid.names)
     folds: Folds | None = read_folds(config.folds, config.tune_on) if config.folds else None
@@ -246,7 +246,7 @@ def run_tune(config: TuneConfig, output: str | Path, *, overwrite: bool = False)
         "evaluation": evaluation,
         "timings": {"read": read_seconds, **result.timings, "evaluate": eval_seconds},
     }
-    with atomic_output(out, overwrite=overwrite) as tmp:
+    with atomic_output(out, overwrite=overwrite, marker=RECORD_FILE) as tmp:
         tmp.mkdir(parents=True)
         write_run(run, tmp / RUN_FILE, tag=tag)
         _params_table(result).to_csv(tmp / PARAMS_FILE, sep="\t", index=False, float_format="%.10g")
