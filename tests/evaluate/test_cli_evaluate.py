@@ -111,6 +111,9 @@ def test_json_output_to_a_file_with_per_query_values(files: dict[str, Path], tmp
     assert len(record["significance"]) == 2
     assert len(record["per_query"]) == 2 * 10 * 2
     assert record["qrels"] == str(files["qrels"])
+    sidecar = json.loads(out.with_name("report.json.json").read_text())  # what made it, with what
+    assert sidecar["command"] == "evaluate" and sidecar["config"]["correction"] == "holm"
+    assert sidecar["runs"]["better"] == str(files["better"]) and "ir_measures" in sidecar["versions"]
     # an existing output is never replaced without --overwrite
     out.write_text("keep me")
     assert main(args) == 2

@@ -166,10 +166,12 @@ def run(args: argparse.Namespace) -> int:
     from evirank.evaluate import compare, markdown_report, parse_measures, to_record
     from evirank.evaluate.measures import EvaluationError
     from evirank.io import read_qrels, read_run
-    from evirank.outputs import atomic_output, check_output
+    from evirank.outputs import atomic_outputs, check_output
+    from evirank.record import compact_json, make_record, sidecar
 
     if args.output:
         check_output(args.output, args.overwrite)  # fail before any work
+        check_output(sidecar(args.output), args.overwrite)
     measures = parse_measures(args.metrics, args.relevance_level)
     specs = [parse_run_spec(text) for text in args.runs]
     baseline_name = None
@@ -219,9 +221,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         text = markdown_report(comparison, per_query=args.per_query, digits=args.digits)
     if args.output:
-        with atomic_output(args.output, overwrite=args.overwrite) as tmp:
+        config = {k: v for k, v in vars(args).items() if not k.startswith("_")}
+        record = make_record("evaluate", config, runs=dict(specs), qrels=args.qrels)
+        outputs = ((args.output, None), (sidecar(args.output), None))
+        with atomic_outputs(*outputs, overwrite=args.overwrite) as (tmp, tmp_record):
             tmp.write_text(text, encoding="utf-8")
-        logger.info("wrote %s", args.output)
+            tmp_record.write_text(compact_json(record) + "\n", encoding="utf-8")
+        logger.info("wrote %s and its record %s", args.output, sidecar(args.output))
     else:
         sys.stdout.write(text)
     return 0

@@ -9,10 +9,7 @@ Example:
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import platform
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -186,27 +183,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def sidecar(output: str | Path) -> Path:
-    """Where the record of a re-ranked run goes: ``OUT.json`` next to ``OUT``."""
-    path = Path(output)
-    return path.with_name(path.name + ".json")
-
-
 def default_store(output: str | Path) -> Path:
     """The default score store of a run: ``OUT.scores.sqlite`` next to ``OUT``."""
     path = Path(output)
     return path.with_name(path.name + ".scores.sqlite")
-
-
-def _versions() -> dict[str, str]:
-    from evirank import __version__
-
-    versions = {"evirank": __version__, "python": platform.python_version()}
-    for name in ("numpy", "pandas", "torch", "transformers", "tokenizers"):
-        module = sys.modules.get(name)
-        if module is not None:
-            versions[name] = str(getattr(module, "__version__", "?"))
-    return versions
 
 
 def _usage(message: str) -> UsageError:
@@ -236,6 +216,7 @@ def run(args: argparse.Namespace) -> int:
     """Read the inputs, re-rank, write the run, its record, and optionally the scored passages."""
     from evirank.io import read_run, read_topics, write_run
     from evirank.outputs import atomic_outputs, check_output
+    from evirank.record import compact_json, make_record, sidecar
     from evirank.rerank import FetchText, StageTimings, parse_aggregate, parse_segment, passage_budget, rerank
     from evirank.rerank.pipeline import describe_stage, save_passages
 
@@ -311,31 +292,25 @@ def run(args: argparse.Namespace) -> int:
             write_run(result.run, temps[0], tag=tag)
             if args.save_passages:
                 save_passages(result.passages, temps[2])
-        record = {
-            "command": "rerank",
-            "arguments": {k: v for k, v in vars(args).items() if not k.startswith("_")},
-            "run": str(written),
-            "tag": tag,
-            "first_stage": first_stage,
-            "text": {"index": args.index} if args.index else {"corpus": args.corpus},
-            "topics": {
-                "path": str(args.topics),
-                "field": args.field,
-                "split": args.split,
-                "count": len(topics),
-            },
-            "depth": args.depth,
-            "segmenter": describe_stage(segmenter),
-            "scorer": {**_describe(scorer), "fingerprint": _fingerprint(scorer)},
-            "aggregator": describe_stage(aggregator),
-            "scores": str(store) if store else None,
-            "passages_file": args.save_passages,
-            "counts": result.counts,
-            "timings_s": timings.as_dict(),
-            "wall_s": round(time.perf_counter() - started, 3),
-            "versions": _versions(),
-        }
-        temps[1].write_text(json.dumps(record, indent=2, default=str) + "\n", encoding="utf-8")
+        record = make_record(
+            "rerank",
+            {k: v for k, v in vars(args).items() if not k.startswith("_")},
+            run=written,
+            tag=tag,
+            first_stage=first_stage,
+            text={"index": args.index} if args.index else {"corpus": args.corpus},
+            topics={"path": args.topics, "field": args.field, "split": args.split, "count": len(topics)},
+            depth=args.depth,
+            segmenter=describe_stage(segmenter),
+            scorer={**_describe(scorer), "fingerprint": _fingerprint(scorer)},
+            aggregator=describe_stage(aggregator),
+            scores=store,
+            passages_file=args.save_passages,
+            counts=result.counts,
+            timings_s=timings.as_dict(),
+            wall_s=round(time.perf_counter() - started, 3),
+        )
+        temps[1].write_text(compact_json(record) + "\n", encoding="utf-8")
     counts = result.counts
     logger.info(
         "re-ranked %d documents of %d queries (%d passages; model ran on %s items, %s pairs from the store)"
