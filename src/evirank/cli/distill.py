@@ -3,7 +3,7 @@
 Example (a 3-layer student of the Microblog model, validated on 2013)::
 
     $ MB=../shared/datasets/microblog
-    $ evirank distill --teacher /work/models/minilm-mb --output /work/models/minilm-mb-l3 --num-layers 3 \\
+    $ evirank distill --teacher models/minilm-mb --output models/minilm-mb-l3 --num-layers 3 \\
         --short-texts $MB/2011/topics.microblog2011.txt $MB/2011/qrels.microblog2011.txt \\
                       $MB/2011/run.microblog2011.ql.txt $MB/2011/corpus.jsonl \\
         --val-short-texts $MB/2013/topics.microblog2013.txt $MB/2013/qrels.microblog2013.txt \\

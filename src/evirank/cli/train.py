@@ -3,7 +3,7 @@
 Example (Birch's recipe: Microblog 2011-12, validated on 2013)::
 
     $ MB=../shared/datasets/microblog
-    $ evirank train --output /work/models/minilm-mb \\
+    $ evirank train --output models/minilm-mb \\
         --short-texts $MB/2011/topics.microblog2011.txt $MB/2011/qrels.microblog2011.txt \\
                       $MB/2011/run.microblog2011.ql.txt $MB/2011/corpus.jsonl \\
         --short-texts $MB/2012/topics.microblog2012.txt $MB/2012/qrels.microblog2012.txt \\
@@ -12,7 +12,7 @@ Example (Birch's recipe: Microblog 2011-12, validated on 2013)::
                           $MB/2013/run.microblog2013.ql.txt $MB/2013/corpus.jsonl \\
         --epochs 1 --max-length 96
 
-Sequential transfer (Microblog, then SciFact): ``--init /work/models/minilm-mb``.
+Sequential transfer (Microblog, then SciFact): ``--init models/minilm-mb``.
 """
 
 from __future__ import annotations

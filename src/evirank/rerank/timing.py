@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-#: The stages of a re-ranking run, in order (issue 7: where the time goes).
+#: The stages of a re-ranking run, in order (where the time goes).
 STAGES = (
     "first_stage",
     "text_fetch",

@@ -14,8 +14,8 @@ and pairs per second), and the report goes into the student's ``evirank-train.js
 
 Example:
     >>> from evirank.train.distill import distill  # doctest: +SKIP
-    >>> result = distill("/work/models/minilm-mb", examples, DistillConfig(num_layers=3),
-    ...                  "/work/models/minilm-mb-l3", validation=validation)  # doctest: +SKIP
+    >>> result = distill("models/minilm-mb", examples, DistillConfig(num_layers=3),
+    ...                  "models/minilm-mb-l3", validation=validation)  # doctest: +SKIP
     >>> result.report["speedup"]  # doctest: +SKIP
 """
 

@@ -19,7 +19,7 @@ checkpoint holds the optimizer, scheduler and RNG states, so an interrupted run 
 
 Example:
     >>> from evirank.train import TrainConfig, train_cross_encoder  # doctest: +SKIP
-    >>> result = train_cross_encoder(examples, TrainConfig(epochs=1), "/work/models/mb",
+    >>> result = train_cross_encoder(examples, TrainConfig(epochs=1), "models/mb",
     ...                              validation=validation)  # doctest: +SKIP
     >>> result.best["AP"]  # doctest: +SKIP
 """
