@@ -232,15 +232,7 @@ def config_from_args(args: argparse.Namespace) -> RerankConfig:
 
 def run(args: argparse.Namespace) -> int:
     """Turn the flags into a config and run it (:func:`evirank.rerank.runner.run_rerank`)."""
-    from evirank.rerank.runner import RerankConfigError, run_rerank
+    from evirank.rerank.runner import run_rerank
 
-    config = config_from_args(args)
-    try:
-        config.check()
-    except RerankConfigError as exc:
-        raise SystemExit(f"evirank rerank: error: {exc}") from exc
-    try:
-        run_rerank(config)
-    except RerankConfigError as exc:
-        raise SystemExit(f"evirank rerank: error: {exc}") from exc
+    run_rerank(config_from_args(args))  # a RerankConfigError is a UsageError: `evirank rerank: error: ...`
     return 0

@@ -52,7 +52,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--aggregate",
         default="birch:3",
-        help=f"{AGGREGATE_GRAMMAR} (default: birch:3, alpha 0.5, weights 1,0.5,0.25, per-query min-max)",
+        help=f"{AGGREGATE_GRAMMAR} (default: birch:3, alpha 0.5, weights 1 0.5 0.25, per-query min-max)",
     )
     parser.add_argument(
         "--alpha",
@@ -60,7 +60,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         help="weight of the first-stage score (default: birch 0.5, others 0)",
     )
-    parser.add_argument("--weights", default=None, help="Birch: comma-separated weights of the top passages")
+    parser.add_argument(
+        "--weights",
+        nargs="+",
+        type=float,
+        metavar="W",
+        help="Birch: weights of the top passages (default: 1 0.5 0.25)",
+    )
     parser.add_argument(
         "--scores", default=None, metavar="STORE", help="persistent score store to reuse and fill"
     )
@@ -105,6 +111,7 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
 def run(args: argparse.Namespace) -> int:
     """Build the searcher (the model loads once, here), then serve until interrupted."""
     from evirank._extras import require
+    from evirank.errors import UsageError
     from evirank.serve.app import create_app
     from evirank.serve.build import build_searcher
 
@@ -126,8 +133,7 @@ def run(args: argparse.Namespace) -> int:
             max_depth=config.max_depth,
         )
     except ValueError as exc:
-        logger.error("%s", exc)
-        return 2
+        raise UsageError(str(exc)) from exc
     if not args.no_warmup:
         seconds = searcher.warm_up()
         logger.info("warm-up (index open, model loaded) took %.1f s", seconds)

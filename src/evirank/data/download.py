@@ -41,6 +41,7 @@ from pathlib import Path, PurePosixPath
 
 from evirank import __version__
 from evirank.data.registry import Dataset, RemoteFile, registry
+from evirank.datasets import datasets_folder
 from evirank.errors import EvirankError
 from evirank.outputs import atomic_output
 from evirank.progress import progress_bar
@@ -92,23 +93,6 @@ def data_home() -> Path:
         return Path.home() / "Library" / "Caches" / "evirank"
     xdg = os.environ.get("XDG_CACHE_HOME")
     return (Path(xdg) if xdg else Path.home() / ".cache") / "evirank"
-
-
-def datasets_folder() -> Path | None:
-    """The datasets folder (``$EVIRANK_DATASETS``, ``$DATA``, else ``../shared/datasets``), if it exists.
-
-    Example:
-        >>> folder = datasets_folder()
-        >>> folder is None or folder.is_dir()
-        True
-    """
-    for env in (DATASETS_ENV, "DATA"):
-        value = os.environ.get(env)
-        if value:
-            path = Path(value).expanduser()
-            return path if path.is_dir() else None
-    default = Path("..") / "shared" / "datasets"
-    return default.resolve() if default.is_dir() else None
 
 
 def dataset(name: str) -> Dataset:
