@@ -101,7 +101,15 @@ def run(args: argparse.Namespace) -> int:
     from evirank.serve.app import create_app
     from evirank.serve.build import build_searcher
 
+    from evirank.serve.limits import bind_socket, limited_http_protocol
+
     uvicorn = require("uvicorn", "serve")
+    try:
+        # bind first: a port in use is an error before the model loads, and nothing claims to serve
+        sock = bind_socket(args.host, args.port)
+    except OSError as exc:
+        logger.error("%s", exc.strerror or exc)
+        return 2
     try:
         config = config_from_args(args)
         searcher = build_searcher(
@@ -119,16 +127,29 @@ def run(args: argparse.Namespace) -> int:
             max_depth=config.max_depth,
         )
     except ValueError as exc:
+        sock.close()
         logger.error("%s", exc)
         return 2
     if not args.no_warmup:
         seconds = searcher.warm_up()
         logger.info("warm-up (index open, model loaded) took %.1f s", seconds)
     app = create_app(searcher, config)
-    logger.info("serving %s on http://%s:%d/ (API docs at /docs)", args.index, args.host, args.port)
+    port = sock.getsockname()[1]
+    logger.info("serving %s on http://%s:%d/ (API docs at /docs)", args.index, args.host, port)
     quiet_per_request_progress()
     level = "info" if logging.getLogger("evirank").getEffectiveLevel() <= logging.DEBUG else "warning"
-    uvicorn.run(app, host=args.host, port=args.port, log_level=level, timeout_graceful_shutdown=5)
+    server_config = uvicorn.Config(
+        app,
+        host=args.host,
+        port=port,
+        log_level=level,
+        timeout_graceful_shutdown=5,
+        http=limited_http_protocol(),
+    )
+    try:
+        uvicorn.Server(server_config).run(sockets=[sock])
+    finally:
+        sock.close()
     return 0
 
 

@@ -286,7 +286,7 @@ def rerank(
     }
     stats = getattr(scorer, "stats_", None)
     if stats is not None:
-        for name in ("distinct", "cached", "computed", "batches", "tokens"):
+        for name in ("distinct", "cached", "embeddings_cached", "computed", "batches", "tokens"):
             counts[f"scorer_{name}"] = int(getattr(stats, name, 0))
     return RerankResult(final, scored, timings, counts)
 
