@@ -100,7 +100,6 @@ def run(args: argparse.Namespace) -> int:
     from evirank._extras import require
     from evirank.serve.app import create_app
     from evirank.serve.build import build_searcher
-
     from evirank.serve.limits import bind_socket, limited_http_protocol
 
     uvicorn = require("uvicorn", "serve")

@@ -44,7 +44,8 @@ class ScoringStats:
         rows: rows in the input frame. distinct: distinct (query, text) pairs (or texts, for
         embeddings). cached: distinct pairs found in the store. embeddings_cached: embeddings
         (of queries and passages, bi-encoder) found in the store instead of being computed.
-        computed: items run through the model. batches: model batches. tokens: padded tokens sent to the model.
+        computed: items run through the model. batches: model batches. tokens: padded tokens
+        sent to the model.
         tokenize_s: seconds the model waited for tokenised batches (tokenisation runs in a
         background thread, overlapped with the model, so ideally only the first chunk's shows).
         tokenize_busy_s: seconds that thread spent tokenising and padding in all.
