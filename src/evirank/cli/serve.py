@@ -104,12 +104,6 @@ def run(args: argparse.Namespace) -> int:
 
     uvicorn = require("uvicorn", "serve")
     try:
-        # bind first: a port in use is an error before the model loads, and nothing claims to serve
-        sock = bind_socket(args.host, args.port)
-    except OSError as exc:
-        logger.error("%s", exc.strerror or exc)
-        return 2
-    try:
         config = config_from_args(args)
         searcher = build_searcher(
             index=args.index,
@@ -126,26 +120,32 @@ def run(args: argparse.Namespace) -> int:
             max_depth=config.max_depth,
         )
     except ValueError as exc:
-        sock.close()
         logger.error("%s", exc)
         return 2
-    if not args.no_warmup:
-        seconds = searcher.warm_up()
-        logger.info("warm-up (index open, model loaded) took %.1f s", seconds)
-    app = create_app(searcher, config)
-    port = sock.getsockname()[1]
-    logger.info("serving %s on http://%s:%d/ (API docs at /docs)", args.index, args.host, port)
-    quiet_per_request_progress()
-    level = "info" if logging.getLogger("evirank").getEffectiveLevel() <= logging.DEBUG else "warning"
-    server_config = uvicorn.Config(
-        app,
-        host=args.host,
-        port=port,
-        log_level=level,
-        timeout_graceful_shutdown=5,
-        http=limited_http_protocol(),
-    )
     try:
+        # bind before the model loads: a port in use is a clear error at once, and
+        # "serving on ..." is only ever logged for an address that is really held
+        sock = bind_socket(args.host, args.port)
+    except OSError as exc:
+        logger.error("%s", exc.strerror or exc)
+        return 2
+    try:
+        if not args.no_warmup:
+            seconds = searcher.warm_up()
+            logger.info("warm-up (index open, model loaded) took %.1f s", seconds)
+        app = create_app(searcher, config)
+        port = sock.getsockname()[1]
+        logger.info("serving %s on http://%s:%d/ (API docs at /docs)", args.index, args.host, port)
+        quiet_per_request_progress()
+        level = "info" if logging.getLogger("evirank").getEffectiveLevel() <= logging.DEBUG else "warning"
+        server_config = uvicorn.Config(
+            app,
+            host=args.host,
+            port=port,
+            log_level=level,
+            timeout_graceful_shutdown=5,
+            http=limited_http_protocol(),
+        )
         uvicorn.Server(server_config).run(sockets=[sock])
     finally:
         sock.close()
