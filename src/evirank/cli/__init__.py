@@ -33,6 +33,7 @@ SUBCOMMANDS = (
     "train",
     "distill",
     "serve",
+    "data",
 )
 
 

@@ -31,15 +31,15 @@ document text from --index (a Lucene index with stored documents, `evirank index
 --topics in any format `evirank search` reads (--field, --split).
 
 --segment: sentences (title as its own first segment), sentences:prepend (title before every
-sentence), sentences:skip (no title, as Birch), windows[:LENGTH[:STRIDE]] (default 150:75,
-title prepended), whole[:prepend|skip] (each document as one passage: tweets, passage
-collections). Sentences longer than the scorer's passage room are cut into chunks that keep
-every word.
+sentence), sentences:skip (no title, as Birch), windows[:LENGTH[:STRIDE]][:prepend|skip]
+(default 150:75, title prepended), whole[:prepend|skip] (each document as one passage: tweets,
+passage collections). Sentences longer than the scorer's passage room are cut into chunks that
+keep every word. The same grammar as serve --segment and the record of every output.
 
 --aggregate: birch[:N] (alpha * first-stage + (1 - alpha) * sum_i w_i * s_i over the N best
 passages; default alpha 0.5, weights 1, 1/2, 1/4, ...), maxp, firstp, sump, meanp (passage
-evidence only, unless --alpha > 0). --normalise minmax (per query, first-stage and passage
-scores mapped to [0, 1]) is the default whenever alpha > 0; none mixes raw scores as Birch did.
+evidence only, unless --alpha > 0). --normalise minmax (the default, as in serve and tune: per
+query, first-stage and passage scores mapped to [0, 1]); none keeps raw scores as Birch did.
 
 Documents below --depth keep their first-stage order under the re-ranked ones. Scores go to
 the score store (--scores, default OUT.scores.sqlite) as they are computed: an interrupted
@@ -57,15 +57,12 @@ examples:
 
 
 def _weights(text: str) -> list[float]:
+    from evirank.aggregate import parse_weights
+
     try:
-        values = [float(v) for v in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated numbers (1,0.5,0.25), found {text!r}"
-        ) from None
-    if not values:
-        raise argparse.ArgumentTypeError("expected at least one weight")
-    return values
+        return parse_weights(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _alpha(text: str) -> float:
@@ -150,7 +147,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     agg.add_argument(
         "--segment",
         default="sentences",
-        help="sentences[:segment|prepend|skip], windows[:LEN[:STRIDE]] or whole[:prepend|skip]",
+        help="sentences[:segment|prepend|skip], windows[:LEN[:STRIDE]][:prepend|skip] "
+        "or whole[:prepend|skip] (default: sentences)",
     )
     agg.add_argument(
         "--max-passages",
@@ -176,7 +174,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--normalise",
         "--normalize",
         choices=("none", "minmax"),
-        help="per-query min-max of first-stage and passage scores (default when alpha > 0), or none",
+        help="minmax: per-query min-max of first-stage and passage scores (default), or none (raw)",
     )
     agg.add_argument(
         "--depth", type=positive_int, default=100, help="documents re-ranked per query (default 100)"

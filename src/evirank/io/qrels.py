@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from evirank.errors import InputFormatError
-from evirank.frames import DOCNO, LABEL, QID, QRELS_COLUMNS, make_qrels, require_columns
+from evirank.frames import DOCNO, LABEL, QID, QRELS_COLUMNS, make_qrels, natural_key, require_columns
 from evirank.io._common import PathLike, input_file, iter_lines, shorten
 from evirank.io._table import (
     fast_read,
@@ -202,9 +202,8 @@ def write_qrels(
                 f"write_qrels: {column} values must be non-empty and without whitespace; "
                 f"found {shorten(frame.loc[bad, column].iloc[0])}"
             )
-    qid_str = frame[QID]
-    key = qid_str.astype(np.int64) if qid_str.str.fullmatch(r"\d+").all() else qid_str
-    frame = frame.assign(_key=key).sort_values(["_key", DOCNO], kind="mergesort").drop(columns="_key")
+    frame = frame.assign(_key=natural_key(frame[QID]))
+    frame = frame.sort_values(["_key", DOCNO], kind="mergesort").drop(columns="_key")
     if format == "trec":
         lines = frame[QID] + " 0 " + frame[DOCNO] + " " + frame[LABEL].astype(str) + "\n"
         header = ""

