@@ -71,7 +71,7 @@ def limited_http_protocol(max_request_line: int = MAX_REQUEST_LINE) -> type[Any]
     h11 = require("h11", "serve")
     h11_impl = require("uvicorn.protocols.http.h11_impl", "serve")
 
-    class LimitedH11Protocol(h11_impl.H11Protocol):  # type: ignore[misc, name-defined]
+    class LimitedH11Protocol(h11_impl.H11Protocol):  # type: ignore[name-defined]
         _line_bytes = 0
         _line_done = False
         _refused = False
