@@ -144,3 +144,12 @@ def test_rerank_corpus_reads_under_the_index_rule(tmp_path: Path, lines: list[st
         load_texts(path, ["a"])  # the wanted document comes first: the whole file is still checked
     with pytest.raises(InputFormatError, match=message):
         list(read_corpus(path, empty="skip"))  # what evirank index reads
+
+
+def test_evaluating_a_run_that_shares_no_query_with_the_qrels_is_an_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "q.txt").write_text("7 0 d1 1\n8 0 d2 1\n")
+    (tmp_path / "r.txt").write_text(RUN)
+    assert main(["-q", "evaluate", "--qrels", str(tmp_path / "q.txt"), "--run", str(tmp_path / "r.txt")]) == 2
+    assert "no query of this run is judged" in _error(caplog)
