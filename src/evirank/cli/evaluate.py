@@ -197,6 +197,12 @@ def run(args: argparse.Namespace) -> int:
     for name, path in specs:
         runs[name] = read_run(path)
         logger.info("read run %s: %d rows from %s", name, len(runs[name]), path)
+        if not set(runs[name]["qid"]) & set(qrels["qid"]):
+            raise EvaluationError(
+                f"{path}: no query of this run is judged in {args.qrels} "
+                f"(run queries: {_some(runs[name]['qid'])}; judged: {_some(qrels['qid'])}); "
+                "are the run and the qrels of the same collection and split?"
+            )
     comparison = compare(
         runs,
         qrels,
@@ -231,6 +237,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _some(qids: Any, shown: int = 5) -> str:
+    """A few distinct qids for a message: ``'1', '2', ... (300 in all)``."""
+    distinct = list(dict.fromkeys(str(q) for q in qids))
+    text = ", ".join(repr(q) for q in distinct[:shown])
+    return text + (f", ... ({len(distinct)} in all)" if len(distinct) > shown else "")
 
 
 def parse_run_spec(text: str) -> tuple[str, Path]:

@@ -114,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
     from evirank.errors import UsageError
     from evirank.serve.app import create_app
     from evirank.serve.build import build_searcher
+    from evirank.serve.limits import bind_socket, limited_http_protocol
 
     uvicorn = require("uvicorn", "serve")
     try:
@@ -134,14 +135,33 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    if not args.no_warmup:
-        seconds = searcher.warm_up()
-        logger.info("warm-up (index open, model loaded) took %.1f s", seconds)
-    app = create_app(searcher, config)
-    logger.info("serving %s on http://%s:%d/ (API docs at /docs)", args.index, args.host, args.port)
-    quiet_per_request_progress()
-    level = "info" if logging.getLogger("evirank").getEffectiveLevel() <= logging.DEBUG else "warning"
-    uvicorn.run(app, host=args.host, port=args.port, log_level=level, timeout_graceful_shutdown=5)
+    try:
+        # bind before the model loads: a port in use is a clear error at once, and
+        # "serving on ..." is only ever logged for an address that is really held
+        sock = bind_socket(args.host, args.port)
+    except OSError as exc:
+        logger.error("%s", exc.strerror or exc)
+        return 2
+    try:
+        if not args.no_warmup:
+            seconds = searcher.warm_up()
+            logger.info("warm-up (index open, model loaded) took %.1f s", seconds)
+        app = create_app(searcher, config)
+        port = sock.getsockname()[1]
+        logger.info("serving %s on http://%s:%d/ (API docs at /docs)", args.index, args.host, port)
+        quiet_per_request_progress()
+        level = "info" if logging.getLogger("evirank").getEffectiveLevel() <= logging.DEBUG else "warning"
+        server_config = uvicorn.Config(
+            app,
+            host=args.host,
+            port=port,
+            log_level=level,
+            timeout_graceful_shutdown=5,
+            http=limited_http_protocol(),
+        )
+        uvicorn.Server(server_config).run(sockets=[sock])
+    finally:
+        sock.close()
     return 0
 
 

@@ -285,13 +285,14 @@ def run_rerank(config: RerankConfig) -> dict[str, Any]:
         temps[1].write_text(compact_json(record) + "\n", encoding="utf-8")
     counts = result.counts
     logger.info(
-        "re-ranked %d documents of %d queries (%d passages; model ran on %s items, %s pairs from the store)"
-        " into %s",
+        "re-ranked %d documents of %d queries (%d passages; model ran on %s items; from the store: "
+        "%s pairs, %s embeddings) into %s",
         counts["documents_reranked"],
         counts["queries"],
         counts["passages"],
         counts.get("scorer_computed", "?"),
         counts.get("scorer_cached", "?"),
+        counts.get("scorer_embeddings_cached", 0),
         config.output,
     )
     logger.info("time per stage:\n%s", timings.table())
