@@ -209,21 +209,6 @@ def speed(
     return len(queries) / max(time.perf_counter() - start, 1e-9)
 
 
-def versions() -> dict[str, str]:
-    """Versions of the libraries a model was made with."""
-    import platform
-
-    import evirank
-
-    out = {"python": platform.python_version(), "evirank": evirank.__version__}
-    for name in ("torch", "transformers", "tokenizers", "numpy", "pandas"):
-        try:
-            out[name] = __import__(name).__version__
-        except ImportError:  # pragma: no cover - optional
-            continue
-    return out
-
-
 @contextmanager
 def quiet_transformers() -> Iterator[None]:
     """Hide transformers' own progress bars (weight loading, shard writing) inside the block.
