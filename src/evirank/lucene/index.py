@@ -33,7 +33,7 @@ import tempfile
 import time
 from collections import deque
 from collections.abc import Iterable, Sized
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
