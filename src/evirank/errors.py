@@ -50,6 +50,21 @@ class InputFormatError(EvirankError, ValueError):
         super().__init__(message)
 
 
+class InputPathError(EvirankError, FileNotFoundError):
+    """An input path names no file of the expected kind (missing, or a folder where a file is read).
+
+    Example:
+        >>> str(InputPathError("runs", "a TREC run file", "a folder"))
+        'runs: expected a TREC run file, found a folder'
+    """
+
+    def __init__(self, path: str | PathLike[str], expected: str, found: str) -> None:
+        self.path = str(path)
+        self.expected = expected
+        self.found = found
+        super().__init__(f"{self.path}: expected {expected}, found {found}")
+
+
 class ColumnsError(EvirankError, ValueError):
     """A frame handed to a stage lacks columns the stage needs."""
 
@@ -71,6 +86,30 @@ class OutputExistsError(EvirankError, FileExistsError):
         )
 
 
+class UnsafeOverwriteError(OutputExistsError):
+    """``overwrite`` was asked for, but the existing path is not what the command writes.
+
+    ``--overwrite`` replaces a file by a file, and a folder output (an index, a tune or report
+    folder, a trained model) by one of the same kind; anything else is left untouched.
+    """
+
+    def __init__(self, path: str | PathLike[str], expected: str, found: str) -> None:
+        self.path = str(path)
+        FileExistsError.__init__(
+            self,
+            f"{self.path}: --overwrite replaces only {expected}, found {found}; "
+            "nothing was changed (remove it yourself, or choose another output path)",
+        )
+
+
+class OutputNotWritableError(EvirankError, PermissionError):
+    """An output cannot be written (read-only file system, no permission, a file in the way)."""
+
+    def __init__(self, path: str | PathLike[str], reason: str) -> None:
+        self.path = str(path)
+        super().__init__(f"{self.path}: cannot write this output ({reason}); choose another output path")
+
+
 class MissingExtraError(EvirankError, ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
 
@@ -81,3 +120,15 @@ class MissingExtraError(EvirankError, ImportError):
             f"this feature needs the optional dependency '{module}'; "
             f"install it with: pip install 'evirank[{extra}]'"
         )
+
+
+class UsageError(EvirankError, ValueError):
+    """The command line asks for something that cannot be done: flags missing, conflicting or out of range.
+
+    The ``evirank`` command prints it the way argparse prints its own usage errors,
+    ``evirank COMMAND: error: MESSAGE``, and exits with status 2.
+
+    Example:
+        >>> str(UsageError("give --run RUN or --index DIR"))
+        'give --run RUN or --index DIR'
+    """

@@ -55,8 +55,8 @@ def _node_command(ray: str, base: int, temp: Path, head: bool, address: str) -> 
 
 def _alive_nodes(address: str, env: dict[str, str]) -> int:
     code = (
-        "import ray; ray.init(address=%r, logging_level='ERROR'); "
-        "print(sum(n['Alive'] for n in ray.nodes()))" % address
+        f"import ray; ray.init(address={address!r}, logging_level='ERROR'); "
+        "print(sum(n['Alive'] for n in ray.nodes()))"
     )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     return int(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 and out.stdout.strip() else 0

@@ -10,10 +10,8 @@ Example:
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import time
-from pathlib import Path
 from typing import Any
 
 from evirank.cli.index import positive_int
@@ -28,9 +26,11 @@ Topics: a TREC <top> file, TREC Web XML, TSV (qid TAB query), BEIR queries.jsonl
 folder (with --split to keep the queries judged in qrels/<split>.tsv). --field picks the TREC
 query text: title, description, narrative, or several joined by + (title+description).
 
-The run is ordered by qid, score descending, then docno ascending (Anserini already breaks
-score ties by docid, so the top-k cut follows the same rule), and written atomically; RUN.json
-next to it records the configuration, the index and the versions.
+The run is ordered by qid (natural order), score descending, then docno descending: evirank's
+one tie rule, trec_eval's own, so the rank column is the order trec_eval evaluates. Anserini
+picks the top k itself (its ties go to the smaller docid, then it nudges tied scores apart by
+1e-6, so the scores it returns seldom tie). The run is written atomically; RUN.json next to it
+records the configuration, the index and the versions.
 
 examples:
   evirank search --index indexes/robust04 --topics topics.robust04.txt --field description \\
@@ -127,26 +127,23 @@ class _Rm3Action(argparse.Action):
             parser.error(f"argument --rm3: {exc}")
 
 
-def sidecar(output: str | Path) -> Path:
-    """Where the configuration of a run is written: ``RUN.json`` next to ``RUN``."""
-    path = Path(output)
-    return path.with_name(path.name + ".json")
-
-
 def run(args: argparse.Namespace) -> int:
     """Read the topics, search, write the run and its configuration."""
-    from evirank import __version__
+    from pathlib import Path
+
+    from evirank.errors import UsageError
     from evirank.io import read_topics, write_run
     from evirank.lucene.index import read_index_info
     from evirank.lucene.search import Bm25
-    from evirank.outputs import atomic_output, check_output
+    from evirank.outputs import atomic_outputs, check_output
+    from evirank.record import compact_json, make_record, sidecar
 
     try:
         stage = Bm25(
             args.index, k1=args.bm25[0], b=args.bm25[1], rm3=args.rm3, k=args.k, threads=args.threads
         )
     except ValueError as exc:
-        raise SystemExit(f"evirank search: error: {exc}") from exc
+        raise UsageError(str(exc)) from exc
     # Fail before the (possibly long) search if an output is in the way.
     check_output(args.output, args.overwrite)
     check_output(sidecar(args.output), args.overwrite)
@@ -163,22 +160,23 @@ def run(args: argparse.Namespace) -> int:
         seconds,
         1000 * seconds / max(len(topics), 1),
     )
-    written = write_run(result, args.output, tag=tag, overwrite=args.overwrite)
-    meta = {
-        "command": "search",
-        "run": str(written),
-        "tag": tag,
-        "index": str(args.index),
-        "topics": str(args.topics),
-        "field": args.field,
-        "split": args.split,
-        "queries": len(topics),
-        "config": stage.config.to_dict(),
-        "seconds": round(seconds, 3),
-        "index_info": read_index_info(args.index),
-        "evirank": __version__,
-    }
-    with atomic_output(sidecar(args.output), overwrite=args.overwrite) as tmp:
-        tmp.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    written = Path(args.output)
+    record = make_record(
+        "search",
+        stage.config.to_dict(),
+        run=written,
+        tag=tag,
+        index=args.index,
+        topics=args.topics,
+        field=args.field,
+        split=args.split,
+        queries=len(topics),
+        seconds=round(seconds, 3),
+        index_info=read_index_info(args.index),
+    )
+    # the run and its record succeed or fail together
+    with atomic_outputs((written, None), (sidecar(written), None), overwrite=args.overwrite) as temps:
+        write_run(result, temps[0], tag=tag)
+        temps[1].write_text(compact_json(record) + "\n", encoding="utf-8")
     logger.info("wrote %s and %s", written, sidecar(args.output))
     return 0

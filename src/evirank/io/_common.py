@@ -15,26 +15,47 @@ from __future__ import annotations
 
 import gzip
 import os
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, cast
 
-from evirank.errors import InputFormatError
+from evirank.errors import InputFormatError, InputPathError
 
 PathLike = str | os.PathLike[str]
 
 
-def open_binary(path: PathLike) -> BinaryIO:
+def input_file(path: PathLike, what: str = "a file") -> Path:
+    """``path`` as a Path, after checking that it is a readable file (not missing, not a folder).
+
+    Raises:
+        InputPathError: (a FileNotFoundError) naming the path, ``what`` was expected and what
+            is there instead.
+
+    Example:
+        >>> import tempfile
+        >>> input_file(tempfile.mkdtemp(), "a qrels file")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        evirank.errors.InputPathError: /tmp/...: expected a qrels file, found a folder
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise InputPathError(p, what, "a folder")
+    if not p.exists():
+        raise InputPathError(p, what, "nothing there (no such file)")
+    if not os.access(p, os.R_OK):
+        raise InputPathError(p, what, "a file this process may not read")
+    return p
+
+
+def open_binary(path: PathLike, what: str = "a file") -> BinaryIO:
     """Open ``path`` for reading bytes, transparently decompressing ``.gz`` files.
 
     Raises:
-        FileNotFoundError: when ``path`` does not exist (the message names it).
+        InputPathError: (a FileNotFoundError) when ``path`` does not exist or is a folder.
     """
-    p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"{p}: no such file")
-    if p.is_dir():
-        raise IsADirectoryError(f"{p}: expected a file, found a directory")
+    p = input_file(path, what)
     if p.suffix == ".gz":
         return cast(BinaryIO, gzip.open(p, "rb"))
     return p.open("rb")
@@ -63,15 +84,44 @@ def decode_line(raw: bytes, path: PathLike, line_no: int, line_start: int) -> st
         ) from None
 
 
+GZIP_ERRORS = (OSError, EOFError, zlib.error)
+"""What reading a damaged or truncated ``.gz`` file raises (gzip.BadGzipFile is an OSError)."""
+
+
+def gzip_error(path: PathLike, line_no: int | None, exc: BaseException) -> InputFormatError:
+    """The error for a ``.gz`` file that cannot be decompressed (not gzip, truncated, corrupt)."""
+    return InputFormatError(
+        path,
+        line_no,
+        "complete gzip-compressed data (the name ends in .gz)",
+        f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__,
+        hint="re-create the file, or drop .gz from its name if it is not compressed",
+    )
+
+
+def _raw_lines(handle: BinaryIO, path: PathLike) -> Iterator[bytes]:
+    line_no = 0
+    while True:
+        try:
+            raw = handle.readline()
+        except GZIP_ERRORS as exc:
+            raise gzip_error(path, line_no + 1, exc) from None
+        if not raw:
+            return
+        line_no += 1
+        yield raw
+
+
 def iter_lines(path: PathLike) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, text)`` for each line of ``path`` (1-based, newline stripped).
 
     Decodes strictly as UTF-8 line by line, so a bad byte is reported with its line and
-    byte offset. ``.gz`` files are decompressed on the fly.
+    byte offset. ``.gz`` files are decompressed on the fly (a damaged one is reported with
+    the line where decompression failed).
     """
     offset = 0
     with open_binary(path) as handle:
-        for line_no, raw in enumerate(handle, start=1):
+        for line_no, raw in enumerate(_raw_lines(handle, path), start=1):
             text = decode_line(raw, path, line_no, offset)
             if line_no == 1:
                 text = text.lstrip("\ufeff")  # a byte-order mark is not content
@@ -82,7 +132,10 @@ def iter_lines(path: PathLike) -> Iterator[tuple[int, str]]:
 def read_text(path: PathLike) -> str:
     """The whole (possibly gzipped) file as text; a non-UTF-8 byte is reported with its line."""
     with open_binary(path) as handle:
-        data = handle.read()
+        try:
+            data = handle.read()
+        except GZIP_ERRORS as exc:
+            raise gzip_error(path, None, exc) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -93,6 +146,27 @@ def read_text(path: PathLike) -> str:
         decode_line(raw, path, line_no, line_start)
         raise  # pragma: no cover - decode_line always raises for this line
     return text.lstrip("\ufeff")
+
+
+def json_error(exc: Exception) -> str:
+    """A JSON decoding error as "malformed JSON (... at column N)", worded for any message.
+
+    Example:
+        >>> import json
+        >>> try:
+        ...     json.loads('{"a": "b')
+        ... except json.JSONDecodeError as exc:
+        ...     print(json_error(exc))
+        malformed JSON (Unterminated string starting at column 6)
+    """
+    if isinstance(exc, RecursionError):
+        return "malformed JSON (nested too deeply)"
+    msg = getattr(exc, "msg", str(exc))
+    column = getattr(exc, "colno", None)
+    if column is None:
+        return f"malformed JSON ({msg})"
+    joiner = " column" if msg.endswith(" at") else " at column"
+    return f"malformed JSON ({msg}{joiner} {column})"
 
 
 def shorten(value: object, limit: int = 60) -> str:

@@ -21,30 +21,37 @@ logger = logging.getLogger(__name__)
 
 
 def rerank_in_blocks(
-    run: pd.DataFrame, *, query_block: int, keep_passages: bool = True, **kwargs: Any
+    pipeline: Any,
+    run: pd.DataFrame,
+    *,
+    query_block: int,
+    topics: pd.DataFrame | None = None,
+    timings: Any = None,
+    keep_passages: bool = True,
 ) -> Any:
-    """:func:`evirank.rerank.rerank` over blocks of ``query_block`` queries; one combined result.
+    """:meth:`evirank.rerank.Rerank.run` over blocks of ``query_block`` queries; one combined result.
 
     Args:
+        pipeline: the :class:`~evirank.rerank.Rerank` pipeline.
         run: the first-stage Run.
-        query_block: queries per block.
+        query_block: queries per block, in the run's order.
+        topics: Topics for a run without queries.
+        timings: where the stage timings add up (a new one when None).
         keep_passages: keep every block's scored passages in the result (else it has none).
-        **kwargs: the other arguments of :func:`~evirank.rerank.rerank` (``timings`` is shared).
 
     Returns:
         A :class:`~evirank.rerank.RerankResult` whose counts add up the blocks'.
 
     Example:
-        >>> result = rerank_in_blocks(run, query_block=100, segmenter=Sentences(),
-        ...                           scorer=scorer, aggregator=MaxP())  # doctest: +SKIP
+        >>> result = rerank_in_blocks(pipeline, bm25_run, query_block=100, topics=topics)  # doctest: +SKIP
     """
-    from evirank.rerank import RerankResult, StageTimings, rerank
+    from evirank.rerank import RerankResult, StageTimings
 
     if query_block < 1:
         raise ValueError(f"query_block must be at least 1, found {query_block}")
-    timings = kwargs.pop("timings", None) or StageTimings()
-    qids = pd.unique(run[QID].astype(str))
+    timings = StageTimings() if timings is None else timings
     keys = run[QID].astype(str)
+    qids = pd.unique(keys)
     runs: list[pd.DataFrame] = []
     passages: list[pd.DataFrame] = []
     counts: dict[str, int] = {}
@@ -52,7 +59,7 @@ def rerank_in_blocks(
     for number, start in enumerate(blocks, 1):
         chosen = set(qids[start : start + query_block])
         logger.info("query block %d of %d (%d queries)", number, len(blocks), len(chosen))
-        part = rerank(run[keys.isin(chosen)], timings=timings, **kwargs)
+        part = pipeline.run(run[keys.isin(chosen)], topics=topics, timings=timings)
         runs.append(part.run)
         if keep_passages:
             passages.append(part.passages)

@@ -45,8 +45,10 @@ class ScoringStats:
 
     Attributes:
         rows: rows in the input frame. distinct: distinct (query, text) pairs (or texts, for
-        embeddings). cached: distinct pairs found in the store. computed: items run through the
-        model. batches: model batches. tokens: padded tokens sent to the model.
+        embeddings). cached: distinct pairs found in the store. embeddings_cached: embeddings
+        (of queries and passages, bi-encoder) found in the store instead of being computed.
+        computed: items run through the model. batches: model batches. tokens: padded tokens
+        sent to the model.
         tokenize_s: seconds the model waited for tokenised batches (tokenisation runs in a
         background thread, overlapped with the model, so ideally only the first chunk's shows).
         tokenize_busy_s: seconds that thread spent tokenising and padding in all.
@@ -56,6 +58,7 @@ class ScoringStats:
     rows: int = 0
     distinct: int = 0
     cached: int = 0
+    embeddings_cached: int = 0
     computed: int = 0
     batches: int = 0
     tokens: int = 0
@@ -240,6 +243,24 @@ class TransformerScorer(Stage):
 
     def _default_max_length(self, model_dir: Path) -> int:
         return MAX_LENGTH_CAP
+
+    def passage_budget(self) -> tuple[Any, int]:
+        """(tokenizer, tokens left for one passage): what a segmenter may fill without truncation.
+
+        A bi-encoder's passage gets ``max_length - special tokens``; a cross-encoder's also leaves
+        room for the query (``max_length - special tokens - query_max_tokens``). Loads the
+        tokenizer, not the model weights.
+
+        Example:
+            >>> from evirank.score import BiEncoder
+            >>> BiEncoder().passage_budget()[1]  # doctest: +SKIP
+            254
+        """
+        self._prepare()
+        return self.encoder_.tokenizer, self._passage_room()
+
+    def _passage_room(self) -> int:
+        return int(self.max_length_ - self.encoder_.single_template.n_special)
 
     def _check_settings(self) -> None:
         """Validate settings that need the tokenizer (subclasses)."""

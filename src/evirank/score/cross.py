@@ -125,9 +125,11 @@ class CrossEncoder(TransformerScorer):
         self.query_max_tokens = query_max_tokens
         self.relevant_class = relevant_class
 
+    def _passage_room(self) -> int:
+        return int(self.max_length_ - self.encoder_.pair_template.n_special - self.query_max_tokens)
+
     def _check_settings(self) -> None:
-        room = self.max_length_ - self.encoder_.pair_template.n_special - self.query_max_tokens
-        if room < 1:
+        if self._passage_room() < 1:
             raise ValueError(
                 f"query_max_tokens={self.query_max_tokens} leaves no room for the passage within "
                 f"max_length={self.max_length_}; lower query_max_tokens or raise max_length"

@@ -58,6 +58,7 @@ from evirank.frames import (
     TEXT,
     TITLE,
     Document,
+    natural_order,
     require_columns,
     sort_run,
 )
@@ -179,10 +180,6 @@ def _queries(topics: pd.DataFrame, qids: Iterable[str], where: str) -> dict[str,
     if missing:
         logger.warning("%s: %d queries have no topic and are skipped: %s", where, len(missing), missing[:5])
     return table
-
-
-def _binary(grades: pd.Series, relevant_grade: int) -> pd.Series:
-    return (grades >= relevant_grade).astype(np.int64)
 
 
 def _check_unjudged(unjudged: str) -> None:
@@ -651,13 +648,6 @@ def write_examples(examples: pd.DataFrame, path: str | os.PathLike[str], *, over
 
 
 # --- splits ------------------------------------------------------------------------------
-def _natural(qids: Iterable[str]) -> list[str]:
-    def key(q: str) -> tuple[int, int | str]:
-        return (0, int(q)) if re.fullmatch(r"\d+", q) else (1, q)
-
-    return sorted(set(qids), key=key)
-
-
 def split_by_query(
     examples: pd.DataFrame, validation_fraction: float = 0.25, *, seed: int = 0
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -679,7 +669,7 @@ def split_by_query(
     if not 0 < validation_fraction < 1:
         raise ValueError(f"validation_fraction must be in (0, 1), found {validation_fraction}")
     require_columns(examples, (QID,), "split_by_query")
-    qids = _natural(examples[QID].astype(str))
+    qids = natural_order(examples[QID].astype(str))
     if len(qids) < 2:
         raise ValueError(f"split_by_query needs at least 2 queries, found {len(qids)}")
     order = np.random.default_rng(seed).permutation(len(qids))
