@@ -164,7 +164,8 @@ def test_rerank_with_ray_writes_the_same_run_as_without(
     assert main(rerank_args(small_collection, tiny_cross_encoder_path, on_ray, *common, *ray_flags)) == 0
     assert on_ray.read_bytes() == plain.read_bytes()
     record = json.loads(on_ray.with_name("ray.txt.json").read_text())
-    assert record["ray"]["workers"] == 2 and record["query_block"] == 2
+    config = record["config"]
+    assert config["ray"] == "local" and config["ray_workers"] == 2 and config["query_block"] == 2
     assert record["counts"]["scorer_cached"] == 0
     assert record["counts"]["scorer_computed"] == record["counts"]["scorer_distinct"] > 0
     # tune and explain read the shared store
