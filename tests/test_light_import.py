@@ -20,6 +20,7 @@ HEAVY = (
     "uvicorn",
     "matplotlib",
     "ir_datasets",
+    "ray",
 )
 
 
