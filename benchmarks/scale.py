@@ -49,7 +49,14 @@ WORKERS = (1, 8, 64)
 
 
 def peak_rss_mb() -> float:
-    """This process's peak resident memory in MB (``ru_maxrss`` is in KiB on Linux)."""
+    """This process's peak resident memory in MB: ``VmHWM`` (``ru_maxrss`` would include the
+    parent's peak, which Linux keeps across fork and exec)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
@@ -89,7 +96,7 @@ def run_phase(args: argparse.Namespace) -> dict[str, Any]:
         out["wall_s"] = time.perf_counter() - started
         out["model_s"] = scorer.stats_.model_s
         if phase == "ray-1":  # the cost of a task: the same pairs in many small blocks
-            blocks = max(2, len(frame) // args.task_items)
+            blocks = -(-len(frame) // args.task_items)
             chopped = CrossEncoder(args.model, device=device, ray=options)
             chopped.chunk_items = args.task_items
             started = time.perf_counter()
@@ -216,7 +223,8 @@ def main() -> None:
             [f"{name}, GPU workers", f"{pairs / 1e6:.2f} M"] + [hours(pairs, gpu_rate * n) for n in WORKERS]
             for name, pairs in JOBS.items()
         ]
-    print(markdown.table(["job", "pairs", *[f"{n} workers" for n in WORKERS]], proj_rows))
+    names = [f"{n} worker{'s' if n > 1 else ''}" for n in WORKERS]
+    print(markdown.table(["job", "pairs", *names], proj_rows))
     print(footer())
 
 
