@@ -198,9 +198,11 @@ def build_pipeline(config: RerankConfig, store: Path | None) -> Any:
     )
     scorer = build_scorer(config, store)
     budget = passage_budget(scorer)
-    segmenter = config.segment_spec().build(
-        tokenizer=budget[0] if budget else None, max_tokens=budget[1] if budget else None
-    ).with_max_passages(config.max_passages or None)
+    segmenter = (
+        config.segment_spec()
+        .build(tokenizer=budget[0] if budget else None, max_tokens=budget[1] if budget else None)
+        .with_max_passages(config.max_passages or None)
+    )
     return Rerank(segmenter, scorer, config.aggregator(), fetch=fetch, depth=config.depth)
 
 
