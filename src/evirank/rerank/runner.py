@@ -285,7 +285,7 @@ def run_rerank(config: RerankConfig) -> dict[str, Any]:
             "segment": spec_of(pipeline.segmenter),
             "segmenter": describe_stage(pipeline.segmenter),
             "scorer": {**_describe(scorer), "fingerprint": _fingerprint(scorer)},
-            "aggregate": str(config.aggregate),
+            "aggregate": pipeline.aggregator.spec,
             "aggregator": describe_stage(pipeline.aggregator),
             "scores": str(store) if store else None,
             "passages_file": str(config.save_passages) if config.save_passages else None,
