@@ -242,7 +242,7 @@ class Rerank(Stage):
             counts["passages_scored"] = len(passages)
         stats = getattr(self.scorer, "stats_", None)
         if stats is not None:
-            for name in ("distinct", "cached", "computed", "batches", "tokens"):
+            for name in ("distinct", "cached", "embeddings_cached", "computed", "batches", "tokens"):
                 counts[f"scorer_{name}"] = int(getattr(stats, name, 0))
         return RerankResult(final, scored, timings, counts, documents=head)
 

@@ -16,14 +16,14 @@ Example:
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from evirank.errors import EvirankError
+from evirank.errors import UsageError
+from evirank.record import sidecar
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_MAX_PASSAGES = 1000
 
 
-class RerankConfigError(EvirankError, ValueError):
+class RerankConfigError(UsageError):
     """A configuration of ``evirank rerank`` that cannot run (said before anything is loaded)."""
 
 
@@ -155,12 +155,6 @@ class RerankConfig:
         return self.tag or f"evirank-{self.scorer}-{self.aggregate.replace(':', '')}"
 
 
-def sidecar(output: str | Path) -> Path:
-    """Where the record of a re-ranked run goes: ``OUT.json`` next to ``OUT``."""
-    path = Path(output)
-    return path.with_name(path.name + ".json")
-
-
 def default_store(output: str | Path) -> Path:
     """The default score store of a run: ``OUT.scores.sqlite`` next to ``OUT``."""
     path = Path(output)
@@ -232,7 +226,7 @@ def run_rerank(config: RerankConfig) -> dict[str, Any]:
     """
     from evirank.io import write_run
     from evirank.outputs import atomic_outputs, check_output
-    from evirank.record import plain, versions
+    from evirank.record import compact_json, make_record
     from evirank.rerank import StageTimings
     from evirank.rerank.pipeline import describe_stage, save_passages
     from evirank.segment import spec_of
@@ -268,42 +262,42 @@ def run_rerank(config: RerankConfig) -> dict[str, Any]:
             write_run(result.run, temps[0], tag=tag)
             if config.save_passages:
                 save_passages(result.passages, temps[2])
-        record = {
-            "command": "rerank",
-            "arguments": plain(asdict(config)),
-            "run": str(config.output),
-            "tag": tag,
-            "first_stage": first_stage,
-            "text": {"index": str(config.index)} if config.index else {"corpus": str(config.corpus)},
-            "topics": {
-                "path": str(config.topics),
+        record = make_record(
+            "rerank",
+            asdict(config),
+            run=config.output,
+            tag=tag,
+            first_stage=first_stage,
+            text={"index": config.index} if config.index else {"corpus": config.corpus},
+            topics={
+                "path": config.topics,
                 "field": config.field,
                 "split": config.split,
                 "count": len(topics),
             },
-            "depth": config.depth,
-            "segment": spec_of(pipeline.segmenter),
-            "segmenter": describe_stage(pipeline.segmenter),
-            "scorer": {**_describe(scorer), "fingerprint": _fingerprint(scorer)},
-            "aggregate": pipeline.aggregator.spec,
-            "aggregator": describe_stage(pipeline.aggregator),
-            "scores": str(store) if store else None,
-            "passages_file": str(config.save_passages) if config.save_passages else None,
-            "counts": result.counts,
-            "timings_s": timings.as_dict(),
-            "wall_s": round(time.perf_counter() - started, 3),
-            "versions": versions(),
-        }
-        temps[1].write_text(json.dumps(record, indent=2, default=str) + "\n", encoding="utf-8")
+            depth=config.depth,
+            segment=spec_of(pipeline.segmenter),
+            segmenter=describe_stage(pipeline.segmenter),
+            scorer={**_describe(scorer), "fingerprint": _fingerprint(scorer)},
+            aggregate=pipeline.aggregator.spec,
+            aggregator=describe_stage(pipeline.aggregator),
+            scores=store,
+            passages_file=config.save_passages,
+            counts=result.counts,
+            timings_s=timings.as_dict(),
+            wall_s=round(time.perf_counter() - started, 3),
+        )
+        temps[1].write_text(compact_json(record) + "\n", encoding="utf-8")
     counts = result.counts
     logger.info(
-        "re-ranked %d documents of %d queries (%d passages; model ran on %s items, %s pairs from the store)"
-        " into %s",
+        "re-ranked %d documents of %d queries (%d passages; model ran on %s items; from the store: "
+        "%s pairs, %s embeddings) into %s",
         counts["documents_reranked"],
         counts["queries"],
         counts["passages"],
         counts.get("scorer_computed", "?"),
         counts.get("scorer_cached", "?"),
+        counts.get("scorer_embeddings_cached", 0),
         config.output,
     )
     logger.info("time per stage:\n%s", timings.table())

@@ -42,8 +42,10 @@ class ScoringStats:
 
     Attributes:
         rows: rows in the input frame. distinct: distinct (query, text) pairs (or texts, for
-        embeddings). cached: distinct pairs found in the store. computed: items run through the
-        model. batches: model batches. tokens: padded tokens sent to the model.
+        embeddings). cached: distinct pairs found in the store. embeddings_cached: embeddings
+        (of queries and passages, bi-encoder) found in the store instead of being computed.
+        computed: items run through the model. batches: model batches. tokens: padded tokens
+        sent to the model.
         tokenize_s: seconds the model waited for tokenised batches (tokenisation runs in a
         background thread, overlapped with the model, so ideally only the first chunk's shows).
         tokenize_busy_s: seconds that thread spent tokenising and padding in all.
@@ -53,6 +55,7 @@ class ScoringStats:
     rows: int = 0
     distinct: int = 0
     cached: int = 0
+    embeddings_cached: int = 0
     computed: int = 0
     batches: int = 0
     tokens: int = 0
