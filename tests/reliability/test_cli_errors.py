@@ -45,7 +45,7 @@ def test_a_folder_given_as_an_input_file_is_a_clear_error(
     args = {"--qrels": str(tmp_path / "q.txt"), "--run": str(tmp_path / "r.txt"), flag: str(tmp_path)}
     assert main(["-q", "evaluate", *[x for kv in args.items() for x in kv]]) == 2
     message = _error(caplog)
-    assert message.startswith(f"{tmp_path}: expected a") and message.endswith("found a folder")
+    assert f"{tmp_path}: expected a" in message and message.endswith("found a folder")
 
 
 def test_tune_qrels_and_rerank_run_folders_are_clear_errors(
