@@ -153,3 +153,23 @@ def test_evaluating_a_run_that_shares_no_query_with_the_qrels_is_an_error(
     (tmp_path / "r.txt").write_text(RUN)
     assert main(["-q", "evaluate", "--qrels", str(tmp_path / "q.txt"), "--run", str(tmp_path / "r.txt")]) == 2
     assert "no query of this run is judged" in _error(caplog)
+
+
+def test_a_folder_that_is_not_a_model_is_a_clear_error(tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    from evirank.score import CrossEncoder
+
+    (tmp_path / "notes.txt").write_text("not a model")
+    with pytest.raises(InputPathError, match=r"expected a model folder with config\.json"):
+        CrossEncoder(str(tmp_path)).passage_budget()
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(InputFormatError, match="a Hugging Face model folder"):
+        CrossEncoder(str(tmp_path)).passage_budget()
+
+
+def test_a_file_given_as_an_index_is_a_clear_error(tmp_path: Path) -> None:
+    from evirank.lucene.index import check_index
+
+    (tmp_path / "idx").write_text("x")
+    with pytest.raises(InputFormatError, match="expected an index folder"):
+        check_index(tmp_path / "idx")
