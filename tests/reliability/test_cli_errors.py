@@ -173,3 +173,19 @@ def test_a_file_given_as_an_index_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "idx").write_text("x")
     with pytest.raises(InputFormatError, match="expected an index folder"):
         check_index(tmp_path / "idx")
+
+
+def test_an_unforeseen_error_is_one_line_and_minus_vv_shows_the_traceback(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import evirank.cli.index as index_cli
+
+    def broken(args: object) -> int:
+        raise TypeError("something unforeseen")
+
+    monkeypatch.setattr(index_cli, "run", broken)
+    assert main(["-q", "index", "--corpus", "c", "--index", str(tmp_path / "i")]) == 2
+    assert "something unforeseen (TypeError; run again with -vv" in _error(caplog)
+    caplog.clear()
+    assert main(["-vv", "index", "--corpus", "c", "--index", str(tmp_path / "i")]) == 2
+    assert any(r.exc_info for r in caplog.records)
