@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from evirank._extras import require
+from evirank.errors import InputFormatError
 from evirank.frames import QUERY, TEXT
 from evirank.progress import progress_bar
 from evirank.score.backends import Backend, Task, TokenBatch, get_backend
@@ -211,8 +212,16 @@ class TransformerScorer(Stage):
             return
         transformers = require("transformers", "torch")
         model_dir = resolve_model_dir(self.model)
-        tokenizer = transformers.AutoTokenizer.from_pretrained(str(model_dir))
-        config = transformers.AutoConfig.from_pretrained(str(model_dir))
+        try:
+            tokenizer = transformers.AutoTokenizer.from_pretrained(str(model_dir))
+            config = transformers.AutoConfig.from_pretrained(str(model_dir))
+        except (OSError, ValueError, KeyError) as exc:
+            raise InputFormatError(
+                model_dir,
+                None,
+                "a Hugging Face model folder (config.json, tokenizer files, weights)",
+                "one transformers cannot load: " + (str(exc).strip().splitlines() or [type(exc).__name__])[0],
+            ) from exc
         self._set_up(model_dir, tokenizer, config)
 
     def _set_up(self, model_dir: Path | None, tokenizer: Any, config: Any) -> None:
