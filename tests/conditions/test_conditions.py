@@ -196,9 +196,8 @@ def test_every_conditions_file_loads_and_names_real_conditions_in_its_hints() ->
     loaded = {file: load_conditions(file) for file in files}
     names = [c.name for conditions in loaded.values() for c in conditions.conditions]
     assert len(names) == len(set(names)), "a condition name is used twice"
-    assert {"dl19-bm25-bundled", "microblog-2013-minilm-mb", "train-minilm-mb", "distill-minilm-mb-l3"} <= set(
-        names
-    )
+    wanted = {"dl19-bm25-bundled", "microblog-2013-minilm-mb", "train-minilm-mb", "distill-minilm-mb-l3"}
+    assert wanted <= set(names)
     for conditions in loaded.values():
         for condition in conditions.conditions:
             for text in (*condition.commands, condition.run, condition.qrels, *condition.needs):
