@@ -220,3 +220,44 @@ def test_a_killed_driver_rerun_scores_only_what_is_missing_and_writes_the_same_r
     assert counts["scorer_computed"] == counts["scorer_distinct"] - counts["scorer_cached"] > 0
     assert out.read_bytes() == reference.read_bytes()
     assert pd.read_csv(out, sep=" ", header=None).shape[0] == 4 * 8
+
+
+def test_a_vector_folder_built_on_ray_equals_the_single_process_build(
+    ray_session: Any, one_thread: None, tiny_bi_encoder_path: Path, tmp_path: Path
+) -> None:
+    vectors = pytest.importorskip("evirank.vectors")
+    from evirank.frames import Document
+    from evirank.scale.embed import embed_on_ray
+
+    rng = np.random.default_rng(1)
+    words = [
+        "the",
+        "cat",
+        "sat",
+        "on",
+        "mat",
+        "dog",
+        "is",
+        "not",
+        "a",
+        "rank",
+        "passage",
+        "evidence",
+        "query",
+    ]
+    docs = [
+        Document(f"d{i}", "T", ". ".join(" ".join(rng.choice(words, 6)) for _ in range(3)) + ".")
+        for i in range(23)
+    ]
+
+    def builder(name: str) -> Any:
+        return vectors.VectorBuilder(
+            tmp_path / name, BiEncoder(tiny_bi_encoder_path, device="cpu"), "sentences", block_size=4
+        )
+
+    single = builder("single").build(docs)
+    on_ray = embed_on_ray(builder("ray"), docs, RayOptions(workers=2))
+    rows = np.arange(len(single))
+    assert len(on_ray) == len(single) > 0
+    np.testing.assert_array_equal(on_ray.vectors(rows), single.vectors(rows))
+    pd.testing.assert_frame_equal(on_ray.frame(), single.frame())
