@@ -45,17 +45,8 @@ examples:
       --scorer bi --aggregate maxp --output runs/dl19.bi.maxp.txt
   evirank rerank --run runs/robust04.bm25.txt --index indexes/robust04 --topics topics.robust04.txt \\
       --model models/minilm-mb --segment sentences:skip --aggregate birch:3 --alpha 0.6 \\
-      --weights 1,0.4,0.2 --normalise none --depth 1000 --output runs/robust04.birch.txt
+      --weights 1 0.4 0.2 --normalise none --depth 1000 --output runs/robust04.birch.txt
 """
-
-
-def _weights(text: str) -> list[float]:
-    from evirank.aggregate import parse_weights
-
-    try:
-        return parse_weights(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _alpha(text: str) -> float:
@@ -170,7 +161,7 @@ def _add_segments_and_aggregation(agg: Any) -> None:
         help="first-stage weight in [0, 1] (default: birch 0.5, others 0)",
     )
     agg.add_argument(
-        "--weights", type=_weights, metavar="W1,W2,W3", help="Birch's top-n weights (default 1,0.5,0.25)"
+        "--weights", nargs="+", type=float, metavar="W", help="Birch's top-n weights (default: 1 0.5 0.25)"
     )
     agg.add_argument(
         "--normalise",
