@@ -45,7 +45,7 @@ def test_a_folder_given_as_an_input_file_is_a_clear_error(
     args = {"--qrels": str(tmp_path / "q.txt"), "--run": str(tmp_path / "r.txt"), flag: str(tmp_path)}
     assert main(["-q", "evaluate", *[x for kv in args.items() for x in kv]]) == 2
     message = _error(caplog)
-    assert message.startswith(f"{tmp_path}: expected a") and message.endswith("found a folder")
+    assert f"{tmp_path}: expected a" in message and message.endswith("found a folder")
 
 
 def test_tune_qrels_and_rerank_run_folders_are_clear_errors(
@@ -153,3 +153,39 @@ def test_evaluating_a_run_that_shares_no_query_with_the_qrels_is_an_error(
     (tmp_path / "r.txt").write_text(RUN)
     assert main(["-q", "evaluate", "--qrels", str(tmp_path / "q.txt"), "--run", str(tmp_path / "r.txt")]) == 2
     assert "no query of this run is judged" in _error(caplog)
+
+
+def test_a_folder_that_is_not_a_model_is_a_clear_error(tmp_path: Path) -> None:
+    pytest.importorskip("transformers")
+    from evirank.score import CrossEncoder
+
+    (tmp_path / "notes.txt").write_text("not a model")
+    with pytest.raises(InputPathError, match=r"expected a model folder with config\.json"):
+        CrossEncoder(str(tmp_path)).passage_budget()
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(InputFormatError, match="a Hugging Face model folder"):
+        CrossEncoder(str(tmp_path)).passage_budget()
+
+
+def test_a_file_given_as_an_index_is_a_clear_error(tmp_path: Path) -> None:
+    from evirank.lucene.index import check_index
+
+    (tmp_path / "idx").write_text("x")
+    with pytest.raises(InputFormatError, match="expected an index folder"):
+        check_index(tmp_path / "idx")
+
+
+def test_an_unforeseen_error_is_one_line_and_minus_vv_shows_the_traceback(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import evirank.cli.index as index_cli
+
+    def broken(args: object) -> int:
+        raise TypeError("something unforeseen")
+
+    monkeypatch.setattr(index_cli, "run", broken)
+    assert main(["-q", "index", "--corpus", "c", "--index", str(tmp_path / "i")]) == 2
+    assert "something unforeseen (TypeError; run again with -vv" in _error(caplog)
+    caplog.clear()
+    assert main(["-vv", "index", "--corpus", "c", "--index", str(tmp_path / "i")]) == 2
+    assert any(r.exc_info for r in caplog.records)

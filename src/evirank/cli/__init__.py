@@ -149,7 +149,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Usage errors (argparse's, and :class:`~evirank.errors.UsageError`) and bad input
     (:class:`~evirank.errors.EvirankError`, a missing file) print one line,
-    ``evirank COMMAND: error: MESSAGE``, and exit with status 2.
+    ``evirank COMMAND: error: MESSAGE``, and exit with status 2. So does any other error
+    (with its type, and the traceback under ``-vv``): a user never sees a bare traceback.
     """
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -163,6 +164,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(args.command, exc)
     except OSError as exc:  # a file that cannot be read or written: one line, no traceback
         return fail(args.command, os_error_message(exc))
+    except Exception as exc:  # anything unforeseen: still one line; -vv shows where it happened
+        if args.verbose > 1:
+            logging.getLogger("evirank").exception("unexpected %s", type(exc).__name__)
+        return fail(
+            args.command,
+            f"{exc} ({type(exc).__name__}; run again with -vv to see where it happened)",
+        )
 
 
 if __name__ == "__main__":

@@ -64,8 +64,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--normalise",
         "--normalize",
         choices=("minmax", "none"),
-        default="minmax",
-        help="per-query min-max of first-stage and passage scores (default), or raw scores as Birch",
+        default=None,
+        help="per-query min-max of first-stage and passage scores (default, as rerank and serve), "
+        "or raw scores as Birch",
     )
     folds = parser.add_argument_group("folds")
     folds.add_argument("--folds", metavar="FILE", help="Robust04 JSON folds or qid<TAB>fold TSV")

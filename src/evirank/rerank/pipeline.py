@@ -14,7 +14,7 @@ stages; they are defined once there and re-exported here.
 Example:
     >>> from evirank.rerank import parse_aggregate, parse_segment
     >>> parse_segment("windows:150:75")
-    Windows(length=150, stride=75, title=True, max_title_words=50, max_passages=None)
+    Windows(length=150, stride=75, title=True, max_title_words=50, max_passages=1000)
     >>> parse_aggregate("birch:2", alpha=0.3, weights=[1.0, 0.5])
     Birch(alpha=0.3, normalise='minmax', top_n=2, weights=(1.0, 0.5))
 """
@@ -342,7 +342,7 @@ def describe_stage(stage: Any) -> str:
     Example:
         >>> from evirank.segment import Windows
         >>> describe_stage(Windows(100, 50))
-        'Windows(length=100, stride=50, title=True, max_title_words=50, max_passages=None)'
+        'Windows(length=100, stride=50, title=True, max_title_words=50, max_passages=1000)'
     """
     from evirank.stage import Pipeline
 

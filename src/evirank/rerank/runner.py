@@ -192,9 +192,11 @@ def build_pipeline(config: RerankConfig, store: Path | None) -> Any:
     )
     scorer = build_scorer(config, store)
     budget = passage_budget(scorer)
-    segmenter = config.segment_spec().build(
-        tokenizer=budget[0] if budget else None, max_tokens=budget[1] if budget else None
-    ).with_max_passages(config.max_passages or None)
+    segmenter = (
+        config.segment_spec()
+        .build(tokenizer=budget[0] if budget else None, max_tokens=budget[1] if budget else None)
+        .with_max_passages(config.max_passages or None)
+    )
     return Rerank(segmenter, scorer, config.aggregator(), fetch=fetch, depth=config.depth)
 
 
@@ -268,13 +270,16 @@ def run_rerank(config: RerankConfig) -> dict[str, Any]:
             first_stage=first_stage,
             text={"index": config.index} if config.index else {"corpus": config.corpus},
             topics={
-                "path": config.topics, "field": config.field, "split": config.split, "count": len(topics)
+                "path": config.topics,
+                "field": config.field,
+                "split": config.split,
+                "count": len(topics),
             },
             depth=config.depth,
             segment=spec_of(pipeline.segmenter),
             segmenter=describe_stage(pipeline.segmenter),
             scorer={**_describe(scorer), "fingerprint": _fingerprint(scorer)},
-            aggregate=str(config.aggregate),
+            aggregate=pipeline.aggregator.spec,
             aggregator=describe_stage(pipeline.aggregator),
             scores=store,
             passages_file=config.save_passages,

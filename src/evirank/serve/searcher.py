@@ -40,8 +40,8 @@ Example:
     ...     def transform(self, p):
     ...         return make_run(p.groupby(["qid", "docno"], as_index=False)["score"].max())
     >>> result = Searcher(retrieve, Split(), Overlap(), MaxP()).search("cats", k=2, depth=2)
-    >>> [(c.docno, c.evidence[0].text) for c in result.candidates]
-    [('d1', 'Cats purr.'), ('d2', 'Cats sleep.')]
+    >>> [(c.docno, c.evidence[0].text) for c in result.candidates]  # tied: docno descending
+    [('d2', 'Cats sleep.'), ('d1', 'Cats purr.')]
 """
 
 from __future__ import annotations

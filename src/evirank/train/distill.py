@@ -38,6 +38,8 @@ import pandas as pd
 from evirank._extras import require
 from evirank.frames import LABEL, QID, QUERY, TEXT, require_columns
 from evirank.record import write_record
+from evirank.score.cross import relevance_from_logits
+from evirank.score.devices import resolve_device
 from evirank.train import _model
 from evirank.train.config import DistillConfig, TrainConfig
 from evirank.train.trainer import (
@@ -146,7 +148,7 @@ class PointwiseMSE:
         inputs = _model.encode(
             tokenizer, rows[QUERY].tolist(), rows[TEXT].tolist(), config.max_length, device
         )
-        scores = _model.relevance_from_logits(model(**inputs).logits.float())
+        scores = relevance_from_logits(model(**inputs).logits.float())
         return torch.nn.functional.mse_loss(scores, _model.tensor_labels(rows[TARGET].to_numpy(), device))
 
     def validation_loss(self, scores: np.ndarray, rows: pd.DataFrame) -> float:
@@ -170,7 +172,7 @@ class MarginMSE(PointwiseMSE):
             config.max_length,
             device,
         )
-        scores = _model.relevance_from_logits(model(**inputs).logits.float())
+        scores = relevance_from_logits(model(**inputs).logits.float())
         margins = scores[: len(rows)] - scores[len(rows) :]
         return torch.nn.functional.mse_loss(margins, _model.tensor_labels(rows[TARGET].to_numpy(), device))
 
@@ -289,7 +291,7 @@ def distill(
     if mode == "complete":
         payload = json.loads((out / TRAIN_JSON).read_text(encoding="utf-8"))
         return DistillResult(result_from_json(out), payload.get("distillation", {}))
-    device = _model.resolve_device(cfg.device)
+    device = resolve_device(cfg.device)
     teacher_model, tokenizer = _load_teacher(teacher, device)
     frames = {"train": examples.reset_index(drop=True)}
     if validation is not None:

@@ -45,10 +45,11 @@ import pandas as pd
 
 from evirank._extras import require
 from evirank.errors import OutputExistsError
-from evirank.frames import DOCNO, LABEL, PID, QID, QUERY, SOURCE, TEXT, require_columns
+from evirank.frames import DOCNO, LABEL, PID, QID, QUERY, SCORE, SOURCE, TEXT, require_columns
 from evirank.outputs import check_output
 from evirank.progress import progress_bar
 from evirank.record import plain, write_record
+from evirank.score.devices import resolve_device
 from evirank.train import _model
 from evirank.train.config import TrainConfig
 from evirank.train.examples import summarize_examples
@@ -180,26 +181,31 @@ def _validation_measures(
     """Ranking measures of the validation rows, each query's rows ranked by score.
 
     Each row is one ranked item with its binary label as relevance; queries without a
-    relevant row are left out (they carry no ranking signal).
+    relevant row are left out (they carry no ranking signal). Evaluated by
+    :class:`evirank.evaluate.Evaluator`: its measure names and its tie rule (equal scores in
+    docno descending order, as trec_eval), the row's position being its docno.
+
+    Example:
+        >>> rows = pd.DataFrame({"qid": ["1", "1", "2"], "label": [1, 0, 0]})
+        >>> _validation_measures(np.array([0.2, 0.9, 0.5]), rows, ("RR", "P@1"))
+        {'RR': 0.5, 'P@1': 0.0}
     """
-    ir_measures = require("ir_measures", "core")
+    from evirank.evaluate import Evaluator
+
     items = pd.DataFrame(
         {
-            "query_id": rows[QID].astype(str).to_numpy(),
-            "doc_id": np.arange(len(rows)).astype(str),
-            "relevance": rows[LABEL].astype(int).to_numpy(),
-            "score": scores,
+            QID: rows[QID].astype(str).to_numpy(),
+            DOCNO: np.arange(len(rows)).astype(str),
+            LABEL: rows[LABEL].astype(int).to_numpy(),
+            SCORE: np.asarray(scores, dtype=np.float64),
         }
     )
-    has_relevant = items.groupby("query_id")["relevance"].transform("max") > 0
-    items = items[has_relevant]
+    items = items[items.groupby(QID)[LABEL].transform("max") > 0]
     if items.empty:
         return {m: float("nan") for m in measures}
-    parsed = [ir_measures.parse_measure(m) for m in measures]
-    values = ir_measures.calc_aggregate(
-        parsed, items[["query_id", "doc_id", "relevance"]], items[["query_id", "doc_id", "score"]]
-    )
-    return {name: float(values[m]) for name, m in zip(measures, parsed, strict=True)}
+    evaluator = Evaluator(items[[QID, DOCNO, LABEL]], measures)
+    means = evaluator.mean(items[[QID, DOCNO, SCORE]])
+    return {given: float(means[name]) for given, name in zip(measures, evaluator.names, strict=True)}
 
 
 def _swap_in(tmp: Path, final: Path) -> None:
@@ -317,7 +323,7 @@ class Fit:
         self.step_callback = step_callback
         self.torch = require("torch", "torch")
         self.transformers = require("transformers", "torch")
-        self.device = _model.resolve_device(config.device)
+        self.device = resolve_device(config.device)
         self.fingerprint = fingerprint(self.items, objective.columns)
         self.state = _State()
 
