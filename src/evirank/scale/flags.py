@@ -31,7 +31,7 @@ def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
         const="local",
         metavar="ADDRESS",
         help="run the model on Ray: local (default: a Ray instance on this machine), auto (the cluster "
-        "this machine joined with `ray start`), or a cluster address HOST:PORT / ray://HOST:10001",
+        "this machine joined with `ray start`), or a cluster address HOST:PORT",
     )
     group.add_argument(
         "--ray-workers",
@@ -54,7 +54,7 @@ def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
         type=_positive_int,
         metavar="N",
         help="re-rank N queries at a time, so only one block's texts are in memory "
-        "(default: all at once); the run is the same with and without --ray for the same N",
+        "(default: all at once); with the same N and threads the run is the same with and without --ray",
     )
 
 

@@ -13,7 +13,7 @@ class RayOptions:
     Args:
         address: ``"local"`` starts a Ray instance inside this process's machine; ``"auto"``
             joins the cluster this machine belongs to (``ray start``); anything else is a Ray
-            address (``HOST:PORT`` or ``ray://HOST:10001``). A Ray session already started in
+            address (``HOST:PORT``). A Ray session already started in
             this process (``ray.init``) is used as it is.
         workers: model replicas (actors); ``None``: one per GPU with ``gpus_per_worker``, else
             one per ``cpus_per_worker`` cores of the cluster, keeping one core free for Ray's
