@@ -21,9 +21,9 @@ def _non_negative(text: str) -> float:
     return value
 
 
-def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the ``ray`` group: ``--ray``, ``--ray-workers``, ``--ray-cpus``, ``--ray-gpus``,
-    ``--query-block``."""
+def add_ray_arguments(parser: argparse.ArgumentParser, *, query_block: bool = True) -> None:
+    """Add the ``ray`` group: ``--ray``, ``--ray-workers``, ``--ray-cpus``, ``--ray-gpus`` and, with
+    ``query_block``, ``--query-block`` (commands that score queries)."""
     group = parser.add_argument_group("scale-out (Ray)")
     group.add_argument(
         "--ray",
@@ -49,6 +49,8 @@ def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="G",
         help="GPUs per replica (default 0; 1 on GPUs)",
     )
+    if not query_block:
+        return
     group.add_argument(
         "--query-block",
         type=_positive_int,
