@@ -68,7 +68,10 @@ def test_a_score_store_that_is_a_folder_fails_before_any_work(
     args = ["-q", "rerank", "--run", str(tmp_path / "r.txt"), "--topics", str(tmp_path / "t.tsv")]
     args += ["--corpus", str(tmp_path / "c.jsonl"), "--scorer", "bi", "--output", str(tmp_path / "o.txt")]
     assert main([*args, "--scores", str(tmp_path)]) == 2
-    assert "expected a score store file (SQLite), found a folder" in _error(caplog)
+    # a folder is a Parquet-shard store: an empty one or one with store.json, never another folder
+    assert "expected a score store (a SQLite file, or a folder of Parquet shards), found a folder" in _error(
+        caplog
+    )
     assert not (tmp_path / "o.txt").exists()
 
 

@@ -32,7 +32,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    actions = parser.add_subparsers(
+        dest="action", metavar="ACTION", required=True, help="info, merge or export"
+    )
     info = actions.add_parser("info", help="fingerprints, models and counts of a store")
     info.add_argument("store", metavar="STORE", help="the store (a .sqlite file, a folder or a URL)")
     info.add_argument("--json", action="store_true", help="print JSON instead of a table")

@@ -96,7 +96,7 @@ def check_store_path(path: str | os.PathLike[str]) -> Path:
     (:func:`open_store`); a local one must be writable.
 
     Raises:
-        InputPathError: ``path`` is a folder (a store is one SQLite file).
+        InputPathError: ``path`` is a folder that holds other files than a Parquet-shard store.
         OutputNotWritableError: the store (or its folder) cannot be written.
 
     Example:
@@ -108,8 +108,16 @@ def check_store_path(path: str | os.PathLike[str]) -> Path:
     from evirank.score.store_parquet import is_parquet_store
 
     out = Path(path)
-    if is_parquet_store(path):  # a folder or URL of Parquet shards: checked when opened
-        return out if "://" in os.fspath(path) else check_writable(out / "store.json")
+    if is_parquet_store(path):  # a folder or URL of Parquet shards
+        if "://" in os.fspath(path):
+            return out  # checked when opened
+        if out.is_dir() and not (out / "store.json").is_file() and any(out.iterdir()):
+            raise InputPathError(
+                out,
+                "a score store (a SQLite file, or a folder of Parquet shards)",
+                "a folder with other files",
+            )
+        return check_writable(out / "store.json")
     if out.is_dir():
         raise InputPathError(out, "a score store file (SQLite)", "a folder")
     if out.exists() and not os.access(out, os.R_OK | os.W_OK):
