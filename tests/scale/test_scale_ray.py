@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from scale_cases import random_passages
 
-from conftest import random_passages
 from evirank.cli import main
 from evirank.scale import RayOptions
 from evirank.score import BiEncoder, CrossEncoder, open_store
