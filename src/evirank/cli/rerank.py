@@ -140,6 +140,27 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="engine: torch (default; CPU or GPU), onnx (ONNX Runtime on CPU, fp32), "
         "onnx-int8 (ONNX Runtime, int8 weights: fastest on CPU)",
     )
+    model.add_argument(
+        "--vectors",
+        metavar="VDIR",
+        help="stored passage vectors for the bi-encoder (evirank embed): passages are scored by lookup, "
+        "only queries are embedded; default: the index's own (index --embed) when it has some; "
+        "none: embed every passage now",
+    )
+    model.add_argument(
+        "--prune",
+        type=positive_int,
+        metavar="N",
+        help="cascade: a cheap scorer keeps each document's N best passages; only those are scored "
+        "and aggregated (birch:n needs n <= N)",
+    )
+    model.add_argument(
+        "--prune-by",
+        choices=("bm25", "bi"),
+        default="bm25",
+        help="the cheap scorer of --prune: BM25 over each document's passages (default), or the "
+        "bi-encoder (by lookup in the stored vectors when there are some)",
+    )
     model.add_argument("--scores", metavar="STORE", help="score store (SQLite; default OUT.scores.sqlite)")
     model.add_argument("--no-scores", action="store_true", help="keep no score store (nothing resumes)")
 
@@ -212,8 +233,8 @@ def _usage(message: str) -> SystemExit:
     return SystemExit(f"evirank rerank: error: {message}")
 
 
-def build_scorer(args: argparse.Namespace, store: Path | None) -> Any:
-    """The scorer the flags ask for (nothing heavy is loaded yet)."""
+def build_scorer(args: argparse.Namespace, store: Path | None, vectors: Any = None) -> Any:
+    """The scorer the flags ask for (nothing heavy is loaded yet); a bi-encoder reads ``vectors``."""
     from evirank.score import BiEncoder, CrossEncoder
 
     kwargs: dict[str, Any] = {
@@ -223,7 +244,7 @@ def build_scorer(args: argparse.Namespace, store: Path | None) -> Any:
         "backend": getattr(args, "backend", "torch"),
     }
     if args.scorer == "bi":
-        return BiEncoder(args.model, max_length=args.max_length, **kwargs)
+        return BiEncoder(args.model, max_length=args.max_length, vectors=vectors, **kwargs)
     if not args.model:
         raise _usage("--scorer cross needs --model (a Hugging Face model id or a local folder)")
     if args.max_length is not None:
@@ -275,14 +296,20 @@ def run(args: argparse.Namespace) -> int:
         if args.index
         else FetchText(corpus=args.corpus, missing=args.missing_docs)
     )
-    scorer = build_scorer(args, store)
+    from evirank.rerank.prune import cascade_from_flags
+
+    cascade = cascade_from_flags(args, aggregator, _usage)
+    if cascade.vectors is not None and args.scorer == "bi":
+        store = None  # scores by lookup are computed in microseconds; they are not stored
+    scorer = build_scorer(args, store, cascade.vectors if args.scorer == "bi" else None)
     budget = passage_budget(scorer)
     segmenter = parse_segment(
         args.segment, tokenizer=budget[0] if budget else None, max_tokens=budget[1] if budget else None
     )
+    prune = cascade.stage(segmenter, scorer if args.scorer == "bi" else None)
     logger.info(
         "pipeline: %s (depth %d)",
-        " >> ".join(describe_stage(s) for s in (fetch, segmenter, scorer, aggregator)),
+        " >> ".join(describe_stage(s) for s in (fetch, segmenter, prune, scorer, aggregator) if s),
         args.depth,
     )
 
@@ -296,6 +323,7 @@ def run(args: argparse.Namespace) -> int:
             aggregator=aggregator,
             depth=args.depth,
             timings=timings,
+            prune=prune,
         )
     tag = args.tag or f"evirank-{args.scorer}-{args.aggregate.replace(':', '')}"
     with timings.measure("write"):
@@ -317,6 +345,8 @@ def run(args: argparse.Namespace) -> int:
         },
         "depth": args.depth,
         "segmenter": describe_stage(segmenter),
+        "prune": describe_stage(prune) if prune is not None else None,
+        "vectors": cascade.describe(),
         "scorer": {**_describe(scorer), "fingerprint": _fingerprint(scorer)},
         "aggregator": describe_stage(aggregator),
         "scores": str(store) if store else None,

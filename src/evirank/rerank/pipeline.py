@@ -224,6 +224,7 @@ def rerank(
     topics: pd.DataFrame | None = None,
     depth: int = 100,
     timings: StageTimings | None = None,
+    prune: Stage | None = None,
 ) -> RerankResult:
     """Re-rank each query's top ``depth`` documents of ``run``; the rest follow in first-stage order.
 
@@ -237,6 +238,8 @@ def rerank(
             are left out, with a warning).
         depth: documents re-ranked per query.
         timings: where to add the stage timings (a new one when None).
+        prune: a cascade stage between segmentation and scoring (:class:`~evirank.rerank.prune.Prune`):
+            the scorer and the aggregator see only the passages it keeps.
 
     Returns:
         A :class:`RerankResult`.
@@ -273,6 +276,10 @@ def rerank(
     with timings.measure("segmentation"):
         passages = segmenter(head)
     logger.info("%d passages from %d documents", len(passages), len(head))
+    segmented = len(passages)
+    with timings.measure("prune"):  # zero without a cascade
+        if prune is not None:
+            passages = prune(passages)
 
     scored = _score(scorer, passages, timings)
     with timings.measure("aggregation"):
@@ -282,7 +289,8 @@ def rerank(
         "queries": int(head[QID].nunique()),
         "documents_reranked": len(head),
         "documents_in_run": len(ranked),
-        "passages": len(passages),
+        "passages": segmented,
+        "passages_scored": len(passages),
     }
     stats = getattr(scorer, "stats_", None)
     if stats is not None:
