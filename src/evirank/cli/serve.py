@@ -77,6 +77,26 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=defaults.max_pending,
         help="searches admitted at once; more get 503",
     )
+    parser.add_argument(
+        "--vectors",
+        default=None,
+        metavar="VDIR",
+        help="stored passage vectors (evirank embed); default: the index's own when it has some "
+        "(evirank index --embed); none: split and embed passages per query",
+    )
+    parser.add_argument(
+        "--prune",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --scorer cross: score only each document's N best passages by --prune-by",
+    )
+    parser.add_argument(
+        "--prune-by",
+        choices=("bm25", "bi"),
+        default="bm25",
+        help="the cheap scorer of --prune: BM25 over the passages (default) or the bi-encoder by lookup",
+    )
     parser.add_argument("--device", default=None, help="cuda | mps | cpu (default: the best available)")
     parser.add_argument("--no-warmup", action="store_true", help="do not run a first search before listening")
     return parser
@@ -117,6 +137,9 @@ def run(args: argparse.Namespace) -> int:
             device=args.device,
             evidence=args.evidence,
             max_depth=config.max_depth,
+            vectors=args.vectors,
+            prune=args.prune,
+            prune_by=args.prune_by,
         )
     except ValueError as exc:
         logger.error("%s", exc)
