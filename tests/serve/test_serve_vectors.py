@@ -9,10 +9,10 @@ import pytest
 
 pytest.importorskip("fastapi")
 
-from evirank.serve.app import create_app  # noqa: E402
-from evirank.serve.build import build_searcher  # noqa: E402
-from evirank.vectors import VectorsMismatchError  # noqa: E402
-from evirank.vectors.segments import StoredSegments  # noqa: E402
+from evirank.serve.app import create_app
+from evirank.serve.build import build_searcher
+from evirank.vectors import VectorsMismatchError
+from evirank.vectors.segments import StoredSegments
 
 
 @pytest.fixture(scope="module")
