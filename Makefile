@@ -1,7 +1,10 @@
 # Two commands on a fresh machine: `make demo` and `make test`. Both create .venv and install
-# everything first. torch is pinned to 2.13.0 and installed before the rest, so pip takes the
-# local CPU wheel instead of pulling CUDA packages.
+# everything first. torch is pinned to 2.13.0 and installed before the rest from PyTorch's CPU
+# index (TORCH_INDEX), so pip takes the CPU wheel (2.13.0+cpu) instead of pulling CUDA packages;
+# a machine that cannot reach that index falls back to its other indexes after a few retries.
+# On a GPU machine: make install TORCH_INDEX= (PyPI's default CUDA build), see docs/install.md.
 PYTHON ?= python3
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 VENV := .venv
 BIN := $(VENV)/bin
 DATA ?= ../shared/datasets
@@ -14,7 +17,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip wheel setuptools
-	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 	$(BIN)/python -m pip install --quiet -e ".[all,dev]"
 	touch $(STAMP)
 
@@ -29,7 +32,8 @@ demo: install
 
 # The search service and its page on the demo's SciFact index (built by `make demo`, or here).
 serve: install
-	test -f demo/index/evirank-index.json || $(BIN)/evirank index --corpus $(DATA)/scifact --index demo/index
+	test -f demo/index/evirank-index.json || $(BIN)/evirank index \
+		--corpus "$$(DATA=$(DATA) $(BIN)/evirank -q data get scifact)" --index demo/index
 	HF_HUB_OFFLINE=1 $(BIN)/evirank serve --index demo/index --scores demo/scores.sqlite --host 127.0.0.1 --port 8080
 
 test: install browser

@@ -1,100 +1,110 @@
-"""Run the SciFact conditions of ``conditions/scifact.yaml`` and print expected against measured scores.
+"""Check the conditions in conditions/*.yaml: run each one's commands, evaluate its run, compare.
 
-Each condition's commands run as written (index, search, rerank, tune), then its run is
-evaluated and compared with the expected scores. Conditions whose extras are missing (Lucene,
-torch) are reported as skipped. The score store is shared, so re-ranking happens once and every
-tuning condition reads it.
+Every figure of docs/results.md is a named condition: its exact commands and its expected
+scores (:mod:`evirank.conditions`). This runs them from the repository root and prints expected
+against measured, headed by the machine. A condition whose needs are missing (an extra such as
+``torch``, or a trained model that is not in the repository) is skipped with the reason; a slow
+one (marked ``slow: true``: a model over many pairs, a training run) runs only when named or with
+``--slow``. Runs, indexes and score stores go under ``OUT`` (``runs/conditions/...``), so a
+second run reuses them.
 
 Usage:
-    python benchmarks/conditions.py                       # every SciFact condition
-    python benchmarks/conditions.py scifact-bm25          # some of them
-    python benchmarks/conditions.py --dry-run             # print the commands only
-    python benchmarks/conditions.py --set OUT=/tmp/scifact --timeout 3600
+    python benchmarks/conditions.py --list               # every condition: file, slow, needs
+    python benchmarks/conditions.py                      # every condition that is not slow
+    python benchmarks/conditions.py scifact-bm25 dl19-bm25-bundled     # by name (slow ones too)
+    python benchmarks/conditions.py --slow               # all of them
+    python benchmarks/conditions.py --file conditions/scifact.yaml
+    python benchmarks/conditions.py scifact-bm25 --dry-run               # the commands only
+    python benchmarks/conditions.py --set OUT=/tmp/conditions --timeout 3600
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import logging
-import os
-import platform
 import sys
-import time
 from pathlib import Path
 
+from _common import REPO, footer, header
+
 from evirank.conditions import (
+    Condition,
+    ConditionError,
     ConditionResult,
+    add_arguments,
     expand,
     load_conditions,
+    parse_overrides,
     resolve_variables,
     results_markdown,
     run_condition,
 )
 
-REPO = Path(__file__).resolve().parents[1]
-FILE = REPO / "conditions" / "scifact.yaml"
-#: Which importable module stands for each extra a condition needs.
-EXTRA_MODULES = {"lucene": "pyserini", "torch": "torch", "segment": "syntok"}
+FOLDER = REPO / "conditions"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("names", nargs="*", help="conditions to run (default: all)")
-    parser.add_argument("--file", type=Path, default=FILE, help="the conditions file")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE")
-    parser.add_argument("--timeout", type=float, default=None, help="seconds per command")
-    parser.add_argument("--dry-run", action="store_true", help="print the expanded commands only")
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+def catalogue(files: list[Path]) -> dict[str, tuple[Path, Condition]]:
+    """Every condition of ``files`` by name (a name used twice raises)."""
+    found: dict[str, tuple[Path, Condition]] = {}
+    for file in files:
+        for condition in load_conditions(file).conditions:
+            if condition.name in found:
+                other = found[condition.name][0]
+                raise ConditionError(f"{file}: condition {condition.name} is also in {other}")
+            found[condition.name] = (file, condition)
+    return found
 
-    conditions = load_conditions(args.file)
-    overrides = dict(item.partition("=")[::2] for item in args.overrides)
-    variables = resolve_variables(conditions.variables, overrides)
-    if "DATA" not in overrides and "DATA" not in os.environ and not (REPO / variables["DATA"]).is_dir():
-        found = _find_scifact()  # a worktree sits deeper than ../shared
-        if found is not None:
-            variables["DATA"] = os.path.relpath(found, REPO)
-    data = REPO / variables["DATA"]
-    if not args.dry_run and not data.is_dir():
-        print(f"SciFact is not at {data}; set DATA=... (--set DATA=PATH)")
-        return 2
-    results: list[ConditionResult] = []
-    skipped = []
-    for condition in conditions.select(args.names):
-        if args.dry_run:
-            print(f"# {condition.name}: {condition.description}")
-            for command in condition.commands:
-                print(expand(command, variables))
-            continue
-        missing = [n for n in condition.needs if importlib.util.find_spec(EXTRA_MODULES.get(n, n)) is None]
-        if missing:
-            skipped.append(f"{condition.name} (needs {', '.join(missing)})")
-            continue
-        results.append(run_condition(condition, variables, workdir=REPO, timeout=args.timeout))
-    if args.dry_run:
-        return 0
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(
-        f"\n{time.strftime('%Y-%m-%d')}: {platform.machine()}, {os.cpu_count()} CPUs, "
-        f"load average {load:.2f}, "
-        f"Python {platform.python_version()}; OUT={variables['OUT']}\n"
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    add_arguments(parser)
+    parser.add_argument(
+        "--file", type=Path, nargs="+", default=None, help="conditions files (default: conditions/*.yaml)"
+    )
+    parser.add_argument("--list", action="store_true", help="list the conditions and exit")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+
+    files = args.file or sorted(FOLDER.glob("*.yaml"))
+    known = catalogue(files)
+    unknown = [n for n in args.names if n not in known]
+    if unknown:
+        parser.error(f"no condition named {', '.join(unknown)} (see --list)")
+    if args.list:
+        for name, (file, condition) in known.items():
+            marks = ["slow"] if condition.slow else []
+            marks += [f"needs {', '.join(condition.needs)}"] if condition.needs else []
+            print(f"{name}  [{file.name}{'; ' + '; '.join(marks) if marks else ''}]  {condition.description}")
+        return 0
+    chosen = args.names or [n for n, (_, c) in known.items() if args.slow or not c.slow]
+    overrides = parse_overrides(args.overrides)
+    variables = {
+        file: resolve_variables(load_conditions(file).variables, overrides, start=REPO) for file in files
+    }
+    if args.dry_run:
+        for name in chosen:
+            file, condition = known[name]
+            print(f"# {name}: {condition.description}")
+            for command in condition.commands:
+                print(expand(command, variables[file]))
+        return 0
+
+    print(header("Conditions: expected against measured", f"conditions: {', '.join(chosen)}"))
+    results: list[ConditionResult] = []
+    for name in chosen:
+        file, condition = known[name]
+        results.append(run_condition(condition, variables[file], workdir=REPO, timeout=args.timeout))
     print(results_markdown(results))
-    if skipped:
-        print("skipped: " + "; ".join(skipped))
+    slow = [n for n, (_, c) in known.items() if c.slow and n not in chosen]
+    if slow:
+        print(f"not run (slow; name them or give --slow): {', '.join(slow)}")
     for result in results:
         if result.error:
             print(f"\n{result.name}: {result.error}")
-    return 0 if results and all(r.passed for r in results) else 1
-
-
-def _find_scifact() -> Path | None:
-    for parent in REPO.parents:
-        candidate = parent / "shared" / "datasets" / "scifact"
-        if candidate.is_dir():
-            return candidate
-    return None
+    print(footer())
+    return 1 if any(r.failed for r in results) else 0
 
 
 if __name__ == "__main__":

@@ -12,12 +12,13 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import platform
 import time
 
 import numpy as np
 import pandas as pd
+from _common import footer, header
 
+from evirank import markdown
 from evirank.evaluate import Evaluator, paired_ttest
 from evirank.frames import DOCNO, LABEL, QID, RUN, SCORE, make_qrels
 
@@ -51,8 +52,16 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
-    qrels, base, rng = make_data(args.queries, args.depth, args.seed)
     measures = ["AP", "P@20", "nDCG@20"]
+    print(
+        header(
+            "Evaluation speed (evirank.evaluate)",
+            f"{args.queries} queries x {args.depth} documents per run, measures {', '.join(measures)}; "
+            f"{args.runs} runs",
+            packages=("ir_measures", "numpy", "pandas"),
+        )
+    )
+    qrels, base, rng = make_data(args.queries, args.depth, args.seed)
     evaluator = Evaluator(qrels, measures)
     rows = []
     real = [base.assign(**{SCORE: rng.random(len(base))}) for _ in range(args.runs)]
@@ -66,16 +75,9 @@ def main() -> None:
     paired_ttest(pd.concat(with_names, ignore_index=True), "r0")
     rows.append(("paired_ttest, 9 runs x 3 measures", (time.perf_counter() - start) * 1000))
 
-    print(
-        f"Evaluation speed: {args.queries} queries x {args.depth} documents per run, measures "
-        f"{', '.join(measures)}; {args.runs} runs; {platform.processor() or platform.machine()}, "
-        f"Python {platform.python_version()}\n"
-    )
-    print("| step | ms |")
-    print("| --- | ---: |")
-    for name, value in rows:
-        print(f"| {name} | {value:.1f} |")
+    print(markdown.table(["step", "ms"], [(name, f"{value:.1f}") for name, value in rows]))
     print(f"\nA grid of 1,000 settings evaluated on all queries: about {rows[0][1]:.0f} s of evaluation.")
+    print(footer())
 
 
 if __name__ == "__main__":

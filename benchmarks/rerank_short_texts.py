@@ -25,12 +25,13 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import platform
 import statistics
 import time
 
 import pandas as pd
+from _common import footer, header
 
+from evirank import markdown
 from evirank.aggregate import MaxP
 from evirank.evaluate import compare, markdown_report
 from evirank.frames import QID, RANK
@@ -74,8 +75,7 @@ def quality(args: argparse.Namespace, models: dict[str, str]) -> tuple[str, pd.D
         chosen = [choice.params["alpha"] for choice in tuned.choices]
         lines.append(f"- {name}: first-stage weight per fold {chosen}")
         pool = result.passages if pool is None else pool
-    measures = [m.strip() for m in args.measures.split(",")]
-    table = markdown_report(compare(runs, qrels, measures, baseline="candidates"))
+    table = markdown_report(compare(runs, qrels, args.measures, baseline="candidates"))
     queries = candidates[QID].nunique()
     head = f"### {os.path.basename(args.run)}: {queries} queries, {len(candidates):,} candidates\n"
     return "\n".join([head, table, "", *lines]), pool
@@ -86,13 +86,22 @@ def speed(args: argparse.Namespace, models: dict[str, str], pool: pd.DataFrame) 
     sample = pool.drop_duplicates(["query", "text"]).sample(
         n=min(args.pairs, len(pool)), random_state=args.seed
     )
-    backends = args.backends.split(",")
+    backends = list(args.backends)
     scorers = {}
     for name, path in models.items():
         for backend in backends:
             scorer = CrossEncoder(path, max_length=args.max_length, device="cpu", backend=backend)
             scorer(sample.head(8))  # load (and export) before timing
             scorers[(name, backend)] = scorer
+    print(
+        header(
+            "Speed of the trained models and their students",
+            f"{len(sample):,} (query, tweet) pairs, {args.rounds} alternating rounds, median pairs/s",
+            f"max length {args.max_length}, CPU",
+            packages=("torch", "transformers", "onnxruntime"),
+        ),
+        flush=True,
+    )
     rates: dict[tuple[str, str], list[float]] = {key: [] for key in scorers}
     for _ in range(args.rounds):
         for key, scorer in scorers.items():
@@ -100,24 +109,17 @@ def speed(args: argparse.Namespace, models: dict[str, str], pool: pd.DataFrame) 
             scorer(sample)
             rates[key].append(len(sample) / (time.perf_counter() - started))
     teacher = next(iter(models))
-    out = [
-        f"### Speed: {len(sample):,} (query, tweet) pairs, {args.rounds} alternating rounds, median pairs/s",
-        "",
-        f"- {platform.processor() or platform.machine()}, {os.cpu_count()} cores, load average "
-        f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} at the end, python {platform.python_version()}",
-        "",
-        "| model | layers | " + " | ".join(f"{b} pairs/s | x {teacher}" for b in backends) + " |",
-        "|---|---:|" + "---:|---:|" * len(backends),
-    ]
+    rows = []
     for name in models:
         layers = scorers[(name, backends[0])].config_.num_hidden_layers
-        cells = []
+        cells: list[object] = [name, layers]
         for backend in backends:
             rate = statistics.median(rates[(name, backend)])
             base = statistics.median(rates[(teacher, backend)])
             cells += [f"{rate:,.0f}", f"{rate / base:.2f}"]
-        out.append(f"| {name} | {layers} | " + " | ".join(cells) + " |")
-    return "\n".join(out)
+        rows.append(cells)
+    columns = ["model", "layers", *[c for b in backends for c in (f"{b} pairs/s", f"x {teacher}")]]
+    return markdown.table(columns, rows) + "\n" + footer()
 
 
 def main() -> None:
@@ -129,7 +131,7 @@ def main() -> None:
     parser.add_argument("--run", required=True)
     parser.add_argument("--corpus", required=True)
     parser.add_argument("--model", action="append", required=True, metavar="NAME=PATH", help="teacher first")
-    parser.add_argument("--measures", default="AP,P@30,nDCG@10")
+    parser.add_argument("--measures", nargs="+", default=["AP", "P@30", "nDCG@10"], help="measures")
     parser.add_argument("--max-length", type=int, default=128)
     parser.add_argument("--depth", type=int, default=None, help="re-rank the top this many (default: all)")
     parser.add_argument("--store", default=None, help="a score store (SQLite) to reuse scores")
@@ -137,14 +139,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--pairs", type=int, default=2000, help="speed: sampled pairs (0: no speed table)")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--backends", default="torch,onnx-int8")
+    parser.add_argument("--backends", nargs="+", default=["torch", "onnx-int8"], help="scoring backends")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     models = dict(spec.split("=", 1) for spec in args.model)
     table, pool = quality(args, models)
     print(table, flush=True)
     if args.pairs:
-        print("\n" + speed(args, models, pool), flush=True)
+        print(speed(args, models, pool), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
-"""Scoring speed: evirank's scorers side by side with sentence-transformers (issue 7).
+"""Scoring speed: evirank's scorers side by side with sentence-transformers.
 
-Four parts, each printing a Markdown table headed by the machine, its load and the versions:
+Five parts, each printing a Markdown table headed by the machine, its load and the versions:
 
 ``throughput``
     The same cross-encoder (``--model``, or all-MiniLM-L6-v2 with a fresh one-logit head,
@@ -23,6 +23,14 @@ Four parts, each printing a Markdown table headed by the machine, its load and t
 ``ndcg``
     SciFact nDCG@10 of re-ranking with a trained cross-encoder under each backend (fp32 vs int8),
     on ``--queries`` test queries at depth 100 (scores kept in a store, so a rerun is free).
+``quick``
+    A quick check that needs no first-stage run: (claim, sentence) pairs from the judged abstracts
+    of SciFact's test claims, sentence-transformers against evirank's ``CrossEncoder`` at several
+    token budgets, then the bi-encoder (all-MiniLM-L6-v2) against sentence-transformers' ``encode``.
+
+The parts that re-rank read SciFact's BM25 test run from ``--run`` (default
+``runs/conditions/scifact/bm25.txt``, written by ``python benchmarks/conditions.py scifact-bm25``)
+or search ``--index`` live.
 
 On CUDA the table adds the fraction of the GPU's dense bf16 peak that the model FLOPs reach
 (``--peak-tflops``, else a table of known GPUs: H100 SXM/H200 989, H100 PCIe 756, A100 312).
@@ -31,19 +39,18 @@ Usage (from the repository root):
     HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/scoring.py throughput --pairs 2000 --rounds 5
     HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/scoring.py sweep --pairs 300
     HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/scoring.py e2e --queries 3 --configs onnx-int8
-    HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/scoring.py ndcg --model /work/models/minilm-scifact \\
-        --queries 30 --configs onnx,onnx-int8
+    HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/scoring.py ndcg --model models/minilm-scifact \\
+        --queries 30 --configs onnx onnx-int8
+    HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/scoring.py quick --pairs 400 --rounds 3
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import json
 import logging
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -55,11 +62,14 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from _common import REPO, datasets, footer, header, load_average
 
+from evirank import markdown
 from evirank.frames import QID, QUERY, RANK, SCORE, TEXT
 
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_RUN = Path("/work/models/data/scifact-test.bm25.txt")
+DEFAULT_RUN = REPO / "runs" / "conditions" / "scifact" / "bm25.txt"
+#: Pairs scored by default.
+PAIRS = 2000
 #: Dense bf16 tensor-core peaks (TFLOP/s, no sparsity), matched against torch's device name.
 BF16_PEAK_TFLOPS = {
     "H200": 989.0,
@@ -81,69 +91,23 @@ SIZES = {
     "Base": (12, 768),
     "Large": (24, 1024),
 }
-CPU_CONFIGS = "st,torch-full,torch,onnx,onnx-int8"
-GPU_CONFIGS = "st,st-bf16,torch,torch-fp32"
+CPU_CONFIGS = ("st", "torch-full", "torch", "onnx", "onnx-int8")
+GPU_CONFIGS = ("st", "st-bf16", "torch", "torch-fp32")
 
 
 # -- the machine ---------------------------------------------------------------------------
-def datasets() -> Path:
-    env = os.environ.get("EVIRANK_DATASETS") or os.environ.get("DATA")
-    if env:
-        return Path(env)
-    for parent in REPO.parents:
-        if (parent / "shared" / "datasets").is_dir():
-            return parent / "shared" / "datasets"
-    raise SystemExit("no datasets: set EVIRANK_DATASETS to the shared/datasets folder")
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
-def cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
-def load() -> str:
-    try:
-        return " ".join(f"{x:.1f}" for x in os.getloadavg())
-    except OSError:
-        return "?"
-
-
-def header(device: str, what: str) -> list[str]:
+def machine_header(device: str, what: str) -> list[str]:
+    """The benchmark header (:func:`_common.header`) with the device and the scorers' threads."""
     import torch
-    import transformers
 
-    versions = [f"torch {torch.__version__}", f"transformers {transformers.__version__}"]
-    for name in ("sentence_transformers", "onnxruntime"):
-        with contextlib.suppress(ImportError):
-            versions.append(f"{name.replace('_', '-')} {__import__(name).__version__}")
-    lines = [f"### {what}", ""]
     if device.startswith("cuda"):
-        lines.append(
-            f"- device: {torch.cuda.get_device_name(0)} (CUDA {torch.version.cuda}); host {cpu_model()}"
-        )
+        name = f"{torch.cuda.get_device_name(0)} (CUDA {torch.version.cuda})"
+        details: list[str] = []
     else:
-        lines.append(
-            f"- device: CPU {cpu_model()}, {cores()} cores usable, torch threads "
-            f"{torch.get_num_threads()}, ONNX Runtime intra-op threads {ort_threads()}"
-        )
-    lines += [
-        f"- load average (1, 5, 15 min) at start: {load()}",
-        f"- {', '.join(versions)}",
-        f"- python {platform.python_version()}, {platform.platform()}",
-    ]
-    return lines
+        name = None
+        details = [f"torch threads {torch.get_num_threads()}, ONNX Runtime intra-op threads {ort_threads()}"]
+    packages = ("torch", "transformers", "sentence-transformers", "onnxruntime")
+    return header(what, *details, packages=packages, device=name).splitlines()
 
 
 def ort_threads() -> int:
@@ -291,10 +255,10 @@ class Config:
     name: str
     score: Callable[[pd.DataFrame], np.ndarray]
     threads: str
-    load_rss_mb: float = 0.0
+    load_rss_mb: float = float("nan")
     rates: list[float] = field(default_factory=list)
     cpu_per_k: list[float] = field(default_factory=list)
-    peak_mb: float = 0.0
+    peak_mb: float = float("nan")
     scores: np.ndarray | None = None
 
 
@@ -372,8 +336,6 @@ def measure_configs(
     names: list[str], model_dir: Path, frame: pd.DataFrame, args: argparse.Namespace, device: str
 ) -> list[Config]:
     """Load each scorer, warm it up, then time all of them in alternating rounds."""
-    import torch
-
     warm = frame.head(16).assign(text=lambda f: f[TEXT] + " (warm-up)")
     configs = []
     for name in names:
@@ -389,7 +351,15 @@ def measure_configs(
         longest.drop(columns="_n").to_parquet(path)
         for name, config in zip(names, configs, strict=True):
             config.load_rss_mb, config.peak_mb = child_memory(name, model_dir, device, path, args)
-    for round_no in range(args.rounds):
+    time_rounds(configs, frame, args.rounds, device)
+    return configs
+
+
+def time_rounds(configs: list[Config], frame: pd.DataFrame, rounds: int, device: str) -> None:
+    """Score ``frame`` with every config in alternating rounds (order reversed every other round)."""
+    import torch
+
+    for round_no in range(rounds):
         order = configs if round_no % 2 == 0 else configs[::-1]
         for config in order:
             gc.collect()
@@ -405,9 +375,12 @@ def measure_configs(
             if config.scores is None:
                 config.scores = scores
             logging.info(
-                "round %d %s: %.1f pairs/s (load %s)", round_no + 1, config.name, len(frame) / wall, load()
+                "round %d %s: %.1f pairs/s (load %s)",
+                round_no + 1,
+                config.name,
+                len(frame) / wall,
+                load_average(),
             )
-    return configs
 
 
 def child_memory(
@@ -455,7 +428,7 @@ def memory(args: argparse.Namespace) -> None:
     device = resolve_device(args.device)
     gc.collect()
     before = status_kb().get("VmRSS", 0)
-    config = build_config(args.configs, Path(args.model), device, args.st_batch, args.batch_tokens)
+    config = build_config(args.configs[0], Path(args.model), device, args.st_batch, args.batch_tokens)
     config.score(frame.head(4))
     gc.collect()
     loaded = status_kb().get("VmRSS", 0)
@@ -475,7 +448,7 @@ def memory(args: argparse.Namespace) -> None:
 
 def table(
     configs: list[Config], frame: pd.DataFrame, lengths: np.ndarray, flops: float | None, peak: float | None
-) -> list[str]:
+) -> str:
     reference = next(
         (c for c in configs if c.name.startswith("sentence-transformers") and "bf16" not in c.name),
         configs[0],
@@ -495,7 +468,7 @@ def table(
     ]
     if flops is not None and peak is not None:
         cols.insert(6, "% bf16 peak")
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    rows = []
     tokens = float(lengths.sum())
     for c in configs:
         rate = statistics.median(c.rates)
@@ -512,14 +485,18 @@ def table(
             f"{rate / ref_rate:.2f}",
             f"{tokens / len(frame) * rate:,.0f}",
             f"{statistics.median(c.cpu_per_k):.2f}",
-            f"{c.load_rss_mb:,.0f}",
-            f"{c.peak_mb:,.0f}",
+            _megabytes(c.load_rss_mb),
+            _megabytes(c.peak_mb),
             "-" if c is reference else f"{diff:.2e}",
         ]
         if flops is not None and peak is not None:
             row.insert(6, f"{100 * flops / len(frame) * rate / peak:.1f}")
-        lines.append("| " + " | ".join(row) + " |")
-    return lines
+        rows.append(row)
+    return markdown.table(cols, rows)
+
+
+def _megabytes(value: float) -> str:
+    return "-" if np.isnan(value) else f"{value:,.0f}"
 
 
 def pair_lengths(model_dir: Path, frame: pd.DataFrame) -> np.ndarray:
@@ -546,8 +523,8 @@ def throughput(args: argparse.Namespace) -> None:
     passages, _, _ = scifact_passages(args, args.queries, 100)
     frame = sample_pairs(passages, args.pairs, args.seed)
     lengths = pair_lengths(model_dir, frame)
-    names = (args.configs or (GPU_CONFIGS if device.startswith("cuda") else CPU_CONFIGS)).split(",")
-    out = header(
+    names = list(args.configs or (GPU_CONFIGS if device.startswith("cuda") else CPU_CONFIGS))
+    out = machine_header(
         device,
         f"Cross-encoder throughput: {model_dir.name}, {len(frame):,} SciFact (query, sentence) "
         f"pairs, {lengths.mean():.1f} tokens mean (max {lengths.max()})",
@@ -556,11 +533,11 @@ def throughput(args: argparse.Namespace) -> None:
     peak = bf16_peak(device, args.peak_tflops)
     flops = flops_per_pair(model_dir, lengths) if peak else None
     out += [
-        f"- rounds: {args.rounds}, alternating order; pairs/s is the median over rounds (best beside it); "
-        f"load average at end: {load()}",
+        f"- rounds: {args.rounds}, alternating order; pairs/s is the median over rounds (best beside it)",
         "",
+        table(configs, frame, lengths, flops, peak),
+        footer(),
     ]
-    out += table(configs, frame, lengths, flops, peak)
     print("\n".join(out), flush=True)
 
 
@@ -569,13 +546,13 @@ def sweep(args: argparse.Namespace) -> None:
     work = Path(args.work)
     passages, _, _ = scifact_passages(args, args.queries, 100)
     frame = sample_pairs(passages, args.pairs, args.seed)
-    names = (args.configs or (GPU_CONFIGS if device.startswith("cuda") else CPU_CONFIGS)).split(",")
+    names = list(args.configs or (GPU_CONFIGS if device.startswith("cuda") else CPU_CONFIGS))
     args.no_memory = True
     sizes = [s for s in SIZES if s != "Large" or args.large or device.startswith("cuda")]
     if args.sizes:
-        sizes = args.sizes.split(",")
+        sizes = list(args.sizes)
     peak = bf16_peak(device, args.peak_tflops)
-    out = header(
+    out = machine_header(
         device, f"Model-size sweep (random-initialised BERTs), {len(frame):,} SciFact (query, sentence) pairs"
     )
     out += [
@@ -585,7 +562,7 @@ def sweep(args: argparse.Namespace) -> None:
     cols = ["size", "layers/hidden", "encoder params M", *names, "best / ST"]
     if peak:
         cols.append("% bf16 peak (best)")
-    rows = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    rows = []
     for size in sizes:
         layers, hidden = SIZES[size]
         model_dir = random_bert(work / f"bert-{size.lower()}", layers, hidden, args.seed)
@@ -599,11 +576,11 @@ def sweep(args: argparse.Namespace) -> None:
         row.append(f"{best / ref:.2f}")
         if peak:
             row.append(f"{100 * flops_per_pair(model_dir, lengths) / len(frame) * best / peak:.1f}")
-        rows.append("| " + " | ".join(row) + " |")
+        rows.append(row)
         logging.info("%s done", size)
         del configs
         gc.collect()
-    print("\n".join(out + rows), flush=True)
+    print("\n".join([*out, markdown.table(cols, rows), footer()]), flush=True)
 
 
 def e2e(args: argparse.Namespace) -> None:
@@ -620,13 +597,13 @@ def e2e(args: argparse.Namespace) -> None:
     rng = np.random.default_rng(args.seed)
     qids = rng.choice(sorted(topics[QID]), size=min(args.queries, len(topics)), replace=False)
     topics = topics[topics[QID].isin(qids)].reset_index(drop=True)
-    names = (args.configs or ("torch" if device.startswith("cuda") else "onnx-int8")).split(",")
-    out = header(
+    names = list(args.configs or (["torch"] if device.startswith("cuda") else ["onnx-int8"]))
+    first = f"BM25 on {args.index}" if args.index else f"the run file {args.run or DEFAULT_RUN}"
+    out = machine_header(
         device,
         f"End-to-end re-ranking, depth 100, sentences, MaxP: {len(topics)} SciFact test queries, "
-        f"{model_dir.name}",
+        f"{model_dir.name}; first stage from {first}",
     )
-    out.append("")
     cols = [
         "backend",
         "queries/min",
@@ -641,7 +618,7 @@ def e2e(args: argparse.Namespace) -> None:
         "aggregation s",
         "total s",
     ]
-    rows = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    rows = []
     for name in names:
         scorer = CrossEncoder(model_dir, device=device if name == "torch" else "cpu", backend=name)
         scorer(pd.DataFrame({QID: ["0"], QUERY: ["warm"], "docno": ["d"], "pid": [0], TEXT: ["warm up"]}))
@@ -669,37 +646,18 @@ def e2e(args: argparse.Namespace) -> None:
         total = time.perf_counter() - started
         t = timings.as_dict()
         pairs = result.counts.get("scorer_computed", 0)
+        stages = ("first_stage", "text_fetch", "segmentation", "tokenisation", "model", "scoring_other")
         rows.append(
-            "| "
-            + " | ".join(
-                [
-                    name,
-                    f"{60 * len(topics) / total:.2f}",
-                    f"{pairs:,}",
-                    f"{scorer.stats_.per_second:,.0f}",
-                    *(
-                        f"{t.get(k, 0.0):.1f}"
-                        for k in (
-                            "first_stage",
-                            "text_fetch",
-                            "segmentation",
-                            "tokenisation",
-                            "model",
-                            "scoring_other",
-                            "aggregation",
-                        )
-                    ),
-                    f"{total:.1f}",
-                ]
-            )
-            + " |"
+            [
+                name,
+                f"{60 * len(topics) / total:.2f}",
+                f"{pairs:,}",
+                f"{scorer.stats_.per_second:,.0f}",
+                *(f"{t.get(k, 0.0):.1f}" for k in (*stages, "aggregation")),
+                f"{total:.1f}",
+            ]
         )
-    out.append(
-        f"- load average at end: {load()}; first stage from "
-        f"{'BM25 on ' + args.index if args.index else 'the run file ' + str(args.run or DEFAULT_RUN)}"
-    )
-    out.append("")
-    print("\n".join(out + rows), flush=True)
+    print("\n".join([*out, "", markdown.table(cols, rows), footer()]), flush=True)
 
 
 def ndcg(args: argparse.Namespace) -> None:
@@ -713,19 +671,18 @@ def ndcg(args: argparse.Namespace) -> None:
     passages, topics, qrels = scifact_passages(args, args.queries, args.depth)
     first = first_stage(args, topics)
     first = first[first[QID].isin(set(topics[QID])) & (first[RANK] <= args.depth)]
-    names = (args.configs or "onnx,onnx-int8").split(",")
+    names = list(args.configs or ["onnx", "onnx-int8"])
     store = Path(args.scores or Path(args.work) / "ndcg.scores.sqlite")
     measures = ["nDCG@10", "AP@100", "R@100"]
-    out = header(
+    out = machine_header(
         "cpu",
         f"nDCG@10 on SciFact test by backend: {model_dir}, {topics[QID].nunique()} queries "
         f"(seed {args.seed}), depth {args.depth}, {len(passages):,} sentences",
     )
     out += [f"- scores kept in {store}", ""]
     cols = ["ranking", *measures, "scoring s (this call)"]
-    rows = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     base = evaluate(first, qrels, measures)
-    rows.append("| BM25 (first stage) | " + " | ".join(f"{base[m]:.4f}" for m in measures) + " | - |")
+    rows = [["BM25 (first stage)", *[f"{base[m]:.4f}" for m in measures], "-"]]
     scored_by: dict[str, np.ndarray] = {}
     for name in names:
         scorer = CrossEncoder(model_dir, backend=name, device="cpu", store=store)
@@ -737,12 +694,8 @@ def ndcg(args: argparse.Namespace) -> None:
             run = parse_aggregate(spec)(scored)
             label = {"maxp": "MaxP", "birch:3": "Birch top 3 (alpha 0.5, min-max)"}[spec]
             values = evaluate(run, qrels, measures)
-            rows.append(
-                f"| {name} {label} | "
-                + " | ".join(f"{values[m]:.4f}" for m in measures)
-                + f" | {seconds:.0f} |"
-            )
-    lines = out + rows
+            rows.append([f"{name} {label}", *[f"{values[m]:.4f}" for m in measures], f"{seconds:.0f}"])
+    lines = [*out, markdown.table(cols, rows)]
     if len(scored_by) > 1:
         names_ = list(scored_by)
         a, b = scored_by[names_[0]], scored_by[names_[-1]]
@@ -752,16 +705,108 @@ def ndcg(args: argparse.Namespace) -> None:
             f"- {names_[-1]} vs {names_[0]} sentence scores: max |diff| {np.max(np.abs(a - b)):.3f}, "
             f"Spearman {ranks['a'].corr(ranks['b']):.4f}",
         ]
-    print("\n".join(lines), flush=True)
+    print("\n".join([*lines, footer()]), flush=True)
+
+
+def judged_pairs(n: int) -> pd.DataFrame:
+    """(claim, sentence) pairs from the judged abstracts of SciFact's test claims, in file order.
+
+    Sentences are split at ``. ! ?`` followed by white space (no first-stage run is needed).
+    """
+    import re
+
+    data = datasets() / "scifact"
+    queries = {r["_id"]: r["text"] for r in map(json.loads, (data / "queries.jsonl").open())}
+    qrels = pd.read_csv(data / "qrels" / "test.tsv", sep="\t", dtype=str)
+    wanted = set(qrels["corpus-id"])
+    docs = {}
+    for line in (data / "corpus.jsonl").open():
+        row = json.loads(line)
+        if row["_id"] in wanted:
+            docs[row["_id"]] = row["text"]
+    rows = []
+    for qid, docno in zip(qrels["query-id"], qrels["corpus-id"], strict=True):
+        for pid, sentence in enumerate(s for s in re.split(r"(?<=[.!?])\s+", docs[docno]) if s):
+            rows.append((qid, queries[qid], docno, pid, sentence))
+            if len(rows) == n:
+                break
+        if len(rows) == n:
+            break
+    return pd.DataFrame(rows, columns=[QID, QUERY, "docno", "pid", TEXT])
+
+
+def quick(args: argparse.Namespace) -> None:
+    """Cross-encoder pairs/s at several token budgets and bi-encoder sentences/s, both against
+    sentence-transformers, on pairs from SciFact's judged abstracts."""
+    from sentence_transformers import SentenceTransformer
+
+    from evirank.score import BiEncoder
+    from evirank.score.bi import default_bi_encoder
+
+    device = resolve_device(args.device)
+    model_dir = Path(args.model) if args.model else minilm_cross(Path(args.work) / "minilm-cross", args.seed)
+    frame = judged_pairs(args.pairs)
+    lengths = pair_lengths(model_dir, frame)
+    warm = frame.head(16).assign(text=lambda f: f[TEXT] + " (warm-up)")
+    configs = [build_config("st", model_dir, device, args.st_batch, None)]
+    for budget in args.budgets:
+        config = build_config("torch", model_dir, device, args.st_batch, budget)
+        configs.append(config)
+    for config in configs:
+        config.score(warm)
+    out = machine_header(
+        device,
+        f"Quick scoring check: {model_dir.name}, {len(frame):,} SciFact (claim, sentence) pairs, "
+        f"{lengths.mean():.1f} tokens mean",
+    )
+    time_rounds(configs, frame, args.rounds, device)
+    out += [f"- rounds: {args.rounds}, alternating order; pairs/s is the median", ""]
+    out.append(table(configs, frame, lengths, None, None))
+
+    texts = list(dict.fromkeys(frame[TEXT]))
+    bi = BiEncoder(device=device)
+    bi.embed(["warm-up sentence"])
+    st_bi = SentenceTransformer(default_bi_encoder(), device=device)
+    st_bi.encode(["warm-up sentence"])
+    st_name = f"sentence-transformers {__import__('sentence_transformers').__version__} encode (batch 32)"
+    embedders: dict[str, Callable[[], np.ndarray]] = {
+        st_name: lambda: st_bi.encode(
+            texts, batch_size=32, normalize_embeddings=True, show_progress_bar=False
+        ),
+        "evirank BiEncoder.embed": lambda: bi.embed(texts),
+    }
+    best: dict[str, tuple[float, np.ndarray]] = {}
+    for _ in range(args.rounds):
+        for name, embed in embedders.items():
+            started = time.perf_counter()
+            vectors = np.asarray(embed())
+            seconds = time.perf_counter() - started
+            if name not in best or seconds < best[name][0]:
+                best[name] = (seconds, vectors)
+    reference = next(iter(best.values()))[1]
+    rows = [
+        [name, f"{len(texts) / seconds:,.1f}", f"{float(np.max(np.abs(vectors - reference))):.2e}"]
+        for name, (seconds, vectors) in best.items()
+    ]
+    out += [
+        "",
+        f"Bi-encoder, {len(texts):,} distinct sentences (best of {args.rounds} rounds):",
+        "",
+        markdown.table(["embedder", "sentences/s", "max abs diff vs ST"], rows),
+        footer(),
+    ]
+    print("\n".join(out), flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("part", choices=("throughput", "sweep", "e2e", "ndcg", "memory"))
+    parser.add_argument("part", choices=("throughput", "sweep", "e2e", "ndcg", "quick", "memory"))
     parser.add_argument(
         "--model", help="cross-encoder folder (default: all-MiniLM-L6-v2 + a seeded random head)"
     )
-    parser.add_argument("--pairs", type=int, default=2000, help="sampled pairs (throughput, sweep)")
+    parser.add_argument(
+        "--pairs", type=int, default=PAIRS, help="sampled pairs (throughput, sweep; quick: 400)"
+    )
     parser.add_argument(
         "--queries", type=int, default=None, help="test queries sampled (default: all; e2e 3)"
     )
@@ -770,7 +815,18 @@ def main() -> None:
         "--segment", default="sentences", help="passages of the SciFact pairs (evirank rerank --segment)"
     )
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--configs", help=f"comma list (CPU default {CPU_CONFIGS}; GPU {GPU_CONFIGS})")
+    parser.add_argument(
+        "--configs",
+        nargs="+",
+        help=f"scorers to compare (CPU default {' '.join(CPU_CONFIGS)}; GPU {' '.join(GPU_CONFIGS)})",
+    )
+    parser.add_argument(
+        "--budgets",
+        nargs="+",
+        type=int,
+        default=[2048, 4096, 8192, 16384],
+        help="quick: evirank token budgets to compare",
+    )
     parser.add_argument(
         "--st-batch", type=int, default=32, help="sentence-transformers batch size (its default)"
     )
@@ -779,7 +835,9 @@ def main() -> None:
     )
     parser.add_argument("--device", default="auto")
     parser.add_argument("--peak-tflops", type=float, default=None, help="the GPU's dense bf16 peak, TFLOP/s")
-    parser.add_argument("--sizes", help="sweep: comma list of sizes (default all but Large on CPU)")
+    parser.add_argument(
+        "--sizes", nargs="+", choices=list(SIZES), help="sweep: sizes (default all but Large on CPU)"
+    )
     parser.add_argument("--large", action="store_true", help="sweep: include BERT-Large on CPU")
     parser.add_argument("--run", help=f"BM25 run of SciFact test (default {DEFAULT_RUN})")
     parser.add_argument("--index", help="Lucene index of SciFact: run BM25 live instead of reading --run")
@@ -799,7 +857,17 @@ def main() -> None:
     Path(args.work).mkdir(parents=True, exist_ok=True)
     if args.part == "e2e" and args.queries is None:
         args.queries = 3
-    {"throughput": throughput, "sweep": sweep, "e2e": e2e, "ndcg": ndcg, "memory": memory}[args.part](args)
+    if args.part == "quick" and args.pairs == PAIRS:
+        args.pairs = 400
+    parts = {
+        "throughput": throughput,
+        "sweep": sweep,
+        "e2e": e2e,
+        "ndcg": ndcg,
+        "quick": quick,
+        "memory": memory,
+    }
+    parts[args.part](args)
 
 
 if __name__ == "__main__":

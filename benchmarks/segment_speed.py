@@ -8,7 +8,7 @@ skipped. CPU seconds are this process's own, so they are fair on a shared machin
 seconds are shown too.
 
 Usage:
-    PYTHONPATH=src python benchmarks/segment_speed.py [--data ../shared/datasets] [--limit N]
+    PYTHONPATH=src python benchmarks/segment_speed.py [--data DATASETS] [--limit N]
 """
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from _common import datasets, footer, header
+
+from evirank import markdown
 from evirank.segment import Sentences, Windows
 
 _REGEX = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\[])")
@@ -74,11 +77,23 @@ def measure(stage: Any, docs: dict[str, dict[str, str]], gold: list[tuple[str, s
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=Path(__file__).parents[1] / ".." / "shared" / "datasets")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help="the datasets folder (default: EVIRANK_DATASETS, DATA, ../shared/datasets)",
+    )
     parser.add_argument("--limit", type=int, default=None, help="only the first N documents")
     args = parser.parse_args()
-    docs, gold = load(args.data, args.limit)
+    docs, gold = load(args.data or datasets(), args.limit)
 
+    print(
+        header(
+            "Sentence splitting on SciFact abstracts",
+            f"{len(docs)} documents, {len(gold)} gold evidence sentences",
+            packages=("syntok", "pysbd", "blingfire"),
+        )
+    )
     candidates: list[tuple[str, Any]] = [
         ("syntok (default)", Sentences(title="skip")),
         ("pysbd", Sentences(title="skip", splitter="pysbd")),
@@ -90,12 +105,12 @@ def main() -> None:
 
     rows = [(name, measure(stage, docs, gold)) for name, stage in candidates]
     columns = list(rows[0][1])
-    print(f"SciFact: {len(docs)} documents, {len(gold)} gold evidence sentences\n")
-    print("| splitter | " + " | ".join(columns) + " |")
-    print("|---|" + "---:|" * len(columns))
-    for name, row in rows:
-        cells = [f"{row[c]:.3f}" if c == "gold match" else f"{row[c]:,.2f}" for c in columns]
-        print(f"| {name} | " + " | ".join(cells) + " |")
+    table = [
+        [name, *[f"{row[c]:.3f}" if c == "gold match" else f"{row[c]:,.2f}" for c in columns]]
+        for name, row in rows
+    ]
+    print(markdown.table(["splitter", *columns], table))
+    print(footer())
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ Starts ``evirank serve`` on 127.0.0.1 over a SciFact index (build it first with
 healthy (the model loads once, before the first request), then, for each concurrency level, sends a
 fixed number of ``GET /v1/search`` requests (distinct SciFact test claims, depth 20) from that many
 client threads, stopping early at a time cap. Prints a Markdown table: p50 and p95 latency, requests
-per second, errors, and the server's own mean per-stage times, with the machine it ran on.
+per second, errors, and the server's own mean per-stage times, headed by the machine it ran on.
 
 Example:
     $ python benchmarks/serve_load.py --index /tmp/scifact-idx --requests 40 --time-cap 120
@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import signal
 import socket
 import statistics
@@ -28,41 +27,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from _common import REPO, datasets, footer, header
 
-
-def _scifact() -> Path:
-    """``$EVIRANK_DATASETS/scifact``, else ``shared/datasets/scifact`` beside the repo or a parent."""
-    if os.environ.get("EVIRANK_DATASETS"):
-        return Path(os.environ["EVIRANK_DATASETS"]) / "scifact"
-    for parent in (ROOT, *ROOT.parents):
-        if (parent.parent / "shared" / "datasets" / "scifact").is_dir():
-            return parent.parent / "shared" / "datasets" / "scifact"
-    return ROOT / ".." / "shared" / "datasets" / "scifact"
-
-
-SCIFACT = _scifact()
-
-
-def machine() -> str:
-    """One line describing the CPU, cores, memory and Python."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = ""
-    try:
-        kib = int(Path("/proc/meminfo").read_text().split()[1])
-        mem = f", {kib / 1024**2:.0f} GiB RAM"
-    except (OSError, ValueError, IndexError):
-        pass
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    load = f", load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
-    return f"{cpu}, {cores} cores{mem}, Python {platform.python_version()}, {platform.system()}{load}"
+from evirank import markdown
 
 
 def test_queries(folder: Path) -> list[str]:
@@ -100,7 +67,7 @@ def start_server(args: argparse.Namespace, port: int) -> subprocess.Popen[bytes]
         command += ["--aggregate", args.aggregate]
     if args.scores:
         command += ["--scores", args.scores]
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), HF_HUB_OFFLINE="1")
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"), HF_HUB_OFFLINE="1")
     return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
 
 
@@ -169,28 +136,26 @@ def run_level(
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = [
-        "| concurrency | requests ok | errors | p50 ms | p95 ms | requests/s | "
-        "server mean ms: retrieve / segment / score / aggregate / queue / total |",
-        "|---:|---:|---:|---:|---:|---:|---|",
-    ]
+    columns = ["concurrency", "requests ok", "errors", "p50 ms", "p95 ms", "requests/s"]
+    columns.append("server mean ms: retrieve / segment / score / queue / total")
+    lines = []
     for r in rows:
         s = r["stages"]
         server = " / ".join(
             f"{s.get(key, 0):.0f}" for key in ("retrieve", "segment", "score", "wait", "total")
         )
-        lines.append(
-            f"| {r['concurrency']} | {r['ok']} | {r['errors']} | {r['p50_ms']:.0f} | {r['p95_ms']:.0f} | "
-            f"{r['rps']:.2f} | {server} |"
-        )
-    return "\n".join(lines)
+        ok, errors, p50, p95 = r["ok"], r["errors"], f"{r['p50_ms']:.0f}", f"{r['p95_ms']:.0f}"
+        lines.append([r["concurrency"], ok, errors, p50, p95, f"{r['rps']:.2f}", server])
+    return markdown.table(columns, lines, align="rrrrrrl")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--index", default="/tmp/scifact-idx", help="SciFact Lucene index")
-    parser.add_argument("--data", default=str(SCIFACT), help="SciFact BEIR folder (for the test claims)")
-    parser.add_argument("--levels", default="1,4,16", help="comma-separated concurrency levels")
+    parser.add_argument(
+        "--data", default=None, help="SciFact BEIR folder (default: scifact in the datasets folder)"
+    )
+    parser.add_argument("--levels", nargs="+", type=int, default=[1, 4, 16], help="concurrency levels")
     parser.add_argument("--requests", type=int, default=40, help="requests per level")
     parser.add_argument("--time-cap", type=float, default=120.0, help="seconds per level before stopping")
     parser.add_argument("--depth", type=int, default=20)
@@ -203,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--startup", type=float, default=300.0, help="seconds to wait for the server")
     parser.add_argument("--json", default=None, help="also write the raw results to this JSON file")
     args = parser.parse_args(argv)
-    args.levels = [int(x) for x in args.levels.split(",")]
+    args.data = args.data or str(datasets() / "scifact")
 
     import httpx
 
@@ -216,7 +181,14 @@ def main(argv: list[str] | None = None) -> int:
     if len(queries) < needed:
         queries = (queries * (needed // len(queries) + 1))[:needed]
     port = free_port()
-    before = machine()
+    top = header(
+        "Search service under load",
+        f"SciFact test claims, depth {args.depth}, k {args.k}, scorer {args.scorer}"
+        + (f" ({args.model})" if args.model else "")
+        + f", {args.requests} requests per level, time cap {args.time_cap:.0f} s, score store "
+        f"{'on' if args.scores else 'off'}",
+        packages=("torch", "transformers", "fastapi", "uvicorn"),
+    )
     server = start_server(args, port)
     rows = []
     try:
@@ -242,18 +214,12 @@ def main(argv: list[str] | None = None) -> int:
             server.wait(timeout=20)
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, signal.SIGKILL)
-    print(
-        f"SciFact test claims, depth {args.depth}, k {args.k}, scorer {info['info'].get('scorer')} "
-        f"({info['info'].get('model')}), aggregate {info['info'].get('aggregate')}, "
-        f"{args.requests} requests per level, time cap {args.time_cap:.0f} s, score store "
-        f"{'on' if args.scores else 'off'}.\n\nMachine: {before} at the start; "
-        f"{machine().rsplit(', ', 1)[-1]} at the end.\n"
-    )
+    print(top)
+    print(f"server: {info['info']}\n")
     print(table(rows))
+    print(footer())
     if args.json:
-        Path(args.json).write_text(
-            json.dumps({"machine": machine(), "rows": rows}, indent=2), encoding="utf-8"
-        )
+        Path(args.json).write_text(json.dumps({"header": top, "rows": rows}, indent=2), encoding="utf-8")
     return 0
 
 

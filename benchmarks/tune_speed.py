@@ -15,34 +15,21 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import time
 from pathlib import Path
 
 import pandas as pd
+from _common import REPO, datasets, footer, header
 
+from evirank import markdown
 from evirank.evaluate import Evaluator
 from evirank.frames import QID
 from evirank.tune import cross_validate, k_folds, parse_aggregate, parse_grid
 from evirank.tune.synthetic import synthetic_passages
 
 BIRCH_GRID = "alpha=0:1:0.1 w2=0:1:0.1 w3=0:1:0.1"
-REPO = Path(__file__).resolve().parents[1]
 DEFAULT_STORE = REPO / "runs" / "conditions" / "scifact" / "scores.sqlite"
 DEFAULT_RUN = REPO / "runs" / "conditions" / "scifact" / "bm25.txt"
-
-
-def _default_qrels() -> Path:
-    """SciFact's test qrels in ``shared/datasets`` beside the checkout (or one of its parents)."""
-    for parent in REPO.parents:
-        candidate = parent / "shared" / "datasets" / "scifact" / "qrels" / "test.tsv"
-        if candidate.is_file():
-            return candidate
-    return REPO.parent / "shared" / "datasets" / "scifact" / "qrels" / "test.tsv"
-
-
-DEFAULT_QRELS = _default_qrels()
 
 
 def time_search(
@@ -93,10 +80,16 @@ def main() -> None:
     parser.add_argument("--fingerprint", help="the scorer's fingerprint in the store")
     parser.add_argument("--passages", type=Path, help="a scored-passages file instead of a store")
     parser.add_argument("--run", type=Path, default=DEFAULT_RUN, help="the BM25 run that was re-ranked")
-    parser.add_argument("--qrels", type=Path, default=DEFAULT_QRELS, help="SciFact test qrels")
+    parser.add_argument(
+        "--qrels", type=Path, default=None, help="SciFact test qrels (default: in the datasets folder)"
+    )
     parser.add_argument("--depth", type=int, default=100)
     args = parser.parse_args()
+    if args.qrels is None:
+        folder = datasets(required=False)
+        args.qrels = (folder or Path("no-datasets-folder")) / "scifact" / "qrels" / "test.tsv"
 
+    print(header("Cross-validated tuning: grid x 5 folds", packages=("numpy", "pandas")))
     rows = []
     passages, qrels = synthetic_passages(n_queries=300, depth=100, sentences=9.0, seed=0)
     rows.append(time_search("synthetic 300x100x9", passages, qrels, "birch:3", BIRCH_GRID))
@@ -111,27 +104,16 @@ def main() -> None:
     else:
         print(f"(no cached SciFact scores at {args.store} with {args.run}; synthetic data only)\n")
 
-    table = pd.DataFrame(rows)
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(
-        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-        f"load average {load:.2f}, Python {platform.python_version()}\n"
-    )
-    print(markdown(table))
+    columns = list(rows[0])
+    print(markdown.table(columns, [[_cell(c, row[c]) for c in columns] for row in rows]))
+    print(footer())
 
 
-def markdown(table: pd.DataFrame) -> str:
-    """A Markdown table; floats to 3 decimals (4 for measures)."""
-
-    def cell(column: str, value: object) -> str:
-        if isinstance(value, float):
-            return f"{value:.4f}" if column == "CV mean" else f"{value:.2f}"
-        return f"{value:,}" if isinstance(value, int) else str(value)
-
-    lines = ["| " + " | ".join(table.columns) + " |", "|" + "---|" * len(table.columns)]
-    for row in table.itertuples(index=False):
-        lines.append("| " + " | ".join(cell(c, v) for c, v in zip(table.columns, row, strict=True)) + " |")
-    return "\n".join(lines)
+def _cell(column: str, value: object) -> str:
+    """Floats to 2 decimals (4 for the CV mean), integers with thousands separators."""
+    if isinstance(value, float):
+        return f"{value:.4f}" if column == "CV mean" else f"{value:.2f}"
+    return f"{value:,}" if isinstance(value, int) else str(value)
 
 
 def _real_passages(args: argparse.Namespace) -> tuple[pd.DataFrame, pd.DataFrame, str] | None:

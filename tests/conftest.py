@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import os
 import string
 from collections.abc import Callable
 from pathlib import Path
@@ -21,26 +20,17 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def find_datasets() -> Path | None:
-    """``$EVIRANK_DATASETS``, else the first ``shared/datasets`` beside the repo or beside one of its parents.
+    """The datasets folder by evirank's one rule (:func:`evirank.datasets.datasets_folder`)."""
+    from evirank.datasets import datasets_folder
 
-    The repository normally sits next to ``shared`` (``<root>/../shared/datasets``); a git
-    worktree one level deeper finds it one parent up.
-    """
-    env = os.environ.get("EVIRANK_DATASETS")
-    if env:
-        return Path(env) if Path(env).is_dir() else None
-    for parent in REPO_ROOT.parents:
-        candidate = parent / "shared" / "datasets"
-        if candidate.is_dir():
-            return candidate
-    return None
+    return datasets_folder(REPO_ROOT)
 
 
 @pytest.fixture(scope="session")
 def datasets() -> Path:
     found = find_datasets()
     if found is None:
-        pytest.skip("the real datasets (../shared/datasets) are not here")
+        pytest.skip("the datasets folder is not here (set EVIRANK_DATASETS; default ../shared/datasets)")
     return found
 
 

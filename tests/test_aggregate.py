@@ -67,18 +67,18 @@ def scores_of(run: pd.DataFrame, qid: str = "1") -> dict[str, float]:
 
 
 def test_maxp_firstp_sump_meanp_arithmetic() -> None:
-    assert scores_of(MaxP()(PASSAGES)) == pytest.approx({"a": 0.9, "b": 0.5, "c": 0.95})
-    assert scores_of(FirstP()(PASSAGES)) == pytest.approx({"a": 0.2, "b": 0.5, "c": 0.95})
-    assert scores_of(SumP()(PASSAGES)) == pytest.approx({"a": 1.5, "b": 1.0, "c": 0.95})
-    assert scores_of(MeanP()(PASSAGES)) == pytest.approx({"a": 0.5, "b": 0.5, "c": 0.95})
-    assert scores_of(MaxP()(PASSAGES), "2") == pytest.approx({"a": -1.0, "x": 2.0})
+    assert scores_of(MaxP(normalise="none")(PASSAGES)) == pytest.approx({"a": 0.9, "b": 0.5, "c": 0.95})
+    assert scores_of(FirstP(normalise="none")(PASSAGES)) == pytest.approx({"a": 0.2, "b": 0.5, "c": 0.95})
+    assert scores_of(SumP(normalise="none")(PASSAGES)) == pytest.approx({"a": 1.5, "b": 1.0, "c": 0.95})
+    assert scores_of(MeanP(normalise="none")(PASSAGES)) == pytest.approx({"a": 0.5, "b": 0.5, "c": 0.95})
+    assert scores_of(MaxP(normalise="none")(PASSAGES), "2") == pytest.approx({"a": -1.0, "x": 2.0})
 
 
 def test_firstp_takes_the_smallest_pid_whatever_the_row_order() -> None:
     shuffled = PASSAGES.sample(frac=1.0, random_state=0)
-    assert scores_of(FirstP()(shuffled)) == pytest.approx({"a": 0.2, "b": 0.5, "c": 0.95})
+    assert scores_of(FirstP(normalise="none")(shuffled)) == pytest.approx({"a": 0.2, "b": 0.5, "c": 0.95})
     no_pid_zero = PASSAGES[~((PASSAGES[DOCNO] == "a") & (PASSAGES[PID] == 0))]
-    assert scores_of(FirstP()(no_pid_zero))["a"] == pytest.approx(0.9)
+    assert scores_of(FirstP(normalise="none")(no_pid_zero))["a"] == pytest.approx(0.9)
 
 
 def test_birch_raw_scores_with_fewer_passages_than_n_counting_zero() -> None:
@@ -113,9 +113,11 @@ def test_minmax_maps_constant_groups_to_zero() -> None:
 
 
 def test_interpolation_option_on_simple_aggregators() -> None:
-    run = MaxP(alpha=0.25)(PASSAGES)
+    run = MaxP(alpha=0.25, normalise="none")(PASSAGES)
     assert scores_of(run) == pytest.approx({"a": 2.5 + 0.675, "b": 3.0 + 0.375, "c": 1.0 + 0.7125})
-    assert scores_of(MaxP(alpha=1.0)(PASSAGES)) == pytest.approx({"a": 10.0, "b": 12.0, "c": 4.0})
+    assert scores_of(MaxP(alpha=1.0, normalise="none")(PASSAGES)) == pytest.approx(
+        {"a": 10.0, "b": 12.0, "c": 4.0}
+    )
 
 
 def test_ties_follow_the_project_rule_docno_descending_and_output_is_a_sorted_run() -> None:

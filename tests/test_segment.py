@@ -441,3 +441,39 @@ def test_whole_keeps_each_document_as_one_passage_with_its_title_prepended_or_sk
     assert Whole(title="skip")(run)[TEXT].tolist()[0] == "First. Second sentence."
     with pytest.raises(ValueError, match="prepend"):
         Whole(title="segment")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("spec", "canonical"),
+    [
+        ("sentences", "sentences:segment"),
+        ("Sentences:Prepend", "sentences:prepend"),
+        ("sentences:skip", "sentences:skip"),
+        ("windows", "windows:150:75"),
+        ("windows:100", "windows:100:50"),
+        ("windows:100:40", "windows:100:40"),
+        ("windows:skip", "windows:150:75:skip"),
+        ("windows:100:40:prepend", "windows:100:40"),
+        ("whole", "whole:prepend"),
+        ("whole:skip", "whole:skip"),
+    ],
+)
+def test_every_segment_spec_has_one_canonical_form_that_rebuilds_it(spec: str, canonical: str) -> None:
+    from evirank.segment import SegmentSpec, parse_segment, spec_of
+
+    parsed = SegmentSpec.parse(spec)
+    assert parsed.spec == str(parsed) == canonical
+    assert SegmentSpec.parse(canonical) == parsed
+    built = parse_segment(spec)
+    assert spec_of(built) == canonical
+    assert repr(parse_segment(spec_of(built))) == repr(built)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "bad", ["sentences:first", "windows:a", "windows:1:2:3", "windows:10:20", "paragraphs", "whole:a:b", ""]
+)
+def test_bad_segment_specs_name_the_grammar(bad: str) -> None:
+    from evirank.segment import SegmentSpecError, parse_segment
+
+    with pytest.raises(SegmentSpecError, match="sentences|windows|whole|title|STRIDE|LENGTH"):
+        parse_segment(bad)

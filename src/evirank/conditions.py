@@ -7,16 +7,16 @@ scores it must reach. :func:`check_conditions` runs the commands, evaluates the 
 
     version: 1
     variables:                      # defaults; the environment or --set NAME=VALUE override them
-      DATA: ../shared/datasets/scifact
+      DATA: ../shared/datasets        # the datasets folder ($EVIRANK_DATASETS, $DATA, this default)
       OUT: runs/conditions
     conditions:
       scifact-bm25:
         description: BM25 (k1 0.9, b 0.4), title + text, SciFact test
         first_stage: bm25
         commands:
-          - evirank index --corpus $DATA --index $OUT/index
-          - evirank search --index $OUT/index --topics $DATA --split test --output $OUT/bm25.txt
-        evaluate: {run: $OUT/bm25.txt, qrels: $DATA/qrels/test.tsv}
+          - evirank index --corpus $DATA/scifact --index $OUT/index
+          - evirank search --index $OUT/index --topics $DATA/scifact --split test --output $OUT/bm25.txt
+        evaluate: {run: $OUT/bm25.txt, qrels: $DATA/scifact/qrels/test.tsv}
         expected:
           nDCG@10: {value: 0.6789, tolerance: 0.002}
           R@100: 0.9253                # a bare number: tolerance 0.0005 (4 decimals)
@@ -24,8 +24,15 @@ scores it must reach. :func:`check_conditions` runs the commands, evaluates the 
 
 ``$NAME`` and ``${NAME}`` are replaced in commands and paths; commands run in ``bash -e -o
 pipefail`` from the working folder, with the variables exported, and ``evirank`` and ``python``
-on ``PATH`` running this Python and this evirank (so a checkout runs its own code). Each condition may list
-``needs`` (extras such as ``lucene`` or ``torch``), for people and for skipping.
+on ``PATH`` running this Python and this evirank (so a checkout runs its own code).
+
+A condition may list ``needs``: extras (``lucene``, ``torch``, ``onnx``, ...) and files that are
+not in the repository, such as a trained model (``$MODELS/minilm-mb``, or
+``{path: $MODELS/minilm-mb, hint: "made by condition microblog-train"}``). A condition whose
+needs are not met is skipped, with the reason, instead of failing. ``slow: true`` marks a
+condition that takes long (a model scoring many pairs, a training run): it runs when named, or
+with ``--slow``, never by default. ``DATA`` defaults to the datasets folder
+(:func:`evirank.datasets.datasets_folder`).
 
 Example:
     >>> import tempfile, pathlib
@@ -53,6 +60,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evirank import markdown
 from evirank.errors import EvirankError, InputFormatError
 
 logger = logging.getLogger(__name__)
@@ -60,7 +68,17 @@ logger = logging.getLogger(__name__)
 #: Tolerance of an expected score written as a bare number (scores are quoted to 4 decimals).
 DEFAULT_TOLERANCE = 0.0005
 PART_KEYS = ("first_stage", "segmenter", "scorer", "aggregator", "tuning")
-_KEYS = {"description", *PART_KEYS, "commands", "evaluate", "expected", "needs", "__line__"}
+_KEYS = {"description", *PART_KEYS, "commands", "evaluate", "expected", "needs", "slow", "__line__"}
+#: The extras a condition may need, each with the module that shows it is installed.
+EXTRAS = {
+    "lucene": "pyserini",
+    "torch": "torch",
+    "onnx": "onnxruntime",
+    "segment": "pysbd",
+    "serve": "fastapi",
+    "plots": "matplotlib",
+    "datasets": "ir_datasets",
+}
 _VARIABLE = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)\}|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))")
 
 
@@ -111,6 +129,8 @@ class Condition:
     relevance_level: int | None = None
     missing: str = "skip"
     needs: tuple[str, ...] = ()
+    hints: dict[str, str] = field(default_factory=dict)
+    slow: bool = False
     line: int | None = None
 
 
@@ -122,10 +142,11 @@ class ConditionsFile:
     variables: dict[str, str]
     conditions: tuple[Condition, ...]
 
-    def select(self, names: Sequence[str] | None) -> list[Condition]:
-        """The conditions named (all when ``names`` is empty); unknown names raise."""
+    def select(self, names: Sequence[str] | None, *, slow: bool = True) -> list[Condition]:
+        """The conditions named (all when ``names`` is empty, without the slow ones unless ``slow``);
+        unknown names raise."""
         if not names:
-            return list(self.conditions)
+            return [c for c in self.conditions if slow or not c.slow]
         known = {c.name: c for c in self.conditions}
         unknown = [n for n in names if n not in known]
         if unknown:
@@ -155,11 +176,17 @@ class ConditionResult:
     checks: list[tuple[Expectation, float, bool]] = field(default_factory=list)
     error: str | None = None
     seconds: float = 0.0
+    skipped: str | None = None
 
     @property
     def passed(self) -> bool:
         """True when every command succeeded and every expectation held."""
         return self.error is None and bool(self.checks) and all(ok for _, _, ok in self.checks)
+
+    @property
+    def failed(self) -> bool:
+        """True when the condition ran (was not skipped) and did not pass."""
+        return self.skipped is None and not self.passed
 
 
 # -- loading -------------------------------------------------------------------------------
@@ -238,7 +265,7 @@ def _condition(file: Path, name: str, body: Any) -> Condition:
     missing = str(evaluate.get("missing", "skip"))
     if missing not in ("skip", "zero"):
         raise InputFormatError(file, _line(evaluate), "missing: skip or zero", repr(missing))
-    needs = body.get("needs") or []
+    needs, hints = _needs(file, name, body.get("needs"), line)
     parts = {k: str(body[k]) for k in PART_KEYS if body.get(k) is not None}
     return Condition(
         name=name,
@@ -250,9 +277,59 @@ def _condition(file: Path, name: str, body: Any) -> Condition:
         parts=parts,
         relevance_level=None if evaluate.get("relevance_level") is None else int(evaluate["relevance_level"]),
         missing=missing,
-        needs=tuple(str(n) for n in (needs if isinstance(needs, list) else [needs])),
+        needs=needs,
+        hints=hints,
+        slow=bool(body.get("slow", False)),
         line=line,
     )
+
+
+def _needs(file: Path, name: str, value: Any, line: int | None) -> tuple[tuple[str, ...], dict[str, str]]:
+    """``needs`` as (extras and paths, {path: hint})."""
+    items = value if isinstance(value, list) else [] if value is None else [value]
+    needs, hints = [], {}
+    for item in items:
+        if isinstance(item, dict) and isinstance(item.get("path"), str):
+            needs.append(item["path"])
+            if item.get("hint"):
+                hints[item["path"]] = str(item["hint"])
+        elif isinstance(item, str) and (item in EXTRAS or "/" in item):
+            needs.append(item)
+        else:
+            raise InputFormatError(
+                file,
+                _line(item) or line,
+                f"condition {name!r}: 'needs' as extras ({', '.join(EXTRAS)}), paths, or {{path, hint}}",
+                repr(item),
+            )
+    return tuple(needs), hints
+
+
+def unmet_needs(
+    condition: Condition, variables: Mapping[str, str], workdir: str | os.PathLike[str] = "."
+) -> list[str]:
+    """What ``condition`` needs and this machine lacks: extras not installed, paths not there.
+
+    Example:
+        >>> c = Condition("c", ("true",), "r", "q", (), needs=("$OUT/model",))
+        >>> unmet_needs(c, {"OUT": "/nonexistent"})
+        ['/nonexistent/model (not found)']
+    """
+    import importlib.util
+
+    missing = []
+    for need in condition.needs:
+        if need in EXTRAS:
+            if importlib.util.find_spec(EXTRAS[need]) is None:
+                missing.append(f"the {need} extra (pip install 'evirank[{need}]')")
+            continue
+        if need not in condition.needs or ("/" not in need and "$" not in need):
+            continue  # a name that is neither an extra nor a path: for people only
+        path = expand(need, variables, f"condition {condition.name}: ")
+        if not (Path(workdir) / path).exists():
+            hint = condition.hints.get(need)
+            missing.append(f"{path} (not found{'; ' + hint if hint else ''})")
+    return missing
 
 
 def _expectation(file: Path, name: str, measure: str, spec: Any, line: int | None) -> Expectation:
@@ -310,10 +387,22 @@ def resolve_variables(
     defaults: Mapping[str, str],
     overrides: Mapping[str, str] | None = None,
     environ: Mapping[str, str] | None = None,
+    start: str | os.PathLike[str] | None = None,
 ) -> dict[str, str]:
-    """Each variable from ``overrides``, else the environment, else the file's default."""
+    """Each variable from ``overrides``, else the environment, else the file's default.
+
+    ``DATA``, when the file has it, is the datasets folder by evirank's one rule
+    (:func:`evirank.datasets.datasets_folder`: ``$EVIRANK_DATASETS``, ``$DATA``, then
+    ``../shared/datasets`` from ``start``) where that folder exists.
+    """
+    from evirank.datasets import datasets_folder
+
     env = os.environ if environ is None else environ
     values = {name: env.get(name, value) for name, value in defaults.items()}
+    if "DATA" in defaults:
+        found = datasets_folder(start, env)
+        if found is not None:
+            values["DATA"] = str(found)
     values.update(overrides or {})
     return values
 
@@ -334,6 +423,10 @@ def run_condition(
     started = time.perf_counter()
     where = f"condition {condition.name}: "
     try:
+        unmet = unmet_needs(condition, variables, workdir)
+        if unmet:
+            result.skipped = "needs " + "; ".join(unmet)
+            return result
         commands = [expand(c, variables, where) for c in condition.commands]
         run_path = Path(workdir) / expand(condition.run, variables, where)
         qrels_path = Path(workdir) / expand(condition.qrels, variables, where)
@@ -394,27 +487,33 @@ def check_conditions(
 ) -> list[ConditionResult]:
     """Run and check the conditions of a file (all, or those named)."""
     conditions = load_conditions(path)
-    variables = resolve_variables(conditions.variables, overrides)
+    variables = resolve_variables(conditions.variables, overrides, start=workdir)
     return [run_condition(c, variables, workdir=workdir, timeout=timeout) for c in conditions.select(names)]
 
 
 def results_markdown(results: Sequence[ConditionResult]) -> str:
     """One row per (condition, measure): expected, measured, pass/FAIL, seconds."""
-    lines = [
-        "| condition | measure | expected | measured | result | seconds |",
-        "| --- | --- | --- | ---: | --- | ---: |",
-    ]
+    rows: list[list[object]] = []
     for r in results:
+        if r.skipped is not None:
+            rows.append([r.name, "–", "–", "–", f"skipped: {r.skipped}", "0.0"])
+            continue
         if r.error is not None and not r.checks:
-            first = r.error.splitlines()[0]
-            lines.append(f"| {r.name} | – | – | – | ERROR: {first.replace('|', '/')} | {r.seconds:.1f} |")
+            rows.append([r.name, "–", "–", "–", f"ERROR: {r.error.splitlines()[0]}", f"{r.seconds:.1f}"])
             continue
         for expectation, actual, ok in r.checks:
-            lines.append(
-                f"| {r.name} | {expectation.measure} | {expectation.describe()} | {actual:.4f} | "
-                f"{'pass' if ok else 'FAIL'} | {r.seconds:.1f} |"
+            rows.append(
+                [
+                    r.name,
+                    expectation.measure,
+                    expectation.describe(),
+                    f"{actual:.4f}",
+                    "pass" if ok else "FAIL",
+                    f"{r.seconds:.1f}",
+                ]
             )
-    return "\n".join(lines) + "\n"
+    header = ["condition", "measure", "expected", "measured", "result", "seconds"]
+    return markdown.table(header, rows, align="lllrlr") + "\n"
 
 
 def _environment(variables: Mapping[str, str], shim: Path, python: str) -> dict[str, str]:
@@ -434,21 +533,48 @@ def _environment(variables: Mapping[str, str], shim: Path, python: str) -> dict[
     return env
 
 
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments every conditions runner takes: names, --set, --slow, --timeout, --dry-run."""
+    parser.add_argument("names", nargs="*", help="conditions to run (default: every one that is not slow)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set a variable, such as OUT or DATA (repeat for several)",
+    )
+    parser.add_argument(
+        "--slow", action="store_true", help="run the slow conditions too (when none is named)"
+    )
+    parser.add_argument("--timeout", type=float, default=None, help="seconds per command (default: none)")
+    parser.add_argument("--dry-run", action="store_true", help="print the expanded commands only")
+
+
+def parse_overrides(items: Sequence[str]) -> dict[str, str]:
+    """``["OUT=/tmp/c", ...]`` as ``{"OUT": "/tmp/c"}``.
+
+    Raises:
+        ConditionError: an item without ``=``.
+    """
+    bad = [item for item in items if "=" not in item]
+    if bad:
+        raise ConditionError(f"--set takes NAME=VALUE, found {bad[0]!r}")
+    return dict(item.partition("=")[::2] for item in items)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m evirank.conditions FILE [NAME ...] [--set NAME=VALUE] [--dry-run]``."""
     parser = argparse.ArgumentParser(prog="python -m evirank.conditions", description=__doc__.splitlines()[0])
     parser.add_argument("file", help="a conditions YAML file")
-    parser.add_argument("names", nargs="*", help="conditions to check (default: all)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--workdir", default=".", help="folder the commands run in (default: .)")
-    parser.add_argument("--timeout", type=float, default=None, help="seconds per command")
-    parser.add_argument("--dry-run", action="store_true", help="print the expanded commands only")
+    add_arguments(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    overrides = dict(item.partition("=")[::2] for item in args.overrides)
+    overrides = parse_overrides(args.overrides)
     conditions = load_conditions(args.file)
-    variables = resolve_variables(conditions.variables, overrides)
-    selected = conditions.select(args.names)
+    variables = resolve_variables(conditions.variables, overrides, start=args.workdir)
+    selected = conditions.select(args.names, slow=args.slow)
     if args.dry_run:
         for condition in selected:
             sys.stdout.write(f"# {condition.name}: {condition.description}\n")
@@ -457,7 +583,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     results = [run_condition(c, variables, workdir=args.workdir, timeout=args.timeout) for c in selected]
     sys.stdout.write(results_markdown(results))
-    return 0 if all(r.passed for r in results) else 1
+    return 1 if any(r.failed for r in results) else 0
 
 
 if __name__ == "__main__":

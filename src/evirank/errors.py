@@ -50,6 +50,21 @@ class InputFormatError(EvirankError, ValueError):
         super().__init__(message)
 
 
+class InputPathError(EvirankError, FileNotFoundError):
+    """An input path names no file of the expected kind (missing, or a folder where a file is read).
+
+    Example:
+        >>> str(InputPathError("runs", "a TREC run file", "a folder"))
+        'runs: expected a TREC run file, found a folder'
+    """
+
+    def __init__(self, path: str | PathLike[str], expected: str, found: str) -> None:
+        self.path = str(path)
+        self.expected = expected
+        self.found = found
+        super().__init__(f"{self.path}: expected {expected}, found {found}")
+
+
 class ColumnsError(EvirankError, ValueError):
     """A frame handed to a stage lacks columns the stage needs."""
 
@@ -69,6 +84,30 @@ class OutputExistsError(EvirankError, FileExistsError):
             f"{self.path} already exists; pass --overwrite (overwrite=True) to replace it, "
             "or choose another output path"
         )
+
+
+class UnsafeOverwriteError(OutputExistsError):
+    """``overwrite`` was asked for, but the existing path is not what the command writes.
+
+    ``--overwrite`` replaces a file by a file, and a folder output (an index, a tune or report
+    folder, a trained model) by one of the same kind; anything else is left untouched.
+    """
+
+    def __init__(self, path: str | PathLike[str], expected: str, found: str) -> None:
+        self.path = str(path)
+        FileExistsError.__init__(
+            self,
+            f"{self.path}: --overwrite replaces only {expected}, found {found}; "
+            "nothing was changed (remove it yourself, or choose another output path)",
+        )
+
+
+class OutputNotWritableError(EvirankError, PermissionError):
+    """An output cannot be written (read-only file system, no permission, a file in the way)."""
+
+    def __init__(self, path: str | PathLike[str], reason: str) -> None:
+        self.path = str(path)
+        super().__init__(f"{self.path}: cannot write this output ({reason}); choose another output path")
 
 
 class MissingExtraError(EvirankError, ImportError):

@@ -24,13 +24,17 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
 
 from evirank.errors import ColumnsError
+
+T = TypeVar("T")
 
 # --- column names -------------------------------------------------------------------
 QID = "qid"
@@ -88,11 +92,41 @@ def require_columns(frame: pd.DataFrame, columns: Iterable[str], where: str) -> 
         raise ColumnsError(where, needed, frame.columns)
 
 
-def _natural_qid_key(qids: pd.Series) -> pd.Series:
+_WHOLE_NUMBER = re.compile(r"[0-9]+")
+
+
+def natural_order(qids: Iterable[T]) -> list[T]:
+    """Distinct query ids in natural order: numeric when every id is a whole number, else as text.
+
+    The one rule for qid order everywhere (runs, qrels, tables, folds, splits).
+
+    Example:
+        >>> natural_order(["10", "9", "100", "9"])
+        ['9', '10', '100']
+        >>> natural_order(["q10", "q9", "1"])
+        ['1', 'q10', 'q9']
+    """
+    items = list(dict.fromkeys(qids))
+    texts = [str(q) for q in items]
+    if texts and all(_WHOLE_NUMBER.fullmatch(t) for t in texts):
+        keys: list[tuple[int, str]] = [(int(t), t) for t in texts]
+        order = sorted(range(len(items)), key=keys.__getitem__)
+    else:
+        order = sorted(range(len(items)), key=texts.__getitem__)
+    return [items[i] for i in order]
+
+
+def natural_key(qids: pd.Series) -> pd.Series:
+    """A sort key for a column of qids that follows :func:`natural_order` (one integer per row).
+
+    Example:
+        >>> natural_key(pd.Series(["10", "9", "10"])).tolist()
+        [1, 0, 1]
+    """
     as_str = qids.astype(str)
-    if len(as_str) and as_str.str.fullmatch(r"\d+").all():
-        return as_str.astype(np.int64)
-    return as_str
+    order = natural_order(pd.unique(as_str).tolist())
+    codes = pd.Categorical(as_str, categories=order, ordered=True).codes
+    return pd.Series(codes.astype(np.int64), index=qids.index)
 
 
 def sort_run(run: pd.DataFrame) -> pd.DataFrame:
@@ -103,7 +137,7 @@ def sort_run(run: pd.DataFrame) -> pd.DataFrame:
     """
     require_columns(run, (QID, DOCNO, SCORE), "sort_run")
     out = run.copy()
-    out["_qkey"] = _natural_qid_key(out[QID])
+    out["_qkey"] = natural_key(out[QID])
     out = out.sort_values(["_qkey", SCORE, DOCNO], ascending=[True, False, False], kind="mergesort")
     out = out.drop(columns="_qkey").reset_index(drop=True)
     out[RANK] = out.groupby(QID, sort=False).cumcount().astype(np.int64) + 1

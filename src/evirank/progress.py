@@ -41,7 +41,21 @@ def progress(
     yield from tqdm(iterable, desc=desc, total=total, unit=unit, dynamic_ncols=True, leave=False)
 
 
-def progress_bar(*, desc: str, total: int | None, unit: str = "it", enabled: bool | None = None) -> tqdm:
-    """A manual tqdm bar (call ``update``/``close``); disabled when progress is off."""
+def progress_bar(
+    *, desc: str, total: int | None, unit: str = "it", enabled: bool | None = None, unit_scale: bool = False
+) -> tqdm:
+    """A manual tqdm bar (call ``update``/``close``); disabled when progress is off.
+
+    ``unit_scale`` shows counts with k/M/G prefixes (bytes: ``unit="B"``, in steps of 1024).
+    """
     show = progress_enabled() if enabled is None else enabled
-    return tqdm(desc=desc, total=total, unit=unit, disable=not show, dynamic_ncols=True, leave=False)
+    return tqdm(
+        desc=desc,
+        total=total,
+        unit=unit,
+        unit_scale=unit_scale,
+        unit_divisor=1024 if unit_scale and unit == "B" else 1000,
+        disable=not show,
+        dynamic_ncols=True,
+        leave=False,
+    )

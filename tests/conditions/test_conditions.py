@@ -121,7 +121,7 @@ def test_scifact_conditions_are_complete() -> None:
     assert names[0] == "scifact-bm25" and "scifact-bi-birch3-cv" in names
     for condition in conditions.conditions:
         assert condition.commands and condition.expected and condition.parts.get("first_stage")
-        assert condition.qrels == "$DATA/qrels/test.tsv"
+        assert condition.qrels == "$DATA/scifact/qrels/test.tsv"
         for command in condition.commands:
             expand(command, conditions.variables)  # every variable is defined
     birch = conditions.select(["scifact-bi-birch3-cv"])[0]
@@ -129,3 +129,60 @@ def test_scifact_conditions_are_complete() -> None:
     assert birch.expected[0].minimum == pytest.approx(0.6789)
     with pytest.raises(ConditionError, match="no condition named"):
         conditions.select(["nope"])
+
+
+NEEDS = """\
+variables:
+  OUT: {out}
+conditions:
+  needs-model:
+    needs: [{{path: $OUT/model, hint: made by condition train}}]
+    commands: ["printf '1 Q0 a 1 2.0 t\\\\n' > $OUT/run.txt"]
+    evaluate: {{run: $OUT/run.txt, qrels: {out}/qrels.txt}}
+    expected: {{P@1: 1.0}}
+  long:
+    slow: true
+    commands: ["printf '1 Q0 a 1 2.0 t\\\\n' > $OUT/long.txt"]
+    evaluate: {{run: $OUT/long.txt, qrels: {out}/qrels.txt}}
+    expected: {{P@1: 1.0}}
+"""
+
+
+def test_unmet_needs_skip_with_the_reason_and_slow_ones_run_only_when_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, NEEDS.format(out=tmp_path))
+    conditions = load_conditions(path)
+    assert [c.name for c in conditions.select(None, slow=False)] == ["needs-model"]
+    assert [c.name for c in conditions.select(["long"], slow=False)] == ["long"]
+    (skipped,) = check_conditions(path, ["needs-model"], workdir=tmp_path)
+    assert skipped.skipped == f"needs {tmp_path}/model (not found; made by condition train)"
+    assert not skipped.passed and not skipped.failed and not skipped.commands
+    assert f"skipped: needs {tmp_path}/model" in results_markdown([skipped])
+    assert main([str(path), "--workdir", str(tmp_path)]) == 0  # skipped is not failed; slow not run
+    assert "long" not in capsys.readouterr().out
+    (tmp_path / "model").mkdir()
+    (ran,) = check_conditions(path, ["needs-model"], workdir=tmp_path)
+    assert ran.passed and ran.skipped is None
+    assert main([str(path), "--workdir", str(tmp_path), "--slow"]) == 0
+    assert "| long | P@1 |" in capsys.readouterr().out
+
+
+def test_a_need_that_is_neither_an_extra_nor_a_path_names_its_line(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "conditions:\n  a:\n    needs: [gpus]\n    commands: [x]\n    evaluate: {run: r, qrels: q}\n"
+        "    expected: {AP: 1}\n",
+    )
+    with pytest.raises(InputFormatError, match="'needs' as extras") as info:
+        load_conditions(path)
+    assert info.value.line == 3
+
+
+def test_data_is_the_datasets_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "datasets"
+    folder.mkdir()
+    values = resolve_variables({"DATA": "../shared/datasets"}, environ={"EVIRANK_DATASETS": str(folder)})
+    assert values["DATA"] == str(folder)
+    values = resolve_variables({"DATA": "../shared/datasets"}, {"DATA": "x"}, environ={})
+    assert values["DATA"] == "x"

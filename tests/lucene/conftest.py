@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from evirank.frames import Document
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # Six documents. "dup-b" and "dup-a" are the same text, given in that order (and split over two
 # indexing threads), so Lucene's internal order disagrees with docno order: ties must still
@@ -22,17 +19,6 @@ TINY_CORPUS = [
     Document("dup-a", "Parrots", "Parrots can learn words and mimic human speech."),
     Document("notitle", "", "Hamsters store food in their cheek pouches."),
 ]
-
-
-def find_datasets() -> Path | None:
-    """``$EVIRANK_DATASETS``, else ``shared/datasets`` beside the repository or one of its parents."""
-    env = os.environ.get("EVIRANK_DATASETS")
-    if env:
-        return Path(env) if Path(env).is_dir() else None
-    for parent in REPO_ROOT.parents:
-        if (parent / "shared" / "datasets").is_dir():
-            return parent / "shared" / "datasets"
-    return None
 
 
 @pytest.fixture(scope="session")
@@ -53,9 +39,8 @@ def tiny_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def scifact() -> Path:
-    """The BEIR SciFact folder of ../shared/datasets (skip when absent)."""
-    datasets = find_datasets()
-    if datasets is None or not (datasets / "scifact" / "corpus.jsonl").is_file():
-        pytest.skip("../shared/datasets/scifact is not here")
+def scifact(datasets: Path) -> Path:
+    """The BEIR SciFact folder of the datasets folder (skip when absent)."""
+    if not (datasets / "scifact" / "corpus.jsonl").is_file():
+        pytest.skip(f"{datasets / 'scifact'} is not here")
     return datasets / "scifact"

@@ -103,6 +103,7 @@ def test_overwrite_replaces_and_empty_documents_are_skipped(
     pytest.importorskip("pyserini")
     path = tmp_path / "idx"
     path.mkdir()
+    (path / INFO_FILE).write_text("{}")  # an older evirank index
     (path / "old.txt").write_text("an older index")
     info = build_index([*tiny_corpus[:3], Document("empty", "", "  ")], path, overwrite=True)
     assert (info.documents, info.skipped_empty) == (3, 1)

@@ -77,7 +77,7 @@ def test_specs_build_the_stages_they_name() -> None:
     assert (birch.top_n, birch.alpha, birch.weights, birch.normalise) == (3, 0.5, (1.0, 0.5, 0.25), "minmax")
     assert parse_aggregate("birch", weights=[1, 0.2]).top_n == 2
     maxp = parse_aggregate("maxp")
-    assert (maxp.alpha, maxp.normalise) == (0.0, "none")
+    assert (maxp.alpha, maxp.normalise) == (0.0, "minmax")  # one default everywhere
     assert parse_aggregate("meanp", alpha=0.4).normalise == "minmax"
     assert parse_aggregate("sump", alpha=0.4, normalise="none").normalise == "none"
     for bad_spec, kwargs in (("maxp:2", {}), ("birch:x", {}), ("nope", {}), ("firstp", {"weights": [1.0]})):

@@ -35,11 +35,11 @@ def test_vectors_of_another_segmenter_or_model_are_refused(
     embedded_index: Path, tiny_bi_encoder_path: Path
 ) -> None:
     with pytest.raises(VectorsMismatchError, match=r"sentences:segment.*--vectors none"):
-        build_searcher(embedded_index, model=str(tiny_bi_encoder_path), device="cpu", title="segment")
+        build_searcher(embedded_index, model=str(tiny_bi_encoder_path), device="cpu", segment="sentences")
     with pytest.raises(VectorsMismatchError, match="the model differs"):
         build_searcher(embedded_index, device="cpu")
     plain = build_searcher(
-        embedded_index, model=str(tiny_bi_encoder_path), device="cpu", title="segment", vectors="none"
+        embedded_index, model=str(tiny_bi_encoder_path), device="cpu", segment="sentences", vectors="none"
     )
     assert not isinstance(plain.segmenter, StoredSegments)
 

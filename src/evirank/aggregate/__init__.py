@@ -2,8 +2,11 @@
 
 The arithmetic lives in :mod:`evirank.aggregate.core` as array functions
 (:func:`top_passage_matrix`, :func:`birch_scores`) shared with the tuner; the stages here
-wrap it. :func:`merge_tail` and :class:`RerankTop` keep documents beyond the re-rank depth
-in first-stage order below the re-ranked ones.
+wrap it. :mod:`evirank.aggregate.registry` registers every aggregator under its spec name
+(:data:`AGGREGATORS`) and parses ``--aggregate`` specs (:class:`AggregateSpec`,
+:func:`parse_aggregate`) for rerank, serve, tune and report alike. :func:`merge_tail` and
+:class:`RerankTop` keep documents beyond the re-rank depth in first-stage order below the
+re-ranked ones.
 
 Example:
     >>> import pandas as pd
@@ -16,7 +19,16 @@ Example:
 
 from __future__ import annotations
 
-from evirank.aggregate.aggregators import Aggregator, Birch, FirstP, MaxP, MeanP, SumP
+from evirank.aggregate.aggregators import (
+    DEFAULT_NORMALISE,
+    Aggregator,
+    Birch,
+    FirstP,
+    MaxP,
+    MeanP,
+    SumP,
+    default_weights,
+)
 from evirank.aggregate.core import (
     NORMALISATIONS,
     PassageTable,
@@ -24,10 +36,21 @@ from evirank.aggregate.core import (
     minmax_by_group,
     top_passage_matrix,
 )
+from evirank.aggregate.registry import (
+    AGGREGATORS,
+    AggregateSpec,
+    AggregateSpecError,
+    parse_aggregate,
+    parse_weights,
+)
 from evirank.aggregate.tail import RerankTop, merge_tail
 
 __all__ = [
+    "AGGREGATORS",
+    "DEFAULT_NORMALISE",
     "NORMALISATIONS",
+    "AggregateSpec",
+    "AggregateSpecError",
     "Aggregator",
     "Birch",
     "FirstP",
@@ -37,7 +60,10 @@ __all__ = [
     "RerankTop",
     "SumP",
     "birch_scores",
+    "default_weights",
     "merge_tail",
     "minmax_by_group",
+    "parse_aggregate",
+    "parse_weights",
     "top_passage_matrix",
 ]

@@ -7,12 +7,15 @@
   sum_i w_i * s_i`` over the document's top-n passage scores s_1 >= s_2 >= ..., with
   ``s_doc`` the first-stage score. A document with fewer than n passages gets 0 for the
   missing terms; with ``normalise="minmax"`` that is the query's lowest passage score,
-  while with raw scores that can be negative (logits) 0 is not neutral, which is one
-  reason the default is ``"minmax"``.
+  while with raw scores that can be negative (logits) 0 is not neutral.
 
 Every aggregator also takes ``alpha`` and ``normalise``, so any of them can interpolate the
 first-stage score in the same way (``alpha=0``, the default except for Birch, ignores it).
-Normalisation is described in :mod:`evirank.aggregate.core`. The input needs qid, docno,
+Normalisation is described in :mod:`evirank.aggregate.core`; every aggregator defaults to
+:data:`DEFAULT_NORMALISE` (``"minmax"``): alpha then mixes comparable scales, Birch's missing
+passages count as the query's lowest score, and SumP adds non-negative evidence. For MaxP,
+FirstP and MeanP with ``alpha=0`` the ranking is the same either way (a per-query increasing
+map), only the scores differ. The input needs qid, docno,
 score (the passage score), and first_stage_score when ``alpha > 0``; the output Run is
 [qid, (query), docno, score, rank, first_stage_score, (first_stage_rank)], ordered by
 :func:`evirank.frames.sort_run` (score descending, then the project's tie rule on docno).
@@ -21,8 +24,10 @@ Example:
     >>> import pandas as pd
     >>> passages = pd.DataFrame({"qid": ["1"] * 3, "docno": ["a", "a", "b"], "pid": [0, 1, 0],
     ...                          "score": [0.2, 0.9, 0.5], "first_stage_score": [10.0, 10.0, 12.0]})
-    >>> MaxP()(passages)[["docno", "score"]].values.tolist()
+    >>> MaxP(normalise="none")(passages)[["docno", "score"]].values.tolist()
     [['a', 0.9], ['b', 0.5]]
+    >>> MaxP()(passages)[["docno", "score"]].values.tolist()  # minmax: the same order
+    [['a', 1.0], ['b', 0.4285714285714286]]
     >>> FirstP()(passages)["docno"].tolist()
     ['b', 'a']
 """
@@ -30,13 +35,15 @@ Example:
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 
 from evirank.aggregate.core import (
     NORMALISATIONS,
+    ArrayLike,
     Normalise,
     PassageTable,
     birch_scores,
@@ -56,25 +63,77 @@ def _check_alpha(alpha: float) -> float:
     return float(alpha)
 
 
+#: The default normalisation of every aggregator, in rerank, serve, tune and the Python API alike.
+DEFAULT_NORMALISE: Normalise = "minmax"
+
+
 class Aggregator(Stage):
     """Base class: ``score = alpha * s_doc + (1 - alpha) * evidence(document's passages)``.
 
+    Each subclass declares what the registry (:mod:`evirank.aggregate.registry`) needs: its spec
+    ``name``, whether it takes a number (``birch:N``), its parameters with their defaults, and
+    :meth:`settings_scores`, which scores many parameter settings at once. The stage and the tuner
+    both score through :meth:`settings_scores`, so a tuned setting ranks exactly as the stage does.
+
     Args:
         alpha: weight of the first-stage score (0 ignores it).
-        normalise: ``"none"`` or ``"minmax"`` (per query, first-stage and passage scores).
+        normalise: ``"minmax"`` (default: per query, first-stage and passage scores mapped to
+            [0, 1]) or ``"none"``; see :data:`DEFAULT_NORMALISE`.
     """
 
+    #: The spec name (``maxp``, ``birch``).
+    name: ClassVar[str] = ""
+    #: Whether the spec takes a number of passages (``birch:3``).
+    numbered: ClassVar[bool] = False
+    #: alpha when none is given.
+    default_alpha: ClassVar[float] = 0.0
     top_n: int = 1
 
-    def __init__(self, alpha: float = 0.0, normalise: Normalise = "none") -> None:
+    def __init__(self, alpha: float = 0.0, normalise: Normalise = DEFAULT_NORMALISE) -> None:
         if normalise not in NORMALISATIONS:
             raise ValueError(f"normalise must be one of {NORMALISATIONS}, found {normalise!r}")
         self.alpha = _check_alpha(alpha)
         self.normalise = normalise
 
-    def evidence(self, table: PassageTable) -> np.ndarray:
+    @classmethod
+    def parameters(cls, top_n: int = 1) -> tuple[str, ...]:
+        """The names of the tunable parameters, in order (``alpha``, then Birch's ``w1..wN``)."""
+        return ("alpha",)
+
+    @classmethod
+    def defaults(cls, top_n: int = 1) -> dict[str, float]:
+        """Each parameter's value when none is given."""
+        return {"alpha": cls.default_alpha}
+
+    @classmethod
+    def evidence(cls, table: PassageTable) -> np.ndarray:
         """The passage evidence per document, ``[D]``."""
         raise NotImplementedError
+
+    @classmethod
+    def settings_scores(cls, table: PassageTable, params: Mapping[str, ArrayLike]) -> np.ndarray:
+        """Document scores for many settings: ``[G, D]`` for parameters given as arrays ``[G]``.
+
+        Args:
+            table: the documents' arrays (:func:`~evirank.aggregate.top_passage_matrix` with this
+                aggregator's ``top_n`` and normalisation).
+            params: every name of :meth:`parameters`, each a number or an array of G settings.
+
+        Example:
+            >>> table = PassageTable(None, np.array([1.0]), np.array([[0.5]]), np.array([1]),
+            ...                      np.array([0.5]), np.array([0.5]), np.array([0.5]))
+            >>> MaxP.settings_scores(table, {"alpha": [0.0, 1.0]}).tolist()
+            [[0.5], [1.0]]
+        """
+        alpha = np.asarray(params["alpha"], dtype=np.float64)
+        evidence = cls.evidence(table)[:, np.newaxis]
+        if alpha.ndim == 0:
+            return birch_scores(table.s_doc, evidence, alpha, [1.0])
+        return birch_scores(table.s_doc, evidence, alpha, np.ones((*alpha.shape, 1)))
+
+    def params(self) -> dict[str, float]:
+        """This stage's parameter values, by name (those of :meth:`parameters`)."""
+        return {"alpha": self.alpha}
 
     def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
         """Aggregate a scored Passages frame into a Run."""
@@ -84,7 +143,7 @@ class Aggregator(Stage):
 
     def scores(self, table: PassageTable) -> np.ndarray:
         """Document scores ``[D]`` for the rows of ``table.keys``."""
-        return birch_scores(table.s_doc, self.evidence(table)[:, np.newaxis], self.alpha, [1.0])
+        return self.settings_scores(table, self.params())
 
 
 class MaxP(Aggregator):
@@ -92,11 +151,14 @@ class MaxP(Aggregator):
 
     Example:
         >>> p = pd.DataFrame({"qid": ["1", "1"], "docno": ["a", "a"], "score": [1.0, 3.0]})
-        >>> MaxP()(p)["score"].tolist()
+        >>> MaxP(normalise="none")(p)["score"].tolist()
         [3.0]
     """
 
-    def evidence(self, table: PassageTable) -> np.ndarray:
+    name = "maxp"
+
+    @classmethod
+    def evidence(cls, table: PassageTable) -> np.ndarray:
         return table.best
 
 
@@ -105,11 +167,14 @@ class FirstP(Aggregator):
 
     Example:
         >>> p = pd.DataFrame({"qid": ["1", "1"], "docno": ["a", "a"], "pid": [1, 0], "score": [1.0, 3.0]})
-        >>> FirstP()(p)["score"].tolist()
+        >>> FirstP(normalise="none")(p)["score"].tolist()
         [3.0]
     """
 
-    def evidence(self, table: PassageTable) -> np.ndarray:
+    name = "firstp"
+
+    @classmethod
+    def evidence(cls, table: PassageTable) -> np.ndarray:
         return table.first
 
 
@@ -118,11 +183,14 @@ class SumP(Aggregator):
 
     Example:
         >>> p = pd.DataFrame({"qid": ["1", "1"], "docno": ["a", "a"], "score": [1.0, 3.0]})
-        >>> SumP()(p)["score"].tolist()
+        >>> SumP(normalise="none")(p)["score"].tolist()
         [4.0]
     """
 
-    def evidence(self, table: PassageTable) -> np.ndarray:
+    name = "sump"
+
+    @classmethod
+    def evidence(cls, table: PassageTable) -> np.ndarray:
         return table.total
 
 
@@ -131,11 +199,14 @@ class MeanP(Aggregator):
 
     Example:
         >>> p = pd.DataFrame({"qid": ["1", "1"], "docno": ["a", "a"], "score": [1.0, 3.0]})
-        >>> MeanP()(p)["score"].tolist()
+        >>> MeanP(normalise="none")(p)["score"].tolist()
         [2.0]
     """
 
-    def evidence(self, table: PassageTable) -> np.ndarray:
+    name = "meanp"
+
+    @classmethod
+    def evidence(cls, table: PassageTable) -> np.ndarray:
         return table.total / table.n_passages
 
 
@@ -162,17 +233,21 @@ class Birch(Aggregator):
         [['b', 6.25], ['a', 5.5]]
     """
 
+    name = "birch"
+    numbered = True
+    default_alpha = 0.5
+
     def __init__(
         self,
         top_n: int = 3,
         alpha: float = 0.5,
         weights: Sequence[float] | None = None,
-        normalise: Normalise = "minmax",
+        normalise: Normalise = DEFAULT_NORMALISE,
     ) -> None:
         super().__init__(alpha=alpha, normalise=normalise)
         if not isinstance(top_n, int) or top_n < 1:
             raise ValueError(f"top_n must be a positive integer, found {top_n!r}")
-        chosen = tuple(0.5**i for i in range(top_n)) if weights is None else tuple(float(w) for w in weights)
+        chosen = default_weights(top_n) if weights is None else tuple(float(w) for w in weights)
         if len(chosen) != top_n:
             raise ValueError(f"weights must have top_n={top_n} values, found {len(chosen)}: {chosen}")
         if not all(np.isfinite(chosen)):
@@ -180,5 +255,30 @@ class Birch(Aggregator):
         self.top_n = top_n
         self.weights = chosen
 
-    def scores(self, table: PassageTable) -> np.ndarray:
-        return birch_scores(table.s_doc, table.top, self.alpha, self.weights)
+    @classmethod
+    def parameters(cls, top_n: int = 3) -> tuple[str, ...]:
+        return ("alpha", *(f"w{i}" for i in range(1, top_n + 1)))
+
+    @classmethod
+    def defaults(cls, top_n: int = 3) -> dict[str, float]:
+        weights = default_weights(top_n)
+        return {"alpha": cls.default_alpha, **{f"w{i}": w for i, w in enumerate(weights, start=1)}}
+
+    @classmethod
+    def settings_scores(cls, table: PassageTable, params: Mapping[str, ArrayLike]) -> np.ndarray:
+        top_n = table.top.shape[1]
+        weights = [np.asarray(params[f"w{i}"], dtype=np.float64) for i in range(1, top_n + 1)]
+        return birch_scores(table.s_doc, table.top, params["alpha"], np.stack(weights, axis=-1))
+
+    def params(self) -> dict[str, float]:
+        return {"alpha": self.alpha, **{f"w{i}": w for i, w in enumerate(self.weights, start=1)}}
+
+
+def default_weights(top_n: int) -> tuple[float, ...]:
+    """Birch's untuned weights of the top-n passages: 1, 1/2, 1/4, ...
+
+    Example:
+        >>> default_weights(3)
+        (1.0, 0.5, 0.25)
+    """
+    return tuple(0.5**i for i in range(top_n))

@@ -34,6 +34,7 @@ SUBCOMMANDS = (
     "train",
     "distill",
     "serve",
+    "data",
 )
 
 
@@ -67,6 +68,39 @@ def configure_logging(verbose: int, quiet: bool) -> None:
     logging.getLogger("evirank").setLevel(level)
 
 
+INTERRUPTED = {
+    "rerank": "interrupted; the scores computed so far are kept in the score store, and a rerun resumes",
+    "train": "interrupted; rerun with --resume to continue from the last checkpoint",
+    "distill": "interrupted; rerun with --resume to continue from the last checkpoint",
+}
+"""What an interrupted command keeps; the others leave nothing at their outputs and start over."""
+
+
+def interrupted_message(command: str | None) -> str:
+    """What to tell a user whose ``command`` was interrupted (Ctrl-C).
+
+    Example:
+        >>> interrupted_message("index")
+        'interrupted; nothing was written at the output paths, and a rerun starts over'
+    """
+    return INTERRUPTED.get(
+        command or "", "interrupted; nothing was written at the output paths, and a rerun starts over"
+    )
+
+
+def os_error_message(exc: OSError) -> str:
+    """An operating-system error as one line naming the file (never a traceback).
+
+    Example:
+        >>> os_error_message(IsADirectoryError(21, "Is a directory", "runs"))
+        'runs: Is a directory'
+    """
+    if exc.filename is not None and exc.strerror:
+        where = f"{exc.filename} -> {exc.filename2}" if exc.filename2 is not None else f"{exc.filename}"
+        return f"{where}: {exc.strerror}"
+    return str(exc) or type(exc).__name__
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``evirank`` command; returns the exit status."""
     parser = build_parser()
@@ -75,10 +109,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args._run(args) or 0)
     except KeyboardInterrupt:
-        logging.getLogger("evirank").warning("interrupted; finished work is kept and a rerun resumes")
+        logging.getLogger("evirank").warning("%s", interrupted_message(args.command))
         return 130
-    except (EvirankError, FileNotFoundError) as exc:
+    except EvirankError as exc:
         logging.getLogger("evirank").error("%s", exc)
+        return 2
+    except OSError as exc:  # a file that cannot be read or written: one line, no traceback
+        logging.getLogger("evirank").error("%s", os_error_message(exc))
         return 2
 
 

@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from evirank.cli.index import non_negative_int
+
 logger = logging.getLogger(__name__)
 
 # Kept in step with evirank.evaluate.measures.DEFAULT_MEASURES (not imported: the parser stays light).
@@ -108,7 +110,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="order of tied scores: trec_eval's (docno descending, default) or the run's own rank column",
     )
     parser.add_argument("--format", choices=("markdown", "json"), default="markdown", help="output format")
-    parser.add_argument("--digits", type=int, default=4, help="decimals in Markdown tables (default: 4)")
+    parser.add_argument(
+        "--digits", type=non_negative_int, default=4, help="decimals in Markdown tables (default: 4)"
+    )
     parser.add_argument("--output", metavar="FILE", help="write here instead of standard output")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     return parser
@@ -138,8 +142,10 @@ def run(args: argparse.Namespace) -> int:
         )
 
     for _, path in specs:
-        if not str(path).startswith("irds:") and not path.is_file():
-            raise FileNotFoundError(f"run file not found: {path}")
+        if not str(path).startswith("irds:"):
+            from evirank.io._common import input_file
+
+            input_file(path, "a TREC run file")
     qrels = read_qrels(args.qrels)
     logger.info("read %d judgements for %d queries from %s", len(qrels), qrels["qid"].nunique(), args.qrels)
     runs = {}

@@ -24,6 +24,22 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    """An argparse type: an integer >= 0.
+
+    Example:
+        >>> non_negative_int("0"), non_negative_int("4")
+        (0, 4)
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, found {text!r}")
+    return value
+
+
 EPILOG = """\
 The corpus is a BEIR folder (corpus.jsonl), a BEIR or Pyserini JSONL file (.gz too), or
 irds:<dataset-id>. Each document is indexed as title + " " + text in one field, with Anserini's
@@ -86,7 +102,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Stream the corpus into the indexer and report what was built; with --embed, embed it too."""
     from evirank.io import count_corpus, read_corpus
-    from evirank.lucene.index import build_index, read_index_info
+    from evirank.lucene.index import INFO_FILE, build_index, read_index_info
     from evirank.outputs import check_output
 
     embed = getattr(args, "embed", False)
@@ -99,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
             raise SystemExit(f"evirank index: error: --segment: {exc}") from exc
     resume_vectors = embed and not args.overwrite and read_index_info(args.index) is not None
     if not resume_vectors:
-        check_output(args.index, args.overwrite)  # fail before reading anything
+        check_output(args.index, args.overwrite, marker=INFO_FILE)  # fail before reading anything
     try:
         total: int | None = count_corpus(args.corpus)
     except (OSError, ValueError, ImportError):

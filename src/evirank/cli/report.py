@@ -113,8 +113,9 @@ def run(args: argparse.Namespace) -> int:
     from evirank.cli.evaluate import parse_run_spec
     from evirank.outputs import check_output
     from evirank.report import ReportConfig, ReportError, build_report
+    from evirank.report.build import RECORD_FILE
 
-    check_output(args.output, args.overwrite)
+    check_output(args.output, args.overwrite, marker=RECORD_FILE)
     runs = tuple(parse_run_spec(text) for text in args.runs)
     names = [name for name, _ in runs]
     if len(set(names)) != len(names):

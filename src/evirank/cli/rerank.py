@@ -17,7 +17,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evirank.cli.index import positive_int
+from evirank.cli.index import non_negative_int, positive_int
+
+DEFAULT_MAX_PASSAGES = 1000
+"""Kept in step with evirank.segment.base.DEFAULT_MAX_PASSAGES (not imported: the parser stays light)."""
 
 logger = logging.getLogger(__name__)
 
@@ -28,15 +31,15 @@ document text from --index (a Lucene index with stored documents, `evirank index
 --topics in any format `evirank search` reads (--field, --split).
 
 --segment: sentences (title as its own first segment), sentences:prepend (title before every
-sentence), sentences:skip (no title, as Birch), windows[:LENGTH[:STRIDE]] (default 150:75,
-title prepended), whole[:prepend|skip] (each document as one passage: tweets, passage
-collections). Sentences longer than the scorer's passage room are cut into chunks that keep
-every word.
+sentence), sentences:skip (no title, as Birch), windows[:LENGTH[:STRIDE]][:prepend|skip]
+(default 150:75, title prepended), whole[:prepend|skip] (each document as one passage: tweets,
+passage collections). Sentences longer than the scorer's passage room are cut into chunks that
+keep every word. The same grammar as serve --segment and the record of every output.
 
 --aggregate: birch[:N] (alpha * first-stage + (1 - alpha) * sum_i w_i * s_i over the N best
 passages; default alpha 0.5, weights 1, 1/2, 1/4, ...), maxp, firstp, sump, meanp (passage
-evidence only, unless --alpha > 0). --normalise minmax (per query, first-stage and passage
-scores mapped to [0, 1]) is the default whenever alpha > 0; none mixes raw scores as Birch did.
+evidence only, unless --alpha > 0). --normalise minmax (the default, as in serve and tune: per
+query, first-stage and passage scores mapped to [0, 1]); none keeps raw scores as Birch did.
 
 Documents below --depth keep their first-stage order under the re-ranked ones. Scores go to
 the score store (--scores, default OUT.scores.sqlite) as they are computed: an interrupted
@@ -54,15 +57,12 @@ examples:
 
 
 def _weights(text: str) -> list[float]:
+    from evirank.aggregate import parse_weights
+
     try:
-        values = [float(v) for v in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated numbers (1,0.5,0.25), found {text!r}"
-        ) from None
-    if not values:
-        raise argparse.ArgumentTypeError("expected at least one weight")
-    return values
+        return parse_weights(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _alpha(text: str) -> float:
@@ -168,7 +168,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     agg.add_argument(
         "--segment",
         default="sentences",
-        help="sentences[:segment|prepend|skip], windows[:LEN[:STRIDE]] or whole[:prepend|skip]",
+        help="sentences[:segment|prepend|skip], windows[:LEN[:STRIDE]][:prepend|skip] "
+        "or whole[:prepend|skip] (default: sentences)",
+    )
+    agg.add_argument(
+        "--max-passages",
+        type=non_negative_int,
+        default=DEFAULT_MAX_PASSAGES,
+        metavar="N",
+        help=f"segments kept per document, its first ones, with a warning naming a longer document "
+        f"(default {DEFAULT_MAX_PASSAGES}; 0: no limit)",
     )
     agg.add_argument(
         "--aggregate", default="birch:3", help="birch[:N] (default birch:3), maxp, firstp, sump, meanp"
@@ -186,7 +195,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--normalise",
         "--normalize",
         choices=("none", "minmax"),
-        help="per-query min-max of first-stage and passage scores (default when alpha > 0), or none",
+        help="minmax: per-query min-max of first-stage and passage scores (default), or none (raw)",
     )
     agg.add_argument(
         "--depth", type=positive_int, default=100, help="documents re-ranked per query (default 100)"
@@ -255,7 +264,7 @@ def build_scorer(args: argparse.Namespace, store: Path | None, vectors: Any = No
 def run(args: argparse.Namespace) -> int:
     """Read the inputs, re-rank, write the run, its record, and optionally the scored passages."""
     from evirank.io import read_run, read_topics, write_run
-    from evirank.outputs import atomic_output, check_output
+    from evirank.outputs import atomic_outputs, check_output
     from evirank.rerank import FetchText, StageTimings, parse_aggregate, parse_segment, passage_budget, rerank
     from evirank.rerank.pipeline import describe_stage, save_passages
 
@@ -274,6 +283,10 @@ def run(args: argparse.Namespace) -> int:
     for path in outputs:
         check_output(path, args.overwrite)  # before any (long) work
     store = None if args.no_scores else Path(args.scores) if args.scores else default_store(args.output)
+    if store is not None:
+        from evirank.score.store import check_store_path
+
+        check_store_path(store)
 
     timings = StageTimings()
     started = time.perf_counter()
@@ -305,7 +318,7 @@ def run(args: argparse.Namespace) -> int:
     budget = passage_budget(scorer)
     segmenter = parse_segment(
         args.segment, tokenizer=budget[0] if budget else None, max_tokens=budget[1] if budget else None
-    )
+    ).with_max_passages(args.max_passages or None)
     prune = cascade.stage(segmenter, scorer if args.scorer == "bi" else None)
     logger.info(
         "pipeline: %s (depth %d)",
@@ -326,38 +339,41 @@ def run(args: argparse.Namespace) -> int:
             prune=prune,
         )
     tag = args.tag or f"evirank-{args.scorer}-{args.aggregate.replace(':', '')}"
-    with timings.measure("write"):
-        written = write_run(result.run, args.output, tag=tag, overwrite=args.overwrite)
-        if args.save_passages:
-            save_passages(result.passages, args.save_passages, overwrite=args.overwrite)
-    record = {
-        "command": "rerank",
-        "arguments": {k: v for k, v in vars(args).items() if not k.startswith("_")},
-        "run": str(written),
-        "tag": tag,
-        "first_stage": first_stage,
-        "text": {"index": args.index} if args.index else {"corpus": args.corpus},
-        "topics": {
-            "path": str(args.topics),
-            "field": args.field,
-            "split": args.split,
-            "count": len(topics),
-        },
-        "depth": args.depth,
-        "segmenter": describe_stage(segmenter),
-        "prune": describe_stage(prune) if prune is not None else None,
-        "vectors": cascade.describe(),
-        "scorer": {**_describe(scorer), "fingerprint": _fingerprint(scorer)},
-        "aggregator": describe_stage(aggregator),
-        "scores": str(store) if store else None,
-        "passages_file": args.save_passages,
-        "counts": result.counts,
-        "timings_s": timings.as_dict(),
-        "wall_s": round(time.perf_counter() - started, 3),
-        "versions": _versions(),
-    }
-    with atomic_output(sidecar(args.output), overwrite=args.overwrite) as tmp:
-        tmp.write_text(json.dumps(record, indent=2, default=str) + "\n", encoding="utf-8")
+    # The run, its record and the passages succeed or fail together: all are written under
+    # temporary names first and renamed into place only when every one of them is complete.
+    written = Path(args.output)
+    with atomic_outputs(*((path, None) for path in outputs), overwrite=args.overwrite) as temps:
+        with timings.measure("write"):
+            write_run(result.run, temps[0], tag=tag)
+            if args.save_passages:
+                save_passages(result.passages, temps[2])
+        record = {
+            "command": "rerank",
+            "arguments": {k: v for k, v in vars(args).items() if not k.startswith("_")},
+            "run": str(written),
+            "tag": tag,
+            "first_stage": first_stage,
+            "text": {"index": args.index} if args.index else {"corpus": args.corpus},
+            "topics": {
+                "path": str(args.topics),
+                "field": args.field,
+                "split": args.split,
+                "count": len(topics),
+            },
+            "depth": args.depth,
+            "segmenter": describe_stage(segmenter),
+            "prune": describe_stage(prune) if prune is not None else None,
+            "vectors": cascade.describe(),
+            "scorer": {**_describe(scorer), "fingerprint": _fingerprint(scorer)},
+            "aggregator": describe_stage(aggregator),
+            "scores": str(store) if store else None,
+            "passages_file": args.save_passages,
+            "counts": result.counts,
+            "timings_s": timings.as_dict(),
+            "wall_s": round(time.perf_counter() - started, 3),
+            "versions": _versions(),
+        }
+        temps[1].write_text(json.dumps(record, indent=2, default=str) + "\n", encoding="utf-8")
     counts = result.counts
     logger.info(
         "re-ranked %d documents of %d queries (%d passages; model ran on %s items, %s pairs from the store)"

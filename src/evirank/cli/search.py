@@ -10,10 +10,8 @@ Example:
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import time
-from pathlib import Path
 from typing import Any
 
 from evirank.cli.index import positive_int
@@ -127,19 +125,15 @@ class _Rm3Action(argparse.Action):
             parser.error(f"argument --rm3: {exc}")
 
 
-def sidecar(output: str | Path) -> Path:
-    """Where the configuration of a run is written: ``RUN.json`` next to ``RUN``."""
-    path = Path(output)
-    return path.with_name(path.name + ".json")
-
-
 def run(args: argparse.Namespace) -> int:
     """Read the topics, search, write the run and its configuration."""
-    from evirank import __version__
+    from pathlib import Path
+
     from evirank.io import read_topics, write_run
     from evirank.lucene.index import read_index_info
     from evirank.lucene.search import Bm25
-    from evirank.outputs import atomic_output, check_output
+    from evirank.outputs import atomic_outputs, check_output
+    from evirank.record import compact_json, make_record, sidecar
 
     try:
         stage = Bm25(
@@ -163,22 +157,23 @@ def run(args: argparse.Namespace) -> int:
         seconds,
         1000 * seconds / max(len(topics), 1),
     )
-    written = write_run(result, args.output, tag=tag, overwrite=args.overwrite)
-    meta = {
-        "command": "search",
-        "run": str(written),
-        "tag": tag,
-        "index": str(args.index),
-        "topics": str(args.topics),
-        "field": args.field,
-        "split": args.split,
-        "queries": len(topics),
-        "config": stage.config.to_dict(),
-        "seconds": round(seconds, 3),
-        "index_info": read_index_info(args.index),
-        "evirank": __version__,
-    }
-    with atomic_output(sidecar(args.output), overwrite=args.overwrite) as tmp:
-        tmp.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    written = Path(args.output)
+    record = make_record(
+        "search",
+        stage.config.to_dict(),
+        run=written,
+        tag=tag,
+        index=args.index,
+        topics=args.topics,
+        field=args.field,
+        split=args.split,
+        queries=len(topics),
+        seconds=round(seconds, 3),
+        index_info=read_index_info(args.index),
+    )
+    # the run and its record succeed or fail together
+    with atomic_outputs((written, None), (sidecar(written), None), overwrite=args.overwrite) as temps:
+        write_run(result, temps[0], tag=tag)
+        temps[1].write_text(compact_json(record) + "\n", encoding="utf-8")
     logger.info("wrote %s and %s", written, sidecar(args.output))
     return 0

@@ -11,6 +11,8 @@ import argparse
 import logging
 from typing import Any
 
+from evirank.aggregate.registry import GRAMMAR as AGGREGATE_GRAMMAR
+from evirank.segment.spec import GRAMMAR as SEGMENT_GRAMMAR
 from evirank.serve.config import ServeConfig
 
 logger = logging.getLogger(__name__)
@@ -38,21 +40,26 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--segment",
-        default="sentences",
-        help="sentences | windows[:LENGTH[:STRIDE]] | whole (default: sentences)",
+        default="sentences:prepend",
+        help=f"{SEGMENT_GRAMMAR}, as evirank rerank (default: sentences:prepend)",
     )
     parser.add_argument(
         "--title",
         choices=("prepend", "segment", "skip"),
-        default="prepend",
-        help="titles before every passage, as their own passage, or not at all (default: prepend)",
+        default=None,
+        help="deprecated: the title mode of --segment (write --segment sentences:skip instead)",
     )
     parser.add_argument(
         "--aggregate",
         default="birch:3",
-        help="birch[:N] | maxp | firstp | sump | meanp (default: birch:3, alpha 0.5, weights 1,0.5,0.25)",
+        help=f"{AGGREGATE_GRAMMAR} (default: birch:3, alpha 0.5, weights 1,0.5,0.25, per-query min-max)",
     )
-    parser.add_argument("--alpha", type=float, default=None, help="Birch: weight of the first-stage score")
+    parser.add_argument(
+        "--alpha",
+        type=float,
+        default=None,
+        help="weight of the first-stage score (default: birch 0.5, others 0)",
+    )
     parser.add_argument("--weights", default=None, help="Birch: comma-separated weights of the top passages")
     parser.add_argument(
         "--scores", default=None, metavar="STORE", help="persistent score store to reuse and fill"

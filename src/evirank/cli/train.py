@@ -85,8 +85,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run(args: argparse.Namespace) -> int:
     """Build the examples, train, and print the result as JSON on stdout."""
-    from evirank.train.trainer import train_cross_encoder
+    from evirank.train.trainer import check_train_output, train_cross_encoder
 
+    check_train_output(args.output, overwrite=args.overwrite, resume=args.resume)  # before any work
     set_threads(args)
     config = optimisation_config(
         args,

@@ -98,9 +98,9 @@ def run(args: argparse.Namespace) -> int:
     """Load the scored passages, tune, write the output folder, print a summary."""
     from evirank.outputs import check_output
     from evirank.tune.errors import TuneError
-    from evirank.tune.runner import TuneConfig, run_tune
+    from evirank.tune.runner import RECORD_FILE, TuneConfig, run_tune
 
-    check_output(args.output, args.overwrite)
+    check_output(args.output, args.overwrite, marker=RECORD_FILE)
     if bool(args.scores) == bool(args.passages):
         raise TuneError("evirank tune: give exactly one of --scores STORE or --passages FILE")
     if args.scores and not args.run:

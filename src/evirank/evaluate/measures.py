@@ -72,6 +72,7 @@ from evirank.frames import (
     RANK,
     SCORE,
     VALUE,
+    natural_order,
     require_columns,
 )
 
@@ -218,7 +219,7 @@ class Evaluator:
         self.missing: Missing = missing
         self.relevance_level = relevance_level
         self._qrels = _qrels_dict(qrels)
-        self._qids = _natural_sorted(self._qrels)
+        self._qids = natural_order(self._qrels)
         self._evaluator = ir_measures.evaluator(list(self.measures), self._qrels)
         self._aggregators = {measure_name(m): m.aggregator for m in self.measures}
 
@@ -428,10 +429,3 @@ def _qrels_dict(qrels: pd.DataFrame) -> dict[str, dict[str, int]]:
     if not out:
         raise EvaluationError("evaluate: the qrels are empty; nothing to evaluate against")
     return out
-
-
-def _natural_sorted(qids: Iterable[str]) -> list[str]:
-    items = list(qids)
-    if items and all(q.isdigit() for q in items):
-        return sorted(items, key=int)
-    return sorted(items)

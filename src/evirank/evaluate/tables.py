@@ -25,9 +25,11 @@ from typing import Any
 
 import pandas as pd
 
+from evirank import markdown
 from evirank.evaluate.compare import Comparison
 from evirank.evaluate.significance import DELTA, SIGNIFICANCE_COLUMNS, SIGNIFICANT
-from evirank.frames import MEASURE, QID, RUN, VALUE
+from evirank.frames import MEASURE, QID, RUN, VALUE, natural_order
+from evirank.record import plain
 
 BETTER = "†"
 WORSE = "‡"
@@ -35,18 +37,18 @@ WORSE = "‡"
 
 def markdown_table(comparison: Comparison, digits: int = 4) -> str:
     """The mean table as Markdown, with significance marks and a legend when there is a baseline."""
-    marks = _marks(comparison)
-    header = ["run", "queries", *comparison.measures]
-    lines = [_row(header), _row(["---", "---:", *["---:"] * len(comparison.measures)])]
+    marks = significance_marks(comparison.significance)
+    rows = []
     for run in comparison.runs:
         label = f"{run} (baseline)" if run == comparison.baseline else run
-        cells = [_escape(label), str(comparison.queries.get(run, 0))]
+        cells = [label, str(comparison.queries.get(run, 0))]
         for measure in comparison.measures:
             value = comparison.means.loc[run, measure]
             cells.append(_number(value, digits) + marks.get((run, measure), ""))
-        lines.append(_row(cells))
+        rows.append(cells)
+    lines = markdown.table(["run", "queries", *comparison.measures], rows)
     legend = _legend(comparison)
-    return "\n".join(lines) + (f"\n\n{legend}" if legend else "")
+    return lines + (f"\n\n{legend}" if legend else "")
 
 
 def per_query_markdown(comparison: Comparison, digits: int = 4) -> str:
@@ -56,17 +58,11 @@ def per_query_markdown(comparison: Comparison, digits: int = 4) -> str:
     for measure in comparison.measures:
         wide = table[table[MEASURE] == measure].set_index([QID, RUN])[VALUE].unstack(RUN)
         runs = [r for r in comparison.runs if r in wide.columns]
-        lines = [
-            f"### {measure}",
-            "",
-            _row(["qid", *map(_escape, runs)]),
-            _row(["---", *["---:"] * len(runs)]),
+        rows = [
+            [str(qid), *[_number(wide.loc[qid, run], digits) for run in runs]]
+            for qid in natural_order(wide.index)
         ]
-        for qid in _natural(wide.index):
-            cells = [_escape(str(qid))]
-            cells += [_number(wide.loc[qid, run], digits) for run in runs]
-            lines.append(_row(cells))
-        sections.append("\n".join(lines))
+        sections.append(f"### {measure}\n\n" + markdown.table(["qid", *runs], rows))
     return "\n\n".join(sections)
 
 
@@ -84,6 +80,7 @@ def to_record(comparison: Comparison, *, per_query: bool = False) -> dict[str, A
     Undefined numbers (NaN) become ``null``.
 
     Example:
+        >>> import pandas as pd
         >>> from evirank.evaluate.compare import summarize
         >>> table = pd.DataFrame({"run": ["a"], "qid": ["1"], "measure": ["AP"], "value": [0.5]})
         >>> to_record(summarize(table))["runs"]
@@ -91,25 +88,25 @@ def to_record(comparison: Comparison, *, per_query: bool = False) -> dict[str, A
     """
     record: dict[str, Any] = {
         "measures": comparison.measures,
-        "settings": {k: _plain(v) for k, v in comparison.settings.items()},
+        "settings": {k: plain(v) for k, v in comparison.settings.items()},
         "baseline": comparison.baseline,
         "runs": [
             {
                 "name": run,
                 "queries": comparison.queries.get(run, 0),
-                "means": {m: _plain(comparison.means.loc[run, m]) for m in comparison.measures},
+                "means": {m: plain(comparison.means.loc[run, m]) for m in comparison.measures},
             }
             for run in comparison.runs
         ],
     }
     if comparison.significance is not None:
         record["significance"] = [
-            {column: _plain(value) for column, value in zip(SIGNIFICANCE_COLUMNS, row, strict=True)}
+            {column: plain(value) for column, value in zip(SIGNIFICANCE_COLUMNS, row, strict=True)}
             for row in comparison.significance[list(SIGNIFICANCE_COLUMNS)].itertuples(index=False)
         ]
     if per_query:
         record["per_query"] = [
-            {RUN: run, QID: qid, MEASURE: measure, VALUE: _plain(value)}
+            {RUN: run, QID: qid, MEASURE: measure, VALUE: plain(value)}
             for run, qid, measure, value in comparison.per_query[[RUN, QID, MEASURE, VALUE]].itertuples(
                 index=False
             )
@@ -122,14 +119,24 @@ def to_json(comparison: Comparison, *, per_query: bool = False, indent: int = 2)
     return json.dumps(to_record(comparison, per_query=per_query), indent=indent, allow_nan=False) + "\n"
 
 
-def _marks(comparison: Comparison) -> dict[tuple[str, str], str]:
-    if comparison.significance is None:
+def significance_marks(significance: pd.DataFrame | None) -> dict[tuple[str, str], str]:
+    """``(run, measure) -> †/‡`` for each significant difference of a significance table.
+
+    Example:
+        >>> import pandas as pd
+        >>> table = pd.DataFrame({"run": ["a", "b"], "measure": ["AP", "AP"], "delta": [0.1, -0.2],
+        ...                       "significant": [True, False]})
+        >>> significance_marks(table)
+        {('a', 'AP'): '†'}
+    """
+    if significance is None:
         return {}
     marks = {}
-    for row in comparison.significance.itertuples(index=False):
-        record = row._asdict()
-        if record[SIGNIFICANT]:
-            marks[(record[RUN], record[MEASURE])] = BETTER if record[DELTA] > 0 else WORSE
+    for run, measure, delta, significant in significance[[RUN, MEASURE, DELTA, SIGNIFICANT]].itertuples(
+        index=False
+    ):
+        if significant:
+            marks[(str(run), str(measure))] = BETTER if delta > 0 else WORSE
     return marks
 
 
@@ -152,10 +159,6 @@ def _legend(comparison: Comparison) -> str:
     )
 
 
-def _row(cells: list[str]) -> str:
-    return "| " + " | ".join(cells) + " |"
-
-
 def _escape(text: str) -> str:
     return text.replace("|", "\\|")
 
@@ -164,19 +167,3 @@ def _number(value: Any, digits: int) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
     return f"{float(value):.{digits}f}"
-
-
-def _plain(value: Any) -> Any:
-    """Numpy scalars to Python, NaN to None."""
-    if hasattr(value, "item"):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def _natural(index: pd.Index) -> list[Any]:
-    items = [str(i) for i in index]
-    if items and all(i.isdigit() for i in items):
-        return sorted(index, key=lambda q: int(str(q)))
-    return sorted(index, key=str)

@@ -19,22 +19,42 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, cast
 
-from evirank.errors import InputFormatError
+from evirank.errors import InputFormatError, InputPathError
 
 PathLike = str | os.PathLike[str]
 
 
-def open_binary(path: PathLike) -> BinaryIO:
+def input_file(path: PathLike, what: str = "a file") -> Path:
+    """``path`` as a Path, after checking that it is a readable file (not missing, not a folder).
+
+    Raises:
+        InputPathError: (a FileNotFoundError) naming the path, ``what`` was expected and what
+            is there instead.
+
+    Example:
+        >>> import tempfile
+        >>> input_file(tempfile.mkdtemp(), "a qrels file")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        evirank.errors.InputPathError: /tmp/...: expected a qrels file, found a folder
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise InputPathError(p, what, "a folder")
+    if not p.exists():
+        raise InputPathError(p, what, "nothing there (no such file)")
+    if not os.access(p, os.R_OK):
+        raise InputPathError(p, what, "a file this process may not read")
+    return p
+
+
+def open_binary(path: PathLike, what: str = "a file") -> BinaryIO:
     """Open ``path`` for reading bytes, transparently decompressing ``.gz`` files.
 
     Raises:
-        FileNotFoundError: when ``path`` does not exist (the message names it).
+        InputPathError: (a FileNotFoundError) when ``path`` does not exist or is a folder.
     """
-    p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"{p}: no such file")
-    if p.is_dir():
-        raise IsADirectoryError(f"{p}: expected a file, found a directory")
+    p = input_file(path, what)
     if p.suffix == ".gz":
         return cast(BinaryIO, gzip.open(p, "rb"))
     return p.open("rb")
@@ -93,6 +113,27 @@ def read_text(path: PathLike) -> str:
         decode_line(raw, path, line_no, line_start)
         raise  # pragma: no cover - decode_line always raises for this line
     return text.lstrip("\ufeff")
+
+
+def json_error(exc: Exception) -> str:
+    """A JSON decoding error as "malformed JSON (... at column N)", worded for any message.
+
+    Example:
+        >>> import json
+        >>> try:
+        ...     json.loads('{"a": "b')
+        ... except json.JSONDecodeError as exc:
+        ...     print(json_error(exc))
+        malformed JSON (Unterminated string starting at column 6)
+    """
+    if isinstance(exc, RecursionError):
+        return "malformed JSON (nested too deeply)"
+    msg = getattr(exc, "msg", str(exc))
+    column = getattr(exc, "colno", None)
+    if column is None:
+        return f"malformed JSON ({msg})"
+    joiner = " column" if msg.endswith(" at") else " at column"
+    return f"malformed JSON ({msg}{joiner} {column})"
 
 
 def shorten(value: object, limit: int = 60) -> str:

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from evirank.errors import InputFormatError
 from evirank.frames import Document
-from evirank.io._common import PathLike, iter_lines, open_binary, shorten, type_name
+from evirank.io._common import PathLike, iter_lines, json_error, open_binary, shorten, type_name
 from evirank.io.irds import irds_id, load_irds
 from evirank.outputs import atomic_output
 from evirank.progress import progress
@@ -37,6 +37,10 @@ from evirank.progress import progress
 logger = logging.getLogger(__name__)
 
 CORPUS_FILE_NAMES = ("corpus.jsonl", "corpus.jsonl.gz")
+INDEX_RULE: dict[str, Any] = {"check_duplicates": True, "empty": "skip"}
+"""How every command reads a corpus by default (``index``, ``rerank --corpus``): a duplicate id
+or a malformed line is an error; a document with neither title nor text is skipped, with a
+warning naming its line (it can never be retrieved)."""
 _SHAPES = '{"_id", "title", "text"} (BEIR), {"id", "contents"} or {"id", "title", "text"} (Pyserini)'
 
 
@@ -88,10 +92,8 @@ def parse_document(line: str, path: Path, line_no: int) -> Document:
     """
     try:
         record = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise InputFormatError(
-            path, line_no, "one JSON object per line", f"malformed JSON ({exc.msg} at column {exc.colno})"
-        ) from None
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, too-long integers, deep nesting
+        raise InputFormatError(path, line_no, "one JSON object per line", json_error(exc)) from None
     if not isinstance(record, dict):
         raise InputFormatError(path, line_no, f"a JSON object {_SHAPES}", type_name(record))
     key = "_id" if "_id" in record else "id" if "id" in record else "docid" if "docid" in record else None
@@ -227,7 +229,10 @@ def count_corpus(path: PathLike) -> int:
 def load_texts(path: PathLike, docnos: Iterable[str], *, missing: str = "error") -> dict[str, Document]:
     """Read a corpus and keep only the wanted documents (e.g. a run's candidates), by docno.
 
-    One streaming pass; only the wanted documents are kept in memory.
+    One streaming pass over the whole file, under the same rule as ``evirank index``
+    (:data:`INDEX_RULE`): a malformed line or a duplicate id anywhere is an error naming its
+    line, and a document with neither title nor text is skipped with a warning. Only the
+    wanted documents are kept in memory.
 
     Args:
         path: a corpus path (see :func:`read_corpus`).
@@ -247,12 +252,10 @@ def load_texts(path: PathLike, docnos: Iterable[str], *, missing: str = "error")
     wanted = {str(d) for d in docnos}
     found: dict[str, Document] = {}
     if wanted:
-        docs = progress(read_corpus(path, check_duplicates=False), desc="finding texts", unit="doc")
+        docs = progress(read_corpus(path, **INDEX_RULE), desc="finding texts", unit="doc")
         for doc in docs:
-            if doc.docno in wanted and doc.docno not in found:
+            if doc.docno in wanted:
                 found[doc.docno] = doc
-                if len(found) == len(wanted):
-                    break
     absent = sorted(wanted - found.keys())
     if absent:
         shown = ", ".join(absent[:10]) + (" ..." if len(absent) > 10 else "")

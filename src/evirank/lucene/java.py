@@ -23,14 +23,17 @@ Example:
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import logging
 import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -247,6 +250,40 @@ def java_command(main_class: str, *args: str, heap: str | None = None) -> list[s
         main_class,
         *args,
     ]
+
+
+PR_SET_PDEATHSIG = 1
+"""Linux ``prctl`` option: the signal a process receives when its parent dies."""
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` for :class:`subprocess.Popen` that makes the child die with this process.
+
+    On Linux the child asks the kernel for ``SIGKILL`` when its parent dies
+    (``prctl(PR_SET_PDEATHSIG)``), so a ``kill -9`` of evirank never leaves a JVM running on its
+    own. Returns ``None`` where the platform has no such call (the child is still killed on a
+    normal exit, an exception or Ctrl-C).
+
+    Example:
+        >>> import sys, subprocess
+        >>> subprocess.run([sys.executable, "-c", "pass"], preexec_fn=die_with_parent()).returncode
+        0
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:  # runs in the child, between fork and exec
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return preexec
 
 
 def install_option_filter(jnius_config: Any) -> None:

@@ -30,12 +30,14 @@ from typing import Any
 
 import pandas as pd
 
+from evirank import markdown
 from evirank.evaluate import Comparison, compare, markdown_table, to_record
 from evirank.evaluate.measures import Missing
-from evirank.evaluate.significance import DELTA, SIGNIFICANT, Correction, Family
-from evirank.evaluate.tables import BETTER, WORSE
-from evirank.frames import MEASURE, QID, QUERY, RUN
+from evirank.evaluate.significance import Correction, Family
+from evirank.evaluate.tables import BETTER, WORSE, significance_marks
+from evirank.frames import QID, QUERY
 from evirank.outputs import atomic_output
+from evirank.record import compact_json, make_record, plain
 from evirank.report.analysis import (
     LengthTable,
     length_table,
@@ -43,6 +45,7 @@ from evirank.report.analysis import (
     per_query_differences,
 )
 from evirank.report.html import markdown_to_html
+from evirank.tune.runner import choices_markdown
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +97,8 @@ class ReportConfig:
 
 @dataclass
 class Report:
-    """A rendered report: Markdown (images by file name), the PNGs, and a JSON-ready record."""
+    """A rendered report: Markdown (images by file name), the PNGs, and its JSON-ready record
+    (:func:`evirank.record.make_record`: command, config, results, versions)."""
 
     title: str
     markdown: str
@@ -108,15 +112,13 @@ class Report:
     def write(self, folder: str | Path, *, overwrite: bool = False) -> Path:
         """Write report.md, report.html, report.json and the PNGs into ``folder`` (atomically)."""
         out = Path(folder)
-        with atomic_output(out, overwrite=overwrite) as tmp:
+        with atomic_output(out, overwrite=overwrite, marker=RECORD_FILE) as tmp:
             tmp.mkdir(parents=True)
             (tmp / MARKDOWN_FILE).write_text(self.markdown, encoding="utf-8")
             (tmp / HTML_FILE).write_text(self.html(), encoding="utf-8")
             for name, data in self.images.items():
                 (tmp / name).write_bytes(data)
-            (tmp / RECORD_FILE).write_text(
-                json.dumps(self.record, indent=2, allow_nan=False) + "\n", encoding="utf-8"
-            )
+            (tmp / RECORD_FILE).write_text(compact_json(self.record) + "\n", encoding="utf-8")
         logger.info("wrote the report to %s", out)
         return out
 
@@ -140,7 +142,42 @@ def build_report(config: ReportConfig, *, plots: bool = True) -> Report:
 
     qrels = read_qrels(config.qrels)
     runs = {name: read_run(run_path(path)) for name, path in config.runs}
-    comparison = compare(
+    comparison = _compare(config, qrels, runs)
+    report = _Draft(config, plots)
+    report.record["comparison"] = to_record(comparison)
+    report.add(
+        f"# {config.title}",
+        _inputs_note(config, comparison),
+        "## Effectiveness",
+        markdown_table(comparison),
+    )
+    _tuned_section(report)
+    _differences_section(report, comparison)
+    pruned_runs = _pruned(config)
+    _length_section(report, comparison, _queries(config, pruned_runs))
+    _pruned_section(report, qrels, runs, pruned_runs)
+    record = make_record("report", config, **report.record, images=sorted(report.images))
+    return Report(config.title, "\n".join(report.lines).rstrip() + "\n", report.images, record)
+
+
+@dataclass
+class _Draft:
+    """A report being written: its Markdown blocks, images and record."""
+
+    config: ReportConfig
+    plots: bool
+    lines: list[str] = field(default_factory=list)
+    images: dict[str, bytes] = field(default_factory=dict)
+    record: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, *blocks: str) -> None:
+        """Append Markdown blocks, each followed by a blank line."""
+        for block in blocks:
+            self.lines += [block, ""]
+
+
+def _compare(config: ReportConfig, qrels: pd.DataFrame, runs: Mapping[str, pd.DataFrame]) -> Comparison:
+    return compare(
         runs,
         qrels,
         config.measures,
@@ -151,129 +188,117 @@ def build_report(config: ReportConfig, *, plots: bool = True) -> Report:
         missing=config.missing,
         relevance_level=config.relevance_level,
     )
-    images: dict[str, bytes] = {}
-    record: dict[str, Any] = {"config": _plain_config(config), "comparison": to_record(comparison)}
-    sections = [
-        f"# {config.title}",
-        "",
-        _inputs_note(config, comparison),
-        "",
-        "## Effectiveness",
-        "",
-        markdown_table(comparison),
-        "",
-    ]
 
-    tuned = _tuned_settings(config)
-    if tuned:
-        sections += ["## Tuned settings", ""]
-        for name, text in tuned.items():
-            sections += [
-                f"{name}: the setting each fold chose on its tuning queries (`evirank tune`).",
-                "",
-                text,
-                "",
-            ]
 
-    plot_measures = list(config.plot_measures or comparison.measures[:1])
-    sections += ["## Per-query differences", ""]
+def _tuned_section(report: _Draft) -> None:
+    """For runs given as ``tune`` output folders: each fold's chosen setting."""
+    tuned = _tuned_settings(report.config)
+    if not tuned:
+        return
+    report.add("## Tuned settings")
+    for name, text in tuned.items():
+        report.add(f"{name}: the setting each fold chose on its tuning queries (`evirank tune`).", text)
+
+
+def _differences_section(report: _Draft, comparison: Comparison) -> None:
+    """Per-query differences from the baseline: counts, extremes and one plot per run and measure."""
+    report.add("## Per-query differences")
     if comparison.baseline is None:
-        sections += ["No baseline was given, so there are no per-query differences.", ""]
-    else:
-        record["differences"] = {}
-        for run in [r for r in comparison.runs if r != comparison.baseline]:
-            for measure in plot_measures:
-                diff = per_query_differences(comparison, run, measure)
-                better, worse = int((diff > 0).sum()), int((diff < 0).sum())
-                sections.append(
-                    f"{run} vs {comparison.baseline} on {measure}: better on {better} of {len(diff)} queries "
-                    f"({_pct(better, len(diff))}), worse on {worse} ({_pct(worse, len(diff))}), "
-                    f"mean difference {diff.mean():+.4f}." + _extremes(diff)
+        report.add("No baseline was given, so there are no per-query differences.")
+        return
+    differences: dict[str, dict[str, int]] = {}
+    report.record["differences"] = differences
+    for run in [r for r in comparison.runs if r != comparison.baseline]:
+        for measure in list(report.config.plot_measures or comparison.measures[:1]):
+            diff = per_query_differences(comparison, run, measure)
+            better, worse = int((diff > 0).sum()), int((diff < 0).sum())
+            report.add(
+                f"{run} vs {comparison.baseline} on {measure}: better on {better} of {len(diff)} queries "
+                f"({_pct(better, len(diff))}), worse on {worse} ({_pct(worse, len(diff))}), "
+                f"mean difference {diff.mean():+.4f}." + _extremes(diff)
+            )
+            differences[f"{run}|{measure}"] = {"better": better, "worse": worse, "queries": len(diff)}
+            if report.plots:
+                from evirank.report.plots import per_query_difference_plot
+
+                name = f"diff-{_slug(run)}-{_slug(measure)}.png"
+                report.images[name] = per_query_difference_plot(
+                    diff, run=run, baseline=comparison.baseline, measure=measure
                 )
-                sections.append("")
-                record["differences"][f"{run}|{measure}"] = {
-                    "better": better,
-                    "worse": worse,
-                    "queries": len(diff),
-                }
-                if plots:
-                    from evirank.report.plots import per_query_difference_plot
+                report.add(f"![Per-query difference in {measure}: {run} vs {comparison.baseline}]({name})")
 
-                    name = f"diff-{_slug(run)}-{_slug(measure)}.png"
-                    images[name] = per_query_difference_plot(
-                        diff, run=run, baseline=comparison.baseline, measure=measure
-                    )
-                    sections += [
-                        f"![Per-query difference in {measure}: {run} vs {comparison.baseline}]({name})",
-                        "",
-                    ]
 
-    pruned_runs = _pruned(config)
-    queries = _queries(config, pruned_runs)
-    sections += ["## By query length", ""]
+def _length_section(report: _Draft, comparison: Comparison, queries: dict[str, str]) -> None:
+    """Means of one measure by query length, with significance per bucket (Birch's Table 5.4)."""
+    config = report.config
+    report.add("## By query length")
     if not queries:
-        sections += ["No query texts (give --topics) so there is no breakdown by query length.", ""]
-    else:
-        measure = config.length_measure or comparison.measures[0]
-        buckets = parse_buckets(config.length_buckets) if config.length_buckets else None
-        table = length_table(
-            comparison,
-            queries,
-            measure,
-            buckets,
-            correction=config.correction,
-            alpha=config.alpha,
-            family=config.family,
+        report.add("No query texts (give --topics) so there is no breakdown by query length.")
+        return
+    measure = config.length_measure or comparison.measures[0]
+    buckets = parse_buckets(config.length_buckets) if config.length_buckets else None
+    table = length_table(
+        comparison,
+        queries,
+        measure,
+        buckets,
+        correction=config.correction,
+        alpha=config.alpha,
+        family=config.family,
+    )
+    report.add(_length_markdown(table, config))
+    report.record["by_length"] = _length_record(table)
+    if report.plots:
+        from evirank.report.plots import length_plot
+
+        report.images["by-length.png"] = length_plot(
+            table.means, table.counts, measure=measure, baseline=comparison.baseline
         )
-        sections += [_length_markdown(table, config), ""]
-        record["by_length"] = _length_record(table)
-        if plots:
-            from evirank.report.plots import length_plot
+        report.add(f"![Mean {measure} by query length](by-length.png)")
 
-            images["by-length.png"] = length_plot(
-                table.means, table.counts, measure=measure, baseline=comparison.baseline
-            )
-            sections += [f"![Mean {measure} by query length](by-length.png)", ""]
 
-    sections += ["## Pruned: evidence from passages without query terms", ""]
+def _pruned_section(
+    report: _Draft, qrels: pd.DataFrame, runs: Mapping[str, pd.DataFrame], pruned_runs: list[Any]
+) -> None:
+    """Each system re-tuned on passages without query terms, beside the baseline (Table 5.6)."""
+    config = report.config
+    report.add("## Pruned: evidence from passages without query terms")
     if not pruned_runs:
-        sections += [
+        report.add(
             "No tune folders with scored passages were given (--pruned NAME=DIR), so there is no "
-            "pruned analysis.",
-            "",
-        ]
-    else:
-        pruned_comparison = _pruned_comparison(config, qrels, runs, pruned_runs)
-        sections += [
-            "Each system re-tuned (same folds, grid and metric) on its passages after dropping every passage "
-            "that contains a query term (stopwords excluded"
-            + (", plurals folded" if config.stem else "")
-            + "); documents left without passages keep their first-stage score.",
-            "",
-            markdown_table(pruned_comparison),
-            "",
-        ]
-        for p in pruned_runs:
-            sections.append(
-                f"- {p.name}: {100 * p.dropped:.1f}% of passages dropped; {p.placeholders} documents "
-                f"kept only a placeholder; settings {_choices(p)}"
-            )
-        sections.append("")
-        record["pruned"] = {
-            "comparison": to_record(pruned_comparison),
-            "systems": [
-                {
-                    "name": p.name,
-                    "dropped": p.dropped,
-                    "placeholders": p.placeholders,
-                    "choices": [asdict(c) for c in p.result.choices],
-                }
-                for p in pruned_runs
-            ],
-        }
-    record["images"] = sorted(images)
-    markdown = "\n".join(sections).rstrip() + "\n"
-    return Report(config.title, markdown, images, record)
+            "pruned analysis."
+        )
+        return
+    table: dict[str, pd.DataFrame] = {}
+    if config.baseline is not None:
+        table[config.baseline] = runs[config.baseline]
+    for p in pruned_runs:
+        table[f"{p.name} (pruned)"] = p.run
+    pruned_comparison = _compare(config, qrels, table)
+    report.add(
+        "Each system re-tuned (same folds, grid and metric) on its passages after dropping every passage "
+        "that contains a query term (stopwords excluded"
+        + (", plurals folded" if config.stem else "")
+        + "); documents left without passages keep their first-stage score.",
+        markdown_table(pruned_comparison),
+        "\n".join(
+            f"- {p.name}: {100 * p.dropped:.1f}% of passages dropped; {p.placeholders} documents "
+            f"kept only a placeholder; settings {_choices(p)}"
+            for p in pruned_runs
+        ),
+    )
+    report.record["pruned"] = {
+        "comparison": to_record(pruned_comparison),
+        "systems": [
+            {
+                "name": p.name,
+                "dropped": p.dropped,
+                "placeholders": p.placeholders,
+                "choices": [asdict(c) for c in p.result.choices],
+            }
+            for p in pruned_runs
+        ],
+    }
 
 
 def _tuned_settings(config: ReportConfig) -> dict[str, str]:
@@ -284,22 +309,11 @@ def _tuned_settings(config: ReportConfig) -> dict[str, str]:
         if not record_file.is_file():
             continue
         record = json.loads(record_file.read_text(encoding="utf-8"))
-        metric = record["metric"]
         varying = [n for n, values in _grid_axes(record["grid"]).items() if len(values) > 1]
-        header = ["fold", "tuning queries", "test queries", *varying, f"tuning {metric}", f"test {metric}"]
-        lines = [
-            "| " + " | ".join(header) + " |",
-            "| " + " | ".join(["---"] + ["---:"] * (len(header) - 1)) + " |",
-        ]
-        for choice in record["choices"]:
-            cells = [str(choice["fold"]), str(choice["n_tune"]), str(choice["n_test"])]
-            cells += [f"{choice['params'][n]:g}" for n in varying]
-            cells += [f"{choice['tune_mean']:.4f}", f"{choice['test_mean']:.4f}"]
-            lines.append("| " + " | ".join(cells) + " |")
+        table = choices_markdown(record["choices"], varying, record["metric"])
         out[name] = (
             f"{record['aggregate']} (normalise {record['normalise']}), {record['settings']:,} "
-            f"setting{'s' if record['settings'] != 1 else ''}, "
-            f"folds {record['folds_source']}.\n\n" + "\n".join(lines)
+            f"setting{'s' if record['settings'] != 1 else ''}, folds {record['folds_source']}.\n\n{table}"
         )
     return out
 
@@ -320,27 +334,6 @@ def _pruned(config: ReportConfig) -> list[Any]:
     return [pruned_run(name, folder, stem=config.stem) for name, folder in config.pruned]
 
 
-def _pruned_comparison(
-    config: ReportConfig, qrels: pd.DataFrame, runs: Mapping[str, pd.DataFrame], pruned: list[Any]
-) -> Comparison:
-    table: dict[str, pd.DataFrame] = {}
-    if config.baseline is not None:
-        table[config.baseline] = runs[config.baseline]
-    for p in pruned:
-        table[f"{p.name} (pruned)"] = p.run
-    return compare(
-        table,
-        qrels,
-        config.measures,
-        baseline=config.baseline,
-        correction=config.correction,
-        alpha=config.alpha,
-        family=config.family,
-        missing=config.missing,
-        relevance_level=config.relevance_level,
-    )
-
-
 def _queries(config: ReportConfig, pruned: list[Any]) -> dict[str, str]:
     if config.topics is not None:
         from evirank.io import read_topics
@@ -355,28 +348,21 @@ def _queries(config: ReportConfig, pruned: list[Any]) -> dict[str, str]:
 
 
 def _length_markdown(table: LengthTable, config: ReportConfig) -> str:
-    marks: dict[tuple[str, str], str] = {}
-    if table.significance is not None:
-        for row in table.significance.itertuples(index=False):
-            values = row._asdict()
-            if values[SIGNIFICANT]:
-                marks[(values[RUN], values[MEASURE])] = BETTER if values[DELTA] > 0 else WORSE
+    marks = significance_marks(table.significance)
     labels = list(table.means.columns)
-    header = ["run", *[f"{label} ({table.counts[label]})" for label in labels]]
+    rows = []
+    for run in table.means.index:
+        cells = [f"{run} (baseline)" if run == table.baseline else str(run)]
+        for label in labels:
+            value = table.means.loc[run, label]
+            cells.append("–" if pd.isna(value) else f"{value:.4f}{marks.get((str(run), label), '')}")
+        rows.append(cells)
     lines = [
         f"Mean {table.measure} by query length in words (stopwords excluded); the number of queries in "
         "parentheses.",
         "",
-        "| " + " | ".join(header) + " |",
-        "| " + " | ".join(["---"] + ["---:"] * len(labels)) + " |",
+        markdown.table(["run", *[f"{label} ({table.counts[label]})" for label in labels]], rows),
     ]
-    for run in table.means.index:
-        name = f"{run} (baseline)" if run == table.baseline else str(run)
-        cells = [name.replace("|", "\\|")]
-        for label in labels:
-            value = table.means.loc[run, label]
-            cells.append("–" if pd.isna(value) else f"{value:.4f}{marks.get((str(run), label), '')}")
-        lines.append("| " + " | ".join(cells) + " |")
     if table.significance is not None and table.baseline is not None:
         scope = "over all runs and buckets" if config.family == "all" else "within each bucket"
         how = (
@@ -399,7 +385,7 @@ def _length_record(table: LengthTable) -> dict[str, Any]:
     }
     significance = None
     if table.significance is not None:
-        significance = json.loads(table.significance.to_json(orient="records"))
+        significance = plain(table.significance.to_dict(orient="records"))
     return {"measure": table.measure, "counts": table.counts, "means": means, "significance": significance}
 
 
@@ -435,7 +421,3 @@ def _pct(count: int, total: int) -> str:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "run"
-
-
-def _plain_config(config: ReportConfig) -> dict[str, Any]:
-    return json.loads(json.dumps(asdict(config), default=str))

@@ -115,9 +115,8 @@ def pruned_run(name: str, tune_folder: str | Path, *, stem: bool = True) -> Prun
     The folder's folds (``folds.json``), grid, aggregator, normalisation, metric and inputs are
     reused; only the passages change.
     """
-    from evirank.aggregate import merge_tail
+    from evirank.aggregate import AggregateSpec, merge_tail
     from evirank.io import read_qrels
-    from evirank.tune.aggregators import parse_aggregate
 
     config, record = load_record(tune_folder)
     passages, first_stage, _ = load_passages(config)
@@ -130,7 +129,7 @@ def pruned_run(name: str, tune_folder: str | Path, *, stem: bool = True) -> Prun
     real = len(pruned) - placeholders
     qrels = read_qrels(config.qrels)
     folds = read_folds(Path(tune_folder) / FOLDS_FILE)
-    aggregator = parse_aggregate(record["aggregate"], record["normalise"])
+    aggregator = AggregateSpec.parse(record["aggregate"], record["normalise"])
     result = cross_validate(
         pruned,
         qrels,

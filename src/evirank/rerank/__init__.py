@@ -4,8 +4,9 @@
   :class:`AddQueries` adds query text from topics.
 - :func:`rerank` runs fetch -> segment -> score -> aggregate on each query's top ``depth`` and keeps
   the rest of the run below in first-stage order, timing each stage (:class:`StageTimings`).
-- :func:`parse_segment` / :func:`parse_aggregate` read the ``evirank rerank`` specs
-  (``sentences:prepend``, ``windows:150:75``, ``birch:3``, ``maxp``...).
+- :func:`parse_segment` / :func:`parse_aggregate` read the ``--segment`` and ``--aggregate`` specs
+  (``sentences:prepend``, ``windows:150:75``, ``birch:3``, ``maxp``...); they are defined once, in
+  :mod:`evirank.segment.spec` and :mod:`evirank.aggregate.registry`.
 
 Importing this package loads neither torch nor the JVM.
 
@@ -21,18 +22,17 @@ Example:
 
 from __future__ import annotations
 
+from evirank.aggregate.registry import AGGREGATORS, parse_aggregate
 from evirank.rerank.fetch import AddQueries, FetchText, MissingDocumentsError, MissingQueriesError
 from evirank.rerank.pipeline import (
-    AGGREGATORS,
     PASSAGE_FILE_COLUMNS,
     RerankResult,
-    parse_aggregate,
-    parse_segment,
     passage_budget,
     rerank,
     save_passages,
 )
 from evirank.rerank.timing import STAGES, StageTimings
+from evirank.segment.spec import parse_segment
 
 __all__ = [
     "AGGREGATORS",

@@ -61,7 +61,8 @@ class AddQueries(Stage):
     Args:
         topics: the Topics frame.
         missing: ``"error"`` raises :class:`MissingQueriesError` when a run's qid has no topic;
-            ``"drop"`` leaves those queries out (logged at WARNING).
+            ``"drop"`` leaves those queries out (logged at WARNING, with how many). A run with
+            no query in common with the topics is always an error.
 
     Example:
         >>> from evirank.frames import make_run, make_topics
@@ -87,7 +88,14 @@ class AddQueries(Stage):
         absent = sorted(set(frame.loc[text.isna(), QID].astype(str)))
         out = frame.copy()
         if absent:
-            message = f"{len(absent)} quer(ies) of the run have no topic: {_shown(absent)}"
+            total = int(frame[QID].nunique())
+            message = f"{len(absent)} of the run's {total} quer(ies) have no topic: {_shown(absent)}"
+            if len(absent) == total:
+                raise MissingQueriesError(
+                    f"no query of the run has a topic ({total} run queries, {len(self.topics)} topics, "
+                    f"none in common; run queries: {_shown(absent)}): are the run and the topics "
+                    "of the same collection?"
+                )
             if self.missing == "error":
                 raise MissingQueriesError(message + " (are the run and the topics of the same collection?)")
             logger.warning("%s; they are left out", message)

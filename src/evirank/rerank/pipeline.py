@@ -7,10 +7,12 @@ one) and aggregated; the documents below ``depth`` follow in first-stage order
 
     Bm25(index, k=1000) % 100 >> FetchText(index=index) >> Sentences() >> CrossEncoder(m) >> Birch()
 
-:func:`parse_segment` and :func:`parse_aggregate` turn the command's ``--segment`` and
-``--aggregate`` specs into stages.
+:func:`parse_segment` (:mod:`evirank.segment.spec`) and :func:`parse_aggregate`
+(:mod:`evirank.aggregate.registry`) turn the command's ``--segment`` and ``--aggregate`` specs into
+stages; they are defined once there and re-exported here.
 
 Example:
+    >>> from evirank.rerank import parse_aggregate, parse_segment
     >>> parse_segment("windows:150:75")
     Windows(length=150, stride=75, title=True, max_title_words=50, max_passages=None)
     >>> parse_aggregate("birch:2", alpha=0.3, weights=[1.0, 0.5])
@@ -22,7 +24,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from evirank.aggregate import Aggregator, Birch, FirstP, MaxP, MeanP, SumP, merge_tail
+from evirank.aggregate import merge_tail
 from evirank.frames import (
     DOCNO,
     FIRST_STAGE_RANK,
@@ -47,129 +48,12 @@ from evirank.frames import (
 from evirank.outputs import atomic_output
 from evirank.rerank.fetch import AddQueries
 from evirank.rerank.timing import StageTimings
-from evirank.segment import Segmenter, Sentences, Whole, Windows
 from evirank.stage import Stage
 
 logger = logging.getLogger(__name__)
 
 #: Columns of a saved passages file (``--save-passages``), which ``evirank tune --passages`` reads.
 PASSAGE_FILE_COLUMNS = (QID, QUERY, DOCNO, PID, TEXT, SCORE, FIRST_STAGE_SCORE, FIRST_STAGE_RANK)
-
-AGGREGATORS: dict[str, type[Aggregator]] = {
-    "birch": Birch,
-    "maxp": MaxP,
-    "firstp": FirstP,
-    "sump": SumP,
-    "meanp": MeanP,
-}
-
-
-def parse_segment(spec: str, *, tokenizer: Any = None, max_tokens: int | None = None) -> Segmenter:
-    """A segmenter from a spec: ``sentences[:segment|prepend|skip]``, ``windows[:LENGTH[:STRIDE]]``
-    or ``whole[:prepend|skip]``.
-
-    ``sentences`` keeps the title as its own first segment; ``sentences:prepend`` puts it before
-    every sentence; ``sentences:skip`` drops it (Birch). ``windows`` are 150 words with stride 75
-    (Dai & Callan), the title prepended; the stride defaults to half the length. ``whole`` keeps
-    each document as one passage (tweets, passage collections), its title prepended or skipped.
-
-    Args:
-        spec: the spec string.
-        tokenizer: with ``max_tokens``, sentences longer than ``max_tokens`` of this tokenizer's
-            tokens are cut into chunks that keep every word (windows ignore both).
-        max_tokens: the token budget of one sentence segment (the scorer's room for a passage).
-
-    Raises:
-        ValueError: an unknown or malformed spec.
-
-    Example:
-        >>> parse_segment("sentences:skip").title
-        'skip'
-        >>> parse_segment("windows:100").stride
-        50
-    """
-    name, *params = spec.strip().lower().split(":")
-    if name == "sentences":
-        if len(params) > 1:
-            raise ValueError(f"expected sentences[:segment|prepend|skip], found {spec!r}")
-        mode = params[0] if params else "segment"
-        if mode not in ("segment", "prepend", "skip"):
-            raise ValueError(f"sentence title mode must be segment, prepend or skip, found {mode!r}")
-        budget = max_tokens if max_tokens is not None else None
-        return Sentences(
-            title=mode,  # type: ignore[arg-type]
-            max_tokens=budget,
-            tokenizer=tokenizer if budget is not None else None,
-        )
-    if name == "windows":
-        if len(params) > 2:
-            raise ValueError(f"expected windows[:LENGTH[:STRIDE]], found {spec!r}")
-        try:
-            length = int(params[0]) if params else 150
-            stride = int(params[1]) if len(params) > 1 else (75 if not params else max(1, length // 2))
-        except ValueError:
-            raise ValueError(f"expected windows[:LENGTH[:STRIDE]] with integers, found {spec!r}") from None
-        return Windows(length, stride)
-    if name == "whole":
-        if len(params) > 1 or (params and params[0] not in ("prepend", "skip")):
-            raise ValueError(f"expected whole[:prepend|skip], found {spec!r}")
-        return Whole(title=params[0] if params else "prepend")  # type: ignore[arg-type]
-    raise ValueError(
-        f"unknown segmenter {spec!r}; expected sentences[:MODE], windows[:LENGTH[:STRIDE]] or whole[:MODE]"
-    )
-
-
-def parse_aggregate(
-    spec: str,
-    *,
-    alpha: float | None = None,
-    weights: Sequence[float] | None = None,
-    normalise: str | None = None,
-) -> Aggregator:
-    """An aggregator from a spec: ``birch[:N]``, ``maxp``, ``firstp``, ``sump`` or ``meanp``.
-
-    Args:
-        spec: the spec string (``birch`` alone is ``birch:3``).
-        alpha: the first-stage weight; None keeps the aggregator's default (Birch 0.5, the
-            others 0: the passage evidence alone).
-        weights: Birch's top-n weights (None: 1, 1/2, 1/4, ...); only for ``birch``.
-        normalise: ``"minmax"`` or ``"none"``; None picks ``"minmax"`` whenever the first-stage
-            score is mixed in (alpha > 0), since raw BM25 and model scores have unrelated scales.
-
-    Raises:
-        ValueError: an unknown spec, weights for another aggregator, or bad values.
-
-    Example:
-        >>> parse_aggregate("maxp", alpha=0.5).normalise
-        'minmax'
-        >>> parse_aggregate("maxp").alpha
-        0.0
-    """
-    name, *params = spec.strip().lower().split(":")
-    if name not in AGGREGATORS:
-        raise ValueError(
-            f"unknown aggregator {spec!r}; expected one of birch[:N], {', '.join(list(AGGREGATORS)[1:])}"
-        )
-    if name != "birch":
-        if params:
-            raise ValueError(f"{name} takes no parameter, found {spec!r}")
-        if weights is not None:
-            raise ValueError(f"weights are Birch's (birch:N); {name} takes none")
-        a = 0.0 if alpha is None else float(alpha)
-        chosen = normalise or ("minmax" if a > 0 else "none")
-        return AGGREGATORS[name](alpha=a, normalise=chosen)  # type: ignore[arg-type]
-    if len(params) > 1:
-        raise ValueError(f"expected birch[:N], found {spec!r}")
-    try:
-        top_n = int(params[0]) if params else (len(weights) if weights is not None else 3)
-    except ValueError:
-        raise ValueError(f"expected birch:N with an integer N, found {spec!r}") from None
-    kwargs: dict[str, Any] = {"top_n": top_n, "weights": None if weights is None else tuple(weights)}
-    if alpha is not None:
-        kwargs["alpha"] = float(alpha)
-    if normalise is not None:
-        kwargs["normalise"] = normalise
-    return Birch(**kwargs)
 
 
 def passage_budget(scorer: Any) -> tuple[Any, int] | None:
@@ -327,6 +211,7 @@ def describe_stage(stage: Any) -> str:
     Long values (a tokenizer, a model path, a store) are shortened to their type or file name.
 
     Example:
+        >>> from evirank.segment import Windows
         >>> describe_stage(Windows(100, 50))
         'Windows(length=100, stride=50, title=True, max_title_words=50, max_passages=None)'
     """

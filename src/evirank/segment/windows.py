@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 
 from evirank.segment._units import word_spans
-from evirank.segment.base import Segmenter
+from evirank.segment.base import DEFAULT_MAX_PASSAGES, Segmenter
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +53,8 @@ class Windows(Segmenter):
         title: prepend the title to every window. False ignores the title unless the
             document has no body text.
         max_title_words: a longer title is not prepended but becomes the start of the body.
-        max_passages: keep only the first this many windows of a document (None: all). The
+        max_passages: keep only the first this many windows of a document (None: all; the
+            default is :data:`~evirank.segment.base.DEFAULT_MAX_PASSAGES`). The
             words after the last kept window are then knowingly dropped: the only way any
             segmenter here drops words.
 
@@ -72,7 +73,7 @@ class Windows(Segmenter):
         *,
         title: bool = True,
         max_title_words: int = 50,
-        max_passages: int | None = None,
+        max_passages: int | None = DEFAULT_MAX_PASSAGES,
     ) -> None:
         if not isinstance(length, int) or length < 1:
             raise ValueError(f"length must be a positive integer, found {length!r}")
@@ -87,6 +88,10 @@ class Windows(Segmenter):
         self.title = title
         self.max_title_words = max_title_words
         self.max_passages = max_passages
+
+    def prefix_words(self, max_passages: int) -> int:
+        """The words that the first ``max_passages`` windows cover (the title's included)."""
+        return (max_passages - 1) * self.stride + self.length + self.max_title_words
 
     def segments(self, title: str, text: str) -> list[str]:
         """The windows of one document, title prepended (see the class docstring)."""

@@ -3,7 +3,11 @@
 Everything heavy (the JVM, torch, the model) is imported here, inside :func:`build_searcher`, and
 the model is loaded once by :func:`warm_up` before the service starts listening.
 
+The ``--segment`` and ``--aggregate`` specs are those of ``evirank rerank``, parsed by the same
+functions (:mod:`evirank.segment.spec`, :mod:`evirank.aggregate.registry`).
+
 Example:
+    >>> from evirank.aggregate import parse_aggregate
     >>> parse_aggregate("birch:2", alpha=0.3, weights="1,0.5").weights
     (1.0, 0.5)
 """
@@ -18,16 +22,15 @@ from typing import Any
 
 import pandas as pd
 
+from evirank.aggregate import parse_aggregate
 from evirank.frames import RANK, Document
+from evirank.segment.spec import SegmentSpec, SegmentSpecError
 from evirank.serve.searcher import Searcher
 
 logger = logging.getLogger(__name__)
 
 #: First-stage depths that get their own searcher; a request's depth is rounded up to one of them and cut.
 DEPTH_BUCKETS = (10, 20, 50, 100, 200, 500, 1000)
-#: Birch's alpha for serving: an even mix of normalised BM25 and evidence (the untuned zero-shot setting
-#: that beat MaxP alone on SciFact, see /work/shared/NOTES.md); weights default to 1, 1/2, 1/4.
-BIRCH_ALPHA = 0.5
 
 
 class BucketedBm25:
@@ -68,60 +71,34 @@ class BucketedBm25:
         return run[run[RANK] <= depth].reset_index(drop=True)
 
 
-def parse_aggregate(
-    spec: str, alpha: float | None = None, weights: str | Sequence[float] | None = None
-) -> Any:
-    """An aggregator from ``birch[:N] | maxp | firstp | sump | meanp`` (as ``evirank rerank``'s).
+def serve_segmenter(segment: str, title: str | None = None) -> SegmentSpec:
+    """The service's segmenter spec: ``--segment`` in the one grammar, ``--title`` a deprecated override.
 
-    ``alpha`` and ``weights`` apply to Birch (defaults :data:`BIRCH_ALPHA` and 1, 1/2, 1/4, ...;
-    per-query min-max normalisation); ``alpha`` also to the others (default 0: evidence only).
-    ``weights`` may be a comma-separated string (the command line's form).
+    ``title`` (``prepend``, ``segment`` or ``skip``; the old ``--title`` flag) replaces the spec's
+    title mode when given, with a warning; write ``--segment sentences:prepend`` instead.
+
+    Example:
+        >>> serve_segmenter("sentences", "prepend").spec
+        'sentences:prepend'
+        >>> serve_segmenter("windows:100:50").spec
+        'windows:100:50'
     """
-    from evirank.rerank import parse_aggregate as parse
-
-    if isinstance(weights, str):
-        try:
-            weights = [float(w) for w in weights.split(",") if w.strip()]
-        except ValueError as exc:
-            raise ValueError(f"--weights must be comma-separated numbers, found {weights!r}") from exc
-    try:
-        if spec.strip().lower().startswith("birch"):
-            birch_alpha = BIRCH_ALPHA if alpha is None else alpha
-            return parse(spec, alpha=birch_alpha, weights=weights, normalise="minmax")
-        return parse(spec, alpha=alpha, weights=weights)
-    except ValueError as exc:
-        raise ValueError(f"--aggregate: {exc}") from None
-
-
-def parse_segment(spec: str, title: str) -> Any:
-    """A segmenter from ``sentences | windows[:LENGTH[:STRIDE]] | whole`` and a title mode.
-
-    ``title`` is ``prepend``, ``segment`` (sentences: the title as its own passage) or ``skip``;
-    windows and whole documents prepend it unless it is skipped. The specs are
-    ``evirank rerank --segment``'s (:func:`evirank.rerank.parse_segment`).
-    """
-    from evirank.rerank import parse_segment as parse
-    from evirank.segment import Windows
-
+    spec = SegmentSpec.parse(segment)
+    if title is None:
+        return spec
     if title not in ("prepend", "segment", "skip"):
-        raise ValueError(f"--title must be prepend, segment or skip; found {title!r}")
-    name, *args = spec.strip().lower().split(":")
-    if name == "sentences" and not args:
-        return parse(f"sentences:{title}")
-    if name == "whole" and not args:
-        return parse("whole:skip" if title == "skip" else "whole")
-    if name == "windows":
-        windows = parse(spec)
-        return Windows(windows.length, windows.stride, title=title != "skip")
-    raise ValueError(f"--segment must be sentences, windows[:LENGTH[:STRIDE]] or whole; found {spec!r}")
+        raise SegmentSpecError(f"--title must be prepend, segment or skip; found {title!r}")
+    changed = spec.with_title(title)
+    logger.warning("--title is deprecated: write --segment %s", changed.spec)
+    return changed
 
 
 def build_searcher(
     index: str | os.PathLike[str],
     model: str | None = None,
     scorer: str = "bi",
-    segment: str = "sentences",
-    title: str = "prepend",
+    segment: str = "sentences:prepend",
+    title: str | None = None,
     aggregate: str = "birch:3",
     alpha: float | None = None,
     weights: str | Sequence[float] | None = None,
@@ -139,11 +116,12 @@ def build_searcher(
         index: a Lucene index built by ``evirank index`` (raw documents stored).
         model: Hugging Face id or local folder; ``None`` with ``scorer="bi"`` is the offline all-MiniLM-L6-v2.
         scorer: ``"bi"`` (cosine of embeddings) or ``"cross"`` (a sequence-classification model).
-        segment: ``sentences``, ``windows[:LENGTH[:STRIDE]]`` or ``whole``.
-        title: how titles enter the passages: ``prepend``, ``segment`` or ``skip``.
-        aggregate: ``birch[:N] | maxp | firstp | sump | meanp``.
-        alpha: weight of the first-stage score in the aggregation.
-        weights: Birch's weights of the top-N passages.
+        segment: a segmenter spec (:mod:`evirank.segment.spec`), e.g. ``sentences:prepend``
+            (default), ``windows:150:75``, ``whole``.
+        title: deprecated: overrides the spec's title mode (``prepend``, ``segment``, ``skip``).
+        aggregate: ``birch[:N] | maxp | firstp | sump | meanp`` (:mod:`evirank.aggregate.registry`).
+        alpha: weight of the first-stage score in the aggregation (default: Birch 0.5, others 0).
+        weights: Birch's weights of the top-N passages (numbers or ``"1,0.5,0.25"``).
         scores: a persistent score store (SQLite path) to reuse and fill.
         device: ``cuda``, ``mps`` or ``cpu``; ``None`` picks the best available.
         evidence: passages returned per candidate.
@@ -171,8 +149,12 @@ def build_searcher(
     from evirank.lucene import LuceneDocs
     from evirank.serve.fast import evidence_stages
 
-    segmenter = parse_segment(segment, title)
-    aggregator = parse_aggregate(aggregate, alpha, weights)
+    segment_spec = serve_segmenter(segment, title)
+    try:
+        aggregator = parse_aggregate(aggregate, alpha=alpha, weights=weights)
+    except ValueError as exc:
+        raise ValueError(f"--aggregate: {exc}") from None
+    segmenter = segment_spec.build()
     kwargs: dict[str, Any] = {"device": device or "auto"}
     if scores is not None:
         kwargs["store"] = scores
@@ -202,8 +184,8 @@ def build_searcher(
             "index": Path(index).name,
             "model": str(model_name),
             "scorer": scorer,
-            "segment": f"{segment} (title {title})",
-            "aggregate": aggregate,
+            "segment": segment_spec.spec,
+            "aggregate": str(aggregate),
             "store": Path(scores).name if scores else None,
             **fast.info,
         },

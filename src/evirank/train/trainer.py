@@ -46,8 +46,9 @@ import pandas as pd
 from evirank._extras import require
 from evirank.errors import OutputExistsError
 from evirank.frames import DOCNO, LABEL, PID, QID, QUERY, SOURCE, TEXT, require_columns
-from evirank.outputs import atomic_output
+from evirank.outputs import check_output
 from evirank.progress import progress_bar
+from evirank.record import plain, write_record
 from evirank.train import _model
 from evirank.train.config import TrainConfig
 from evirank.train.examples import summarize_examples
@@ -58,6 +59,8 @@ logger = logging.getLogger(__name__)
 TRAIN_JSON = "evirank-train.json"
 TRAIN_LOG = "train-log.jsonl"
 CHECKPOINT_DIR = "checkpoint"
+OUTPUT_MARKERS = (TRAIN_JSON, CHECKPOINT_DIR, TRAIN_LOG)
+"""A folder holding one of these is a training output that ``overwrite``/``resume`` may replace."""
 
 # Config fields that may change between an interrupted run and its resumption.
 _RESUMABLE_CHANGES = {"device", "eval_batch_size", "keep_checkpoints"}
@@ -242,14 +245,24 @@ def _seed_everything(torch: Any, seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _write_json(path: Path, payload: dict[str, Any]) -> None:
-    with atomic_output(path, overwrite=True) as tmp:
-        tmp.write_text(json.dumps(payload, indent=2, default=str) + "\n", encoding="utf-8")
-
-
 def _compatible(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
     keys = (set(saved) | set(current)) - _RESUMABLE_CHANGES
     return sorted(k for k in keys if saved.get(k) != current.get(k))
+
+
+def check_train_output(output_dir: str | os.PathLike[str], *, overwrite: bool, resume: bool) -> Path:
+    """Check, without changing anything, that a training may write ``output_dir``.
+
+    Raises what :func:`prepare_output` would, before the (long) data preparation starts.
+
+    Example:
+        >>> import tempfile
+        >>> check_train_output(tempfile.mkdtemp() + "/model", overwrite=False, resume=False).name
+        'model'
+    """
+    out = Path(output_dir)
+    check_output(out, overwrite or resume, marker=OUTPUT_MARKERS)
+    return out
 
 
 def prepare_output(output_dir: Path, *, overwrite: bool, resume: bool) -> str:
@@ -257,7 +270,11 @@ def prepare_output(output_dir: Path, *, overwrite: bool, resume: bool) -> str:
 
     Raises:
         OutputExistsError: if it exists and neither ``overwrite`` nor ``resume`` is set.
+        UnsafeOverwriteError: it exists but is not a training output folder (no
+            ``evirank-train.json`` and no ``checkpoint/``): it is never removed.
+        OutputNotWritableError: it cannot be created.
     """
+    check_train_output(output_dir, overwrite=overwrite, resume=resume)  # ours (or empty), or refuse
     if not output_dir.exists():
         return "fresh"
     if resume:
@@ -350,7 +367,7 @@ class Fit:
             "fingerprint": self.fingerprint,
             "metadata": self.metadata,
         }
-        (tmp / "state.json").write_text(json.dumps(payload, indent=2, default=str), encoding="utf-8")
+        (tmp / "state.json").write_text(json.dumps(plain(payload), indent=2), encoding="utf-8")
         _swap_in(tmp, final)
         logger.debug("checkpoint at step %d", self.state.step)
 
@@ -562,10 +579,8 @@ class Fit:
             "status": "complete",
             "finished": datetime.now(UTC).isoformat(timespec="seconds"),
             **self.metadata,
-            "config": self.config.to_dict(),
             "objective": self.objective.name,
             "score": "logit" if model.config.num_labels == 1 else "logit[1] - logit[0]",
-            "versions": _model.versions(),
             "data_fingerprint": self.fingerprint,
             "steps": state.step,
             "total_steps": total,
@@ -586,7 +601,7 @@ class Fit:
                 "torch_threads": self.torch.get_num_threads(),
             },
         }
-        _write_json(self.out / TRAIN_JSON, payload)
+        write_record(self.out / TRAIN_JSON, "train", self.config.to_dict(), **payload)
         if not self.config.keep_checkpoints and self.checkpoint_dir.exists():
             shutil.rmtree(self.checkpoint_dir)
         logger.info("model written to %s (%d steps, %.0f s)", self.out, state.step, state.elapsed_s)
@@ -663,7 +678,7 @@ def train_cross_encoder(
     Example:
         >>> from evirank.train import TrainConfig, train_cross_encoder  # doctest: +SKIP
         >>> cfg = TrainConfig(epochs=1)  # doctest: +SKIP
-        >>> train_cross_encoder(train, cfg, "/work/models/mb", validation=val)  # doctest: +SKIP
+        >>> train_cross_encoder(train, cfg, "models/mb", validation=val)  # doctest: +SKIP
     """
     config = config or TrainConfig()
     _check_examples(examples, "train_cross_encoder: examples")

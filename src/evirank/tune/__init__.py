@@ -6,7 +6,8 @@ grid search evaluates every setting in-process, vectorised, in seconds.
 - :mod:`~evirank.tune.folds`: folds from the Robust04 JSON format, a ``qid<TAB>fold`` TSV, or
   ``k`` seeded folds.
 - :mod:`~evirank.tune.grid`: grids such as ``alpha=0:1:0.1 w2=0:1:0.1 w3=0:1:0.1``.
-- :mod:`~evirank.tune.aggregators`: ``birch:N``, ``maxp``, ... as functions of their parameters.
+- :func:`parse_aggregate` (:meth:`evirank.aggregate.AggregateSpec.parse`): ``birch:N``, ``maxp``, ...
+  as functions of their parameters, from the one aggregator registry.
 - :mod:`~evirank.tune.metrics`: per-query AP, P@k, nDCG@k, ... of many settings at once.
 - :mod:`~evirank.tune.search`: the cross-validated grid search and the cross-validated run.
 - :mod:`~evirank.tune.inputs`: scored passages from a score store or a file.
@@ -20,8 +21,8 @@ Example:
 
 from __future__ import annotations
 
-from evirank.tune.aggregators import KINDS, Tunable, parse_aggregate
-from evirank.tune.errors import AggregateSpecError, FoldsError, GridError, TuneError
+from evirank.aggregate.registry import KINDS, AggregateSpec, AggregateSpecError
+from evirank.tune.errors import FoldsError, GridError, TuneError
 from evirank.tune.folds import DEFAULT_TUNE_ON, Fold, Folds, k_folds, read_folds, write_folds
 from evirank.tune.grid import Grid, parse_grid
 from evirank.tune.metrics import FastEvaluator, Layout
@@ -35,10 +36,16 @@ from evirank.tune.search import (
     grid_values,
 )
 
+#: What the tuner tunes: a registered aggregator, its number of passages and the normalisation.
+Tunable = AggregateSpec
+#: Parse ``birch:3``, ``maxp``... with an optional normalisation (:meth:`AggregateSpec.parse`).
+parse_aggregate = AggregateSpec.parse
+
 __all__ = [
     "DEFAULT_TUNE_ON",
     "KINDS",
     "TIE_TOLERANCE",
+    "AggregateSpec",
     "AggregateSpecError",
     "CrossValidatedTuner",
     "FastEvaluator",

@@ -1,4 +1,5 @@
-"""Errors of the tuner: bad grids, aggregator names, folds and inputs.
+"""Errors of the tuner: bad grids, folds and inputs (bad aggregator specs raise
+:class:`evirank.aggregate.AggregateSpecError`).
 
 Each subclasses ``ValueError`` (and :class:`evirank.errors.EvirankError`, so the CLI reports it
 as one clear line).
@@ -19,10 +20,6 @@ class TuneError(EvirankError, ValueError):
 
 class GridError(TuneError):
     """A grid specification that cannot be parsed."""
-
-
-class AggregateSpecError(TuneError):
-    """An aggregator name that cannot be parsed, or parameters it does not have."""
 
 
 class FoldsError(TuneError):

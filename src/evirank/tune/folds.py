@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from evirank.errors import InputFormatError
+from evirank.frames import natural_order
 from evirank.outputs import atomic_output
 from evirank.tune.errors import FoldsError
 
@@ -148,7 +149,7 @@ def k_folds(qids: Iterable[str], k: int = 5, seed: int = 0) -> Folds:
         >>> k_folds(["1", "2", "3"], k=3, seed=0).fold_of() == k_folds(["3", "2", "1"], k=3, seed=0).fold_of()
         True
     """
-    unique = _natural(list(dict.fromkeys(str(q) for q in qids)))
+    unique = natural_order(str(q) for q in qids)
     if not isinstance(k, int) or k < 2:
         raise FoldsError(f"k must be an integer >= 2, found {k!r}")
     if len(unique) < k:
@@ -161,7 +162,7 @@ def k_folds(qids: Iterable[str], k: int = 5, seed: int = 0) -> Folds:
     for i, test in enumerate(assigned):
         test_set = set(test)
         tune = tuple(q for q in unique if q not in test_set)
-        folds.append(Fold(str(i + 1), tune, tuple(_natural(test))))
+        folds.append(Fold(str(i + 1), tune, tuple(natural_order(test))))
     return Folds(folds, f"k_folds(k={k}, seed={seed})")
 
 
@@ -277,10 +278,10 @@ def _read_tsv(file: Path, text: str) -> Folds:
         raise InputFormatError(
             file, None, "qid<TAB>fold lines naming at least 2 folds", f"{len(order)} fold(s)"
         )
-    qids = _natural(list(fold_of))
+    qids = natural_order(fold_of)
     folds = [
         Fold(name, tuple(q for q in qids if fold_of[q] != name), tuple(q for q in qids if fold_of[q] == name))
-        for name in _natural(order)
+        for name in natural_order(order)
     ]
     return Folds(folds, str(file))
 
@@ -297,9 +298,3 @@ def _keys(body: object) -> str:
 def _shorten(value: object, limit: int = 60) -> str:
     text = str(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _natural(items: list[str]) -> list[str]:
-    if items and all(i.isdigit() for i in items):
-        return sorted(items, key=int)
-    return sorted(items)

@@ -43,7 +43,7 @@ import pandas as pd
 from ir_measures import Measure
 
 from evirank.evaluate.measures import MeasureError, MeasureLike, measure_name, parse_measures
-from evirank.frames import DOCNO, LABEL, QID, QRELS_COLUMNS, require_columns
+from evirank.frames import DOCNO, LABEL, QID, QRELS_COLUMNS, natural_order, require_columns
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ class FastEvaluator:
         if pd.DataFrame({QID: qids, DOCNO: docnos}).duplicated().any():
             raise ValueError("FastEvaluator.layout: a (qid, docno) pair appears more than once")
         judged = [q for q in dict.fromkeys(qids) if q in self._labels]
-        judged = _natural(judged)
+        judged = natural_order(judged)
         position = {q: i for i, q in enumerate(judged)}
         row = np.array([position.get(q, -1) for q in qids], dtype=np.int64)
         # Columns: within each query, docno descending (trec_eval's tie order).
@@ -323,9 +323,3 @@ def _descending_codes(values: np.ndarray) -> np.ndarray:
     """Integer codes whose ascending order is the strings' descending (code-point) order."""
     codes, _ = pd.factorize(values, sort=True)
     return -codes.astype(np.int64)
-
-
-def _natural(qids: list[str]) -> list[str]:
-    if qids and all(q.isdigit() for q in qids):
-        return sorted(qids, key=int)
-    return sorted(qids)

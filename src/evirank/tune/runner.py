@@ -21,18 +21,19 @@ from __future__ import annotations
 
 import json
 import logging
-import platform
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
+from evirank import markdown
+from evirank.aggregate.registry import AggregateSpec
 from evirank.frames import QID
 from evirank.outputs import atomic_output
-from evirank.tune.aggregators import Tunable, parse_aggregate
+from evirank.record import write_record
 from evirank.tune.errors import TuneError
 from evirank.tune.folds import Folds, k_folds, read_folds, write_folds
 from evirank.tune.grid import Grid, parse_grid
@@ -106,30 +107,8 @@ class TuneOutcome:
         result = self.result
         names = [n for n in result.grid.names if len(result.grid.axes[result.grid.names.index(n)]) > 1]
         names = names or list(result.grid.names)
-        header = [
-            "fold",
-            "tune queries",
-            "test queries",
-            *names,
-            f"tune {result.metric}",
-            f"test {result.metric}",
-        ]
-        lines = [
-            "| " + " | ".join(header) + " |",
-            "| " + " | ".join(["---"] + ["---:"] * (len(header) - 1)) + " |",
-        ]
-        for c in [*result.choices, result.best]:
-            label = c.fold if c.fold != "all" else "all (not CV)"
-            test = f"{c.test_mean:.4f}" if c.n_test else "–"
-            cells = [
-                label,
-                str(c.n_tune),
-                str(c.n_test),
-                *[f"{c.params[n]:g}" for n in names],
-                f"{c.tune_mean:.4f}",
-                test,
-            ]
-            lines.append("| " + " | ".join(cells) + " |")
+        choices = [asdict(c) for c in [*result.choices, result.best]]
+        lines = [choices_markdown(choices, names, result.metric)]
         means = self.evaluation["means"]
         scores = ", ".join(f"{k} {v:.4f}" for k, v in means.items())
         return (
@@ -141,15 +120,43 @@ class TuneOutcome:
         )
 
 
-def default_grid(aggregator: Tunable) -> Grid:
+def choices_markdown(choices: Sequence[Mapping[str, Any]], names: Sequence[str], metric: str) -> str:
+    """The setting each fold chose, as a Markdown table (one :class:`FoldChoice` record per row).
+
+    The fold named ``all`` is the best setting over all queries (not cross-validated).
+
+    Example:
+        >>> choice = {"fold": "1", "n_tune": 8, "n_test": 2, "params": {"alpha": 0.3},
+        ...           "tune_mean": 0.5, "test_mean": 0.25}
+        >>> print(choices_markdown([choice], ["alpha"], "AP"))
+        | fold | tuning queries | test queries | alpha | tuning AP | test AP |
+        | --- | ---: | ---: | ---: | ---: | ---: |
+        | 1 | 8 | 2 | 0.3 | 0.5000 | 0.2500 |
+    """
+    header = ["fold", "tuning queries", "test queries", *names, f"tuning {metric}", f"test {metric}"]
+    rows = [
+        [
+            c["fold"] if c["fold"] != "all" else "all (not CV)",
+            c["n_tune"],
+            c["n_test"],
+            *[f"{c['params'][n]:g}" for n in names],
+            f"{c['tune_mean']:.4f}",
+            f"{c['test_mean']:.4f}" if c["n_test"] else "–",
+        ]
+        for c in choices
+    ]
+    return markdown.table(header, rows)
+
+
+def default_grid(aggregator: AggregateSpec) -> Grid:
     """Birch's grid: alpha and w2..wN in 0:1:0.1, w1 = 1; alpha in 0:1:0.1 for the others.
 
     Example:
-        >>> len(default_grid(parse_aggregate("birch:3"))), len(default_grid(parse_aggregate("maxp")))
+        >>> len(default_grid(AggregateSpec.parse("birch:3"))), len(default_grid(AggregateSpec.parse("maxp")))
         (1331, 11)
     """
     axes = ["alpha=0:1:0.1"]
-    if aggregator.kind == "birch":
+    if aggregator.stage_class.numbered:
         axes += ["w1=1"] + [f"w{i}=0:1:0.1" for i in range(2, aggregator.top_n + 1)]
     return parse_grid(axes)
 
@@ -183,7 +190,7 @@ def run_tune(config: TuneConfig, output: str | Path, *, overwrite: bool = False)
 
     started = time.perf_counter()
     out = Path(output)
-    aggregator = parse_aggregate(config.aggregate, config.normalise)  # type: ignore[arg-type]
+    aggregator = AggregateSpec.parse(config.aggregate, config.normalise)  # type: ignore[arg-type]
     grid = parse_grid(config.grid) if config.grid else default_grid(aggregator)
     aggregator.check(grid.names)
     folds: Folds | None = read_folds(config.folds, config.tune_on) if config.folds else None
@@ -215,8 +222,7 @@ def run_tune(config: TuneConfig, output: str | Path, *, overwrite: bool = False)
     eval_seconds = time.perf_counter() - clock
 
     tag = config.tag or _tag(out.name)
-    record: dict[str, Any] = {
-        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(config).items()},
+    facts: dict[str, Any] = {
         "resolved": _resolved(config),
         "aggregate": aggregator.name,
         "normalise": aggregator.normalise,
@@ -239,40 +245,17 @@ def run_tune(config: TuneConfig, output: str | Path, *, overwrite: bool = False)
         "cv_fast_mean": fast_mean,
         "evaluation": evaluation,
         "timings": {"read": read_seconds, **result.timings, "evaluate": eval_seconds},
-        "versions": _versions(),
     }
-    with atomic_output(out, overwrite=overwrite) as tmp:
+    with atomic_output(out, overwrite=overwrite, marker=RECORD_FILE) as tmp:
         tmp.mkdir(parents=True)
         write_run(run, tmp / RUN_FILE, tag=tag)
         _params_table(result).to_csv(tmp / PARAMS_FILE, sep="\t", index=False, float_format="%.10g")
         result.fold_means().to_csv(tmp / GRID_FILE, sep="\t", index=False, float_format="%.10g")
         write_folds(result.folds, tmp / FOLDS_FILE)
-        record["timings"]["total"] = time.perf_counter() - started
-        (tmp / RECORD_FILE).write_text(compact_json(_plain(record)) + "\n", encoding="utf-8")
+        facts["timings"]["total"] = time.perf_counter() - started
+        record = write_record(tmp / RECORD_FILE, "tune", config, **facts)
     logger.info("wrote %s (%s %.4f cross-validated)", out, result.metric, exact)
     return TuneOutcome(config, result, run, evaluation, out, record)
-
-
-def compact_json(value: Any, indent: int = 2, level: int = 0) -> str:
-    """JSON with one key per line, but lists of plain values (numbers, strings) on one line.
-
-    Example:
-        >>> print(compact_json({"alpha": [0.0, 0.5], "name": "birch"}))
-        {
-          "alpha": [0.0, 0.5],
-          "name": "birch"
-        }
-    """
-    pad, inner = " " * (indent * level), " " * (indent * (level + 1))
-    if isinstance(value, dict) and value:
-        items = [
-            f"{inner}{json.dumps(str(k))}: {compact_json(v, indent, level + 1)}" for k, v in value.items()
-        ]
-        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
-    if isinstance(value, list) and value and any(isinstance(v, (dict, list)) for v in value):
-        items = [f"{inner}{compact_json(v, indent, level + 1)}" for v in value]
-        return "[\n" + ",\n".join(items) + f"\n{pad}]"
-    return json.dumps(value, allow_nan=False, ensure_ascii=False)
 
 
 def _evaluation(evaluator: Any, per_query: pd.DataFrame, result: TuneResult) -> dict[str, Any]:
@@ -335,33 +318,6 @@ def load_record(folder: str | Path) -> tuple[TuneConfig, dict[str, Any]]:
     return TuneConfig(**values), record
 
 
-def _versions() -> dict[str, str]:
-    import ir_measures
-
-    import evirank
-
-    return {
-        "evirank": evirank.__version__,
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "pandas": pd.__version__,
-        "ir_measures": getattr(ir_measures, "__version__", "unknown"),
-        "platform": platform.platform(),
-    }
-
-
 def _tag(name: str) -> str:
     cleaned = "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
     return cleaned or "evirank-tuned"
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not np.isfinite(value):
-        return None
-    return value

@@ -40,11 +40,11 @@ import numpy as np
 import pandas as pd
 
 from evirank.aggregate import PassageTable
+from evirank.aggregate.registry import AggregateSpec
 from evirank.evaluate.measures import MeasureLike, measure_name, parse_measure
 from evirank.frames import FIRST_STAGE_SCORE, QID, SCORE, sort_run
 from evirank.progress import progress_bar
 from evirank.stage import Estimator
-from evirank.tune.aggregators import Tunable
 from evirank.tune.errors import TuneError
 from evirank.tune.folds import Fold, Folds, k_folds
 from evirank.tune.grid import Grid
@@ -101,7 +101,7 @@ class TuneResult:
         timings: seconds per phase.
     """
 
-    aggregator: Tunable
+    aggregator: AggregateSpec
     grid: Grid
     metric: str
     folds: Folds
@@ -142,7 +142,7 @@ class TuneResult:
 
 
 def grid_values(
-    aggregator: Tunable,
+    aggregator: AggregateSpec,
     table: PassageTable,
     grid: Grid,
     evaluator: FastEvaluator,
@@ -154,7 +154,7 @@ def grid_values(
 
     Args:
         aggregator: the aggregator whose parameters the grid sets.
-        table: the documents' arrays (:meth:`Tunable.table`), rows matching ``layout``.
+        table: the documents' arrays (:meth:`AggregateSpec.table`), rows matching ``layout``.
         grid: the settings.
         evaluator: the fast evaluator (its first measure is used unless ``measure`` is given).
         layout: ``evaluator.layout(table.keys)``.
@@ -196,7 +196,7 @@ def choose(values: np.ndarray, qids: Sequence[str], tune: Sequence[str]) -> tupl
 def cross_validate(
     passages: pd.DataFrame,
     qrels: pd.DataFrame,
-    aggregator: Tunable,
+    aggregator: AggregateSpec,
     grid: Grid,
     folds: Folds | None = None,
     *,
@@ -210,7 +210,7 @@ def cross_validate(
     Args:
         passages: scored Passages [qid, docno, score, first_stage_score] (+ pid, query).
         qrels: Qrels [qid, docno, label].
-        aggregator: what to tune (:func:`~evirank.tune.aggregators.parse_aggregate`).
+        aggregator: what to tune (:func:`evirank.aggregate.AggregateSpec.parse`).
         grid: settings of some of its parameters; the others keep their defaults.
         folds: the folds; ``None`` draws ``k`` folds with ``seed`` over the evaluated queries.
         metric: the measure maximised (AP, P@k, nDCG@k, RR@k, R@k, ...).
@@ -309,7 +309,7 @@ class CrossValidatedTuner(Estimator):
 
     def __init__(
         self,
-        aggregator: Tunable,
+        aggregator: AggregateSpec,
         grid: Grid,
         metric: MeasureLike = "AP",
         folds: Folds | None = None,
@@ -366,7 +366,7 @@ def _choice(
 
 
 def _cv_run(
-    aggregator: Tunable, table: PassageTable, grid: Grid, folds: Folds, choices: list[FoldChoice]
+    aggregator: AggregateSpec, table: PassageTable, grid: Grid, folds: Folds, choices: list[FoldChoice]
 ) -> pd.DataFrame:
     keys_qid = table.keys[QID].to_numpy()
     parts = []
@@ -382,7 +382,7 @@ def _cv_run(
     return sort_run(run[columns])
 
 
-def _needs_first_stage(aggregator: Tunable, grid: Grid) -> bool:
+def _needs_first_stage(aggregator: AggregateSpec, grid: Grid) -> bool:
     alphas = (
         grid.axes[grid.names.index("alpha")] if "alpha" in grid.names else (aggregator.defaults()["alpha"],)
     )

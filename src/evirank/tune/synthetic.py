@@ -181,7 +181,7 @@ def write_case(kind: str, output: str | Path, *, seed: int = 0, overwrite: bool 
     docs = passages.drop_duplicates([QID, DOCNO])[[QID, DOCNO, FIRST_STAGE_SCORE]]
     run = make_run(docs.rename(columns={FIRST_STAGE_SCORE: SCORE}))
     out = Path(output)
-    with atomic_output(out, overwrite=overwrite) as tmp:
+    with atomic_output(out, overwrite=overwrite, marker="passages.parquet") as tmp:
         tmp.mkdir(parents=True)
         passages.to_parquet(tmp / "passages.parquet", index=False)
         write_run(run, tmp / "run.txt", tag=f"synthetic-{kind}")

@@ -44,8 +44,8 @@ class VectorsMismatchError(EvirankError, ValueError):
 def segment_spec(segmenter: Any) -> str:
     """The canonical spec of a segmenter (or of a spec string): equal specs segment alike.
 
-    ``sentences`` is ``sentences:segment``, ``windows`` is ``windows:150:75``, ``whole`` is
-    ``whole:prepend``; windows whose title is not prepended end in ``:notitle``.
+    The spec grammar's canonical strings (:mod:`evirank.segment.spec`): ``sentences`` is
+    ``sentences:segment``, ``windows`` is ``windows:150:75``, ``whole`` is ``whole:prepend``.
 
     Example:
         >>> segment_spec("Windows")
@@ -54,23 +54,14 @@ def segment_spec(segmenter: Any) -> str:
         >>> segment_spec(Whole(title="skip"))
         'whole:skip'
     """
-    if isinstance(segmenter, str):
-        from evirank.rerank.pipeline import parse_segment
+    from evirank.segment.spec import SegmentSpec, spec_of
 
-        segmenter = parse_segment(segmenter)
-    name = type(segmenter).__name__
-    if name == "Sentences":
-        return f"sentences:{segmenter.title}"
-    if name == "Windows":
-        spec = f"windows:{segmenter.length}:{segmenter.stride}"
-        if not segmenter.title:
-            spec += ":notitle"
-        if getattr(segmenter, "max_passages", None) is not None:
-            spec += f":max{segmenter.max_passages}"
-        return spec
-    if name == "Whole":
-        return f"whole:{segmenter.title}"
-    raise ValueError(f"no canonical spec for the segmenter {segmenter!r}")
+    if isinstance(segmenter, str):
+        return SegmentSpec.parse(segmenter).spec
+    spec = spec_of(getattr(segmenter, "fallback", segmenter))
+    if spec is None:
+        raise ValueError(f"no canonical spec for the segmenter {segmenter!r}")
+    return spec
 
 
 def _short(fingerprint: str) -> str:

@@ -425,7 +425,8 @@ class VectorBuilder:
         """The segmenter, cut to the bi-encoder's passage room as ``evirank rerank`` does."""
         if getattr(self, "segmenter_", None) is None:
             if isinstance(self.segment, str):
-                from evirank.rerank.pipeline import parse_segment, passage_budget
+                from evirank.rerank.pipeline import passage_budget
+                from evirank.segment.spec import parse_segment
 
                 budget = passage_budget(self.scorer)
                 self.segmenter_ = parse_segment(
