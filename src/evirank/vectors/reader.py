@@ -166,6 +166,16 @@ class PassageVectors:
             raise IndexError(f"rows must be within 0..{len(self) - 1}; look passages up first")
         return np.asarray(self._matrix[index], dtype=np.float32)
 
+    def frame(self) -> pd.DataFrame:
+        """The whole passage table [docno, pid, text, row], in row order.
+
+        Example:
+            >>> vectors.frame().columns.tolist()  # doctest: +SKIP
+            ['docno', 'pid', 'text', 'row']
+        """
+        frame = self._table.to_pandas()
+        return frame.assign(row=np.arange(len(frame), dtype=np.int64))
+
     def passages(self, docnos: Sequence[str]) -> pd.DataFrame:
         """The stored passages of ``docnos`` [docno, pid, text, row], in order; absent ones skipped.
 
