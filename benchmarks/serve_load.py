@@ -189,7 +189,7 @@ def table(rows: list[dict[str, Any]], targets: bool) -> str:
                 server,
             ]
         )
-    return markdown.table(columns, lines, align="lrrrrrrllll")
+    return markdown.table(columns, lines, align="lrrrrrrlll")
 
 
 def main(argv: list[str] | None = None) -> int:

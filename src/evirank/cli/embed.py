@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from evirank.cli.index import positive_int
+from evirank.segment.spec import GRAMMAR
 
 logger = logging.getLogger(__name__)
 
@@ -66,8 +67,7 @@ def add_embedding_flags(parser: Any) -> None:
         "--segment",
         default=DEFAULT_SEGMENT,
         metavar="SPEC",
-        help=f"sentences[:segment|prepend|skip], windows[:LEN[:STRIDE]] or whole[:prepend|skip] "
-        f"(default {DEFAULT_SEGMENT}); rerank and serve must use the same",
+        help=f"{GRAMMAR} (default {DEFAULT_SEGMENT}); rerank and serve must use the same",
     )
     parser.add_argument(
         "--model",

@@ -47,6 +47,12 @@ rerank resumes and scores only what is missing, `evirank explain --scores STORE`
 document's passages, and `evirank tune --scores STORE --run RUN` re-aggregates without a model.
 OUTPUT.json records the configuration, the versions, the counts and the time of each stage.
 
+--scorer bi with stored passage vectors (an index built with `evirank index --embed`, or
+--vectors VDIR from `evirank embed`) embeds only the queries: passages are scored by lookup
+(vectors of another model or segmenter are refused; --vectors none embeds every passage).
+--prune N is a cascade: a cheap scorer (--prune-by bm25, or bi by lookup) keeps each
+document's N best passages, and only those are scored and aggregated.
+
 examples:
   evirank rerank --run run.dl19.bm25.txt --corpus corpus.jsonl --topics topics.dl19.tsv \\
       --scorer bi --aggregate maxp --output runs/dl19.bi.maxp.txt
