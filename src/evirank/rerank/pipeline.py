@@ -161,7 +161,7 @@ def rerank(
         passages = segmenter(head)
     logger.info("%d passages from %d documents", len(passages), len(head))
     segmented = len(passages)
-    with timings.measure("prune"):  # zero without a cascade
+    with timings.measure("pruning"):  # zero without a cascade
         if prune is not None:
             passages = prune(passages)
 

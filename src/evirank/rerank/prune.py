@@ -105,6 +105,9 @@ class Prune(Stage):
         See the module docstring.
     """
 
+    #: The name its time is reported under (``evirank rerank``'s stage timings).
+    timing_name = "pruning"
+
     def __init__(self, n: int, by: str = "bm25", scorer: Any = None) -> None:
         if not isinstance(n, int) or n < 1:
             raise ValueError(f"--prune must be a positive number of passages, found {n!r}")
