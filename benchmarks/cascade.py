@@ -8,9 +8,10 @@ the default grid, nDCG@10). Prints the pairs scored, the time of pruning and of 
 cross-validated nDCG@10 for every N as a Markdown table, and draws the curve (nDCG@10 against
 cross-encoder time) with ``--plot``.
 
-Birch's thesis studies the same question from the other side: how many of a document's top sentences
-its aggregation should read (Yilmaz 2020, *Cross-domain sentence modeling for relevance transfer with
-BERT*, Table 5.6); here a cheap scorer decides which sentences the expensive one reads at all.
+Birch's thesis looks at the question from the other side (Akkalyoncu Yilmaz 2019, *Cross-Domain
+Sentence Modeling for Relevance Transfer with BERT*, Table 5.6): it keeps only the sentences with no
+query term and finds BERT still beats the baseline, though every model loses effectiveness; BM25
+pruning keeps exactly the sentences it removed (see docs/cascade.md).
 
 The figures mean something only with a SciFact-trained cross-encoder (docs/train.md has the recipe);
 ``--model-label`` names the model in the output so that a table made with another one (a tiny or

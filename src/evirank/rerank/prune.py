@@ -1,9 +1,10 @@
 """A cascade between segmentation and scoring: a cheap scorer keeps each document's top N passages.
 
 The expensive scorer (a cross-encoder) then reads only the passages that can matter, and the
-aggregator sees the pruned set. Birch aggregates a document's top 3 sentences; its thesis studies the
-other side of the same question, how many of a document's best sentences the aggregation should
-read (Yilmaz, *Cross-domain sentence modeling for relevance transfer with BERT*, 2020, Table 5.6).
+aggregator sees the pruned set (Birch aggregates a document's top 3 sentences). Birch's thesis prunes
+from the other side (Akkalyoncu Yilmaz, *Cross-Domain Sentence Modeling for Relevance Transfer with
+BERT*, 2019, Table 5.6: only sentences without query terms kept; BERT still beats the baseline, with
+less effectiveness), see ``docs/cascade.md``.
 
 Two cheap scorers:
 
