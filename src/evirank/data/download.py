@@ -183,7 +183,14 @@ def get_dataset(
     logger.info("%s: not on this machine; getting it (%s) into %s", name, what, target)
     downloads = home / "downloads"
     files = [_fetch(entry, remote, downloads, base_url, timeout, home) for remote in entry.files]
-    with atomic_output(target, overwrite=force) as tmp:
+    if force and target.exists():
+        # --force: the user asked for this data-home folder to be replaced (the files are fetched by now)
+        logger.info("%s: replacing %s (--force)", name, target)
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        else:
+            target.unlink()
+    with atomic_output(target) as tmp:
         tmp.mkdir(parents=True)
         for remote, path in zip(entry.files, files, strict=True):
             _unpack(remote, path, tmp)
