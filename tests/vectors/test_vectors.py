@@ -208,3 +208,30 @@ def test_stored_vectors_equal_the_bi_encoders_own_embeddings(
     expected = scorer.embed(vectors.texts(rows).tolist())
     np.testing.assert_allclose(vectors.vectors(rows), expected, atol=2e-3)
     assert vectors.manifest["model"]["model"] == str(tiny_bi_encoder_path)
+
+
+def test_stored_segments_read_passages_and_split_only_documents_not_stored(tmp_path: Path) -> None:
+    import pandas as pd
+
+    from evirank.segment.spec import parse_segment
+    from evirank.vectors.segments import StoredSegments
+
+    vectors = build(tmp_path / "v")
+    segmenter = parse_segment("sentences:prepend")
+    new = Document("d9", "New", "Not stored. At all.")
+    docs = {d.docno: d for d in [*DOCS, new]}
+    order = [("1", "d3"), ("1", "d9"), ("1", "d1"), ("2", "d1"), ("2", "d2")]
+    run = pd.DataFrame(
+        {
+            "qid": [q for q, _ in order],
+            "query": ["q"] * len(order),
+            "docno": [d for _, d in order],
+            "score": [5.0, 4.0, 3.0, 2.0, 1.0],
+            "rank": [1, 2, 3, 1, 2],
+            "title": [docs[d].title for _, d in order],
+            "text": [docs[d].text for _, d in order],
+        }
+    )
+    stored = StoredSegments(vectors, fallback=segmenter)(run)
+    expected = segmenter(run)
+    pd.testing.assert_frame_equal(stored.reset_index(drop=True), expected[list(stored.columns)])

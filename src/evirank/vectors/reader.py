@@ -176,6 +176,17 @@ class PassageVectors:
         frame = self._table.to_pandas()
         return frame.assign(row=np.arange(len(frame), dtype=np.int64))
 
+    def counts(self, docnos: Sequence[str] | np.ndarray) -> np.ndarray:
+        """How many passages each of ``docnos`` has stored (0 for a document not stored).
+
+        Example:
+            >>> vectors.counts(["d1", "nope"]).tolist()  # doctest: +SKIP
+            [2, 0]
+        """
+        where = self._doc_index.get_indexer(pd.Index(np.asarray(docnos, dtype=object)))
+        counts = self._counts[np.where(where >= 0, where, 0)] if len(self._counts) else np.zeros(len(where))
+        return np.where(where >= 0, counts, 0).astype(np.int64)
+
     def passages(self, docnos: Sequence[str]) -> pd.DataFrame:
         """The stored passages of ``docnos`` [docno, pid, text, row], in order; absent ones skipped.
 

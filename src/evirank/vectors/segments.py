@@ -61,9 +61,8 @@ class StoredSegments(Stage):
         run = frame if RANK in frame.columns else sort_run(frame)
         docnos = run[DOCNO].astype(str).to_numpy(dtype=object)
         stored = self.vectors.passages(docnos)  # rows in run order, absent documents skipped
-        held = np.isin(docnos, stored[DOCNO].to_numpy()) if len(stored) else np.zeros(len(run), bool)
-        counts = stored.groupby(DOCNO, sort=False).size()
-        per_row = counts.reindex(docnos).fillna(0).to_numpy(dtype=np.int64)
+        per_row = self.vectors.counts(docnos)
+        held = per_row > 0
         row = np.repeat(np.arange(len(run)), per_row)
         columns: dict[str, Any] = {QID: run[QID].astype(str).to_numpy()[row]}
         if QUERY in run.columns:
