@@ -259,15 +259,15 @@ def main(argv: list[str] | None = None) -> int:
                 summarise(f"sequential ({len(seq)} queries)", sequential(http, seq, args.k, args.depth))
             )
             print(f"sequential: p50 {rows[-1]['p50_ms']:.0f} ms", file=sys.stderr)
-            answers = []
+            answers: list[tuple[int, float, dict[str, float]]] = []
             rest = queries[args.sequential :]
             for b in range(args.bursts):
                 chunk = rest[b * args.burst : (b + 1) * args.burst]
                 answers += burst(http, chunk, args.k, args.depth)
                 time.sleep(1.0)  # let the server drain between bursts
-            name = f"{args.bursts} bursts of {args.burst} at once"
-            rows.append(summarise(name, answers))
-            print(f"bursts: {rows[-1]['503']} x 503, p95 {rows[-1]['p95_ms']:.0f} ms", file=sys.stderr)
+            if answers:
+                rows.append(summarise(f"{args.bursts} bursts of {args.burst} at once", answers))
+                print(f"bursts: {rows[-1]['503']} x 503, p95 {rows[-1]['p95_ms']:.0f} ms", file=sys.stderr)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         try:
