@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     from evirank.lucene.java import default_java
 
     runtime = default_java()
-    top = header(
+    heading = header(
         "Passage vectors: memory-mapped float16 matrix against Lucene HNSW (Anserini)",
         f"the first {n} passages of {args.vectors} ({source.dim} dimensions, {source.identity.segment})",
         f"Lucene through Pyserini's Anserini jar on Java {runtime.version} ({runtime.source}); "
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
-    print(top)
+    print(heading)
     print(f"- Lucene returned {found} of {150 * args.lookups} looked-up vectors\n")
     columns = [
         "store",
