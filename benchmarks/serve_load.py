@@ -71,7 +71,8 @@ def server_command(args: argparse.Namespace, port: int) -> list[str]:
         "--index", args.index, "--port", str(port), "--host", "127.0.0.1",
         "--scorer", args.scorer, "--depth", str(args.depth), "--timeout", str(args.timeout),
     ]  # fmt: skip
-    for flag in ("model", "aggregate", "scores", "vectors", "prune", "prune_by", "workers", "max_pending"):
+    flags = ("model", "aggregate", "scores", "vectors", "prune", "prune_by", "workers", "max_pending")
+    for flag in (*flags, "model_threads"):
         value = getattr(args, flag)
         if value is not None:
             command += [f"--{flag.replace('_', '-')}", str(value)]
@@ -210,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prune", type=int, default=None, help="the server's --prune (cross-encoder)")
     parser.add_argument("--prune-by", default=None, choices=("bm25", "bi"), help="the server's --prune-by")
     parser.add_argument("--workers", type=int, default=None, help="the server's --workers")
+    parser.add_argument("--model-threads", type=int, default=None, help="the server's --model-threads")
     parser.add_argument("--max-pending", type=int, default=None, help="the server's --max-pending")
     parser.add_argument("--scores", default=None, help="score store for the server (off by default)")
     parser.add_argument("--timeout", type=float, default=30.0, help="the server's --timeout")

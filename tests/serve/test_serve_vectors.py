@@ -64,3 +64,17 @@ def test_the_page_says_which_model_made_the_evidence_and_how_long_it_took(search
     page = TestClient(create_app(searcher)).get("/", params={"q": "cat mat", "depth": 4, "k": 2}).text
     assert "evidence by" in page and "tiny-bi" in page and "stored passage vectors" in page
     assert "answered in" in page and "<mark" in page
+
+
+def test_a_service_that_embeds_only_queries_runs_its_model_on_one_thread() -> None:
+    torch = pytest.importorskip("torch")
+    from evirank.cli.serve import set_model_threads
+
+    before = torch.get_num_threads()
+    try:
+        stored = {"scorer": "bi", "evidence": "stored passage vectors: only the query is embedded"}
+        assert set_model_threads(None, stored) == 1 and torch.get_num_threads() == 1
+        assert set_model_threads(None, {"scorer": "cross", "evidence": "cross-encoder on ..."}) is None
+        assert set_model_threads(2, {"scorer": "cross"}) == 2 and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

@@ -105,6 +105,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="the cheap scorer of --prune: BM25 over the passages (default) or the bi-encoder by lookup",
     )
     parser.add_argument("--device", default=None, help="cuda | mps | cpu (default: the best available)")
+    parser.add_argument(
+        "--model-threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="CPU threads of one model call (default: 1 when only queries are embedded, from stored "
+        "vectors: a few tokens gain nothing from more, and spinning threads slow every other request; "
+        "else torch's default)",
+    )
     parser.add_argument("--no-warmup", action="store_true", help="do not run a first search before listening")
     return parser
 
@@ -151,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         logger.error("%s", exc)
         return 2
+    set_model_threads(args.model_threads, searcher.info)
     if not args.no_warmup:
         seconds = searcher.warm_up()
         logger.info("warm-up (index open, model loaded) took %.1f s", seconds)
@@ -160,6 +170,25 @@ def run(args: argparse.Namespace) -> int:
     level = "info" if logging.getLogger("evirank").getEffectiveLevel() <= logging.DEBUG else "warning"
     uvicorn.run(app, host=args.host, port=args.port, log_level=level, timeout_graceful_shutdown=5)
     return 0
+
+
+def set_model_threads(threads: int | None, info: dict[str, Any]) -> int | None:
+    """Set torch's intra-op threads for the service; return the number set (None: left as it is).
+
+    With stored vectors a request's model call embeds one query of a few tokens: one thread is as
+    fast as two, and on a busy CPU the second thread's spin-waits cost far more than they save.
+    """
+    queries_only = info.get("scorer") == "bi" and "stored passage vectors" in str(info.get("evidence", ""))
+    if threads is None and not queries_only:
+        return None
+    chosen = threads if threads is not None else 1
+    if chosen < 1:
+        raise SystemExit(f"evirank serve: error: --model-threads must be at least 1, found {chosen}")
+    import torch
+
+    torch.set_num_threads(chosen)
+    logger.info("model calls use %d CPU thread(s)", chosen)
+    return chosen
 
 
 def quiet_per_request_progress() -> None:
