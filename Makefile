@@ -7,7 +7,7 @@ PYTHON ?= python3
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 VENV := .venv
 BIN := $(VENV)/bin
-DATA ?= ../shared/datasets
+DATA ?= $(or $(EVIRANK_DATASETS),../shared/datasets)
 STAMP := $(VENV)/.installed
 
 .PHONY: install browser demo serve test test-slow lint clean

@@ -14,7 +14,6 @@ import os
 import platform
 import sys
 import time
-from importlib import metadata
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -70,17 +69,12 @@ def machine() -> str:
 
 
 def versions(*packages: str) -> str:
-    """``python 3.11.7, evirank 0.1.0, numpy 2.1.0, ...`` for the installed ``packages``."""
-    found = [f"python {platform.python_version()}"]
-    for name in ("evirank", *packages):
-        try:
-            found.append(f"{name} {metadata.version(name)}")
-        except metadata.PackageNotFoundError:
-            if name == "evirank":
-                from evirank import __version__
+    """``python 3.11.7, evirank 0.1.0, numpy 2.1.0, ...`` for the installed ``packages``
+    (:func:`evirank.record.versions`)."""
+    from evirank.record import versions as installed
 
-                found.append(f"evirank {__version__}")
-    return ", ".join(found)
+    found = installed(*packages)
+    return ", ".join(f"{name} {found[name]}" for name in ("python", "evirank", *packages) if name in found)
 
 
 def header(title: str, *details: str, packages: tuple[str, ...] = (), device: str | None = None) -> str:

@@ -8,7 +8,7 @@
 # is the full check of docs/rerank.md). SciFact is read from $DATA/scifact when it is there;
 # otherwise it is downloaded once into the data home ($EVIRANK_HOME, default ~/.cache/evirank).
 set -euo pipefail
-DATA=${DATA:-../shared/datasets}
+DATA=${EVIRANK_DATASETS:-${DATA:-../shared/datasets}}  # the datasets folder, as evirank finds it
 OUT=${OUT:-demo}
 EVIRANK=${EVIRANK:-.venv/bin/evirank}
 PYTHON=${PYTHON:-.venv/bin/python}

@@ -23,10 +23,9 @@ from evirank.aggregate import (
     merge_tail,
     parse_aggregate,
 )
-from evirank.evaluate import Evaluator
+from evirank.evaluate import Evaluator, FastEvaluator
 from evirank.frames import DOCNO, FIRST_STAGE_SCORE, PID, QID, SCORE, make_qrels, make_run, sort_run
 from evirank.tune import parse_grid
-from evirank.tune.metrics import FastEvaluator
 from evirank.tune.search import grid_values
 
 # Query 1: ties between documents (b and d have equal passages and first-stage scores), a

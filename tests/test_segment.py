@@ -475,5 +475,5 @@ def test_every_segment_spec_has_one_canonical_form_that_rebuilds_it(spec: str, c
 def test_bad_segment_specs_name_the_grammar(bad: str) -> None:
     from evirank.segment import SegmentSpecError, parse_segment
 
-    with pytest.raises(SegmentSpecError, match="sentences|windows|whole|title|STRIDE|LENGTH"):
+    with pytest.raises(SegmentSpecError, match=r"sentences|windows|whole|title|STRIDE|LENGTH"):
         parse_segment(bad)

@@ -46,6 +46,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 import math
 import os
@@ -55,7 +56,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -267,6 +268,7 @@ def _condition(file: Path, name: str, body: Any) -> Condition:
         raise InputFormatError(file, _line(evaluate), "missing: skip or zero", repr(missing))
     needs, hints = _needs(file, name, body.get("needs"), line)
     parts = {k: str(body[k]) for k in PART_KEYS if body.get(k) is not None}
+    _check_specs(file, name, commands, parts, line)
     return Condition(
         name=name,
         commands=tuple(commands),
@@ -282,6 +284,55 @@ def _condition(file: Path, name: str, body: Any) -> Condition:
         slow=bool(body.get("slow", False)),
         line=line,
     )
+
+
+def _check_specs(
+    file: Path, name: str, commands: Sequence[str], parts: Mapping[str, str], line: int | None
+) -> None:
+    """Parse every ``--segment`` and ``--aggregate`` of the commands with the one spec parsers, so a
+    typo fails when the file is read, not after an hour of earlier commands; a ``segmenter`` or
+    ``aggregator`` part that names a spec must be the one the commands use.
+    """
+    from evirank.aggregate.registry import GRAMMAR as AGGREGATE_GRAMMAR
+    from evirank.aggregate.registry import AggregateSpec
+    from evirank.segment.spec import GRAMMAR as SEGMENT_GRAMMAR
+    from evirank.segment.spec import SegmentSpec
+
+    kinds: dict[str, tuple[str, Callable[[str], object], str]] = {
+        "--segment": ("segmenter", SegmentSpec.parse, SEGMENT_GRAMMAR),
+        "--aggregate": ("aggregator", AggregateSpec.parse, AGGREGATE_GRAMMAR),
+    }
+    used: dict[str, set[str]] = {"segmenter": set(), "aggregator": set()}
+    for command in commands:
+        try:
+            words = shlex.split(command)
+        except ValueError:
+            continue
+        for flag, value in itertools.pairwise(words):
+            if flag not in kinds or "$" in value:
+                continue
+            part, parse, grammar = kinds[flag]
+            try:
+                used[part].add(str(parse(value)))
+            except ValueError:
+                raise InputFormatError(
+                    file, line, f"condition {name!r}: {flag} {grammar}", repr(value)
+                ) from None
+    for part, (_, parse, _) in ((k[0], k) for k in kinds.values()):
+        text = parts.get(part, "")
+        head = re.split(r"[\s,]+", text.strip(), maxsplit=1)[0] if text.strip() else ""
+        try:
+            named = str(parse(head)) if head else None
+        except ValueError:
+            continue  # a description, not a spec
+        if named is not None and used[part] and named not in used[part]:
+            raise InputFormatError(
+                file,
+                line,
+                f"condition {name!r}: its {part} part naming the spec its commands use "
+                f"({', '.join(sorted(used[part]))})",
+                repr(head),
+            )
 
 
 def _needs(file: Path, name: str, value: Any, line: int | None) -> tuple[tuple[str, ...], dict[str, str]]:

@@ -120,3 +120,15 @@ class MissingExtraError(EvirankError, ImportError):
             f"this feature needs the optional dependency '{module}'; "
             f"install it with: pip install 'evirank[{extra}]'"
         )
+
+
+class UsageError(EvirankError, ValueError):
+    """The command line asks for something that cannot be done: flags missing, conflicting or out of range.
+
+    The ``evirank`` command prints it the way argparse prints its own usage errors,
+    ``evirank COMMAND: error: MESSAGE``, and exits with status 2.
+
+    Example:
+        >>> str(UsageError("give --run RUN or --index DIR"))
+        'give --run RUN or --index DIR'
+    """

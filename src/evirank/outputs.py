@@ -102,9 +102,9 @@ def _read_only(folder: Path) -> bool:
 def check_writable(path: str | os.PathLike[str]) -> Path:
     """Raise :class:`OutputNotWritableError` unless ``path`` could be created (its folder writable).
 
-    The nearest existing ancestor must be a folder this process may write into; when the
-    output's own folder exists, a probe file is created and removed there (which also catches
-    read-only file systems and full quotas of some kinds).
+    The nearest existing ancestor (the output's folder, or the folder it will be created in)
+    must be a folder this process may write into: a probe file is created and removed there,
+    which also catches read-only file systems and permissions that ``os.access`` misses.
 
     Example:
         >>> check_writable(tempfile.mkdtemp() + "/sub/run.txt").name
@@ -122,14 +122,13 @@ def check_writable(path: str | os.PathLike[str]) -> Path:
         raise OutputNotWritableError(out, f"{ancestor} is on a read-only file system")
     if not os.access(ancestor, os.W_OK | os.X_OK):
         raise OutputNotWritableError(out, f"{ancestor} is not writable")
-    if ancestor == out.parent:
-        try:
-            fd, probe = tempfile.mkstemp(prefix=f"{TMP_PREFIX}probe-", dir=ancestor)
-        except OSError as exc:
-            raise OutputNotWritableError(out, f"{ancestor}: {exc.strerror or exc}") from None
-        os.close(fd)
-        with suppress(OSError):
-            os.unlink(probe)
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f"{TMP_PREFIX}probe-", dir=ancestor)
+    except OSError as exc:
+        raise OutputNotWritableError(out, f"{ancestor}: {exc.strerror or exc}") from None
+    os.close(fd)
+    with suppress(OSError):
+        os.unlink(probe)
     return out
 
 

@@ -121,12 +121,13 @@ def test_scifact_conditions_are_complete() -> None:
     assert names[0] == "scifact-bm25" and "scifact-bi-birch3-cv" in names
     for condition in conditions.conditions:
         assert condition.commands and condition.expected and condition.parts.get("first_stage")
-        assert condition.qrels == "$DATA/scifact/qrels/test.tsv"
+        split = "train" if condition.name.startswith("scifact-train") else "test"
+        assert condition.qrels == f"$DATA/scifact/qrels/{split}.tsv"
         for command in condition.commands:
             expand(command, conditions.variables)  # every variable is defined
     birch = conditions.select(["scifact-bi-birch3-cv"])[0]
     assert "--grid alpha=0:1:0.1 w2=0:1:0.1 w3=0:1:0.1" in birch.commands[0]
-    assert birch.expected[0].minimum == pytest.approx(0.6789)
+    assert birch.expected[0].value == pytest.approx(0.7368) and birch.needs == ("$OUT/scores.sqlite",)
     with pytest.raises(ConditionError, match="no condition named"):
         conditions.select(["nope"])
 
@@ -186,3 +187,23 @@ def test_data_is_the_datasets_folder(tmp_path: Path) -> None:
     assert values["DATA"] == str(folder)
     values = resolve_variables({"DATA": "../shared/datasets"}, {"DATA": "x"}, environ={})
     assert values["DATA"] == "x"
+
+
+def test_every_conditions_file_loads_and_names_real_conditions_in_its_hints() -> None:
+    import re
+
+    files = sorted((REPO / "conditions").glob("*.yaml"))
+    loaded = {file: load_conditions(file) for file in files}
+    names = [c.name for conditions in loaded.values() for c in conditions.conditions]
+    assert len(names) == len(set(names)), "a condition name is used twice"
+    wanted = {"dl19-bm25-bundled", "microblog-2013-minilm-mb", "train-minilm-mb", "distill-minilm-mb-l3"}
+    assert wanted <= set(names)
+    for conditions in loaded.values():
+        for condition in conditions.conditions:
+            for text in (*condition.commands, condition.run, condition.qrels, *condition.needs):
+                expand(text, conditions.variables)  # every variable is defined
+            for hint in condition.hints.values():
+                for named in re.findall(r"condition ([\w-]+)", hint):
+                    assert named in names, f"{condition.name}: hint names unknown condition {named}"
+            trained = [n for n in condition.needs if "$MODELS/" in n]
+            assert not trained or condition.hints, f"{condition.name}: a model need without a hint"

@@ -111,6 +111,9 @@ def test_json_output_to_a_file_with_per_query_values(files: dict[str, Path], tmp
     assert len(record["significance"]) == 2
     assert len(record["per_query"]) == 2 * 10 * 2
     assert record["qrels"] == str(files["qrels"])
+    sidecar = json.loads(out.with_name("report.json.json").read_text())  # what made it, with what
+    assert sidecar["command"] == "evaluate" and sidecar["config"]["correction"] == "holm"
+    assert sidecar["runs"]["better"] == str(files["better"]) and "ir_measures" in sidecar["versions"]
     # an existing output is never replaced without --overwrite
     out.write_text("keep me")
     assert main(args) == 2
@@ -143,3 +146,45 @@ def test_run_names_from_files_and_name_equals_path() -> None:
     assert run_name(Path("a/b/run.x.txt.gz")) == "run.x"
     assert parse_run_spec("bm25=runs/a.txt") == ("bm25", Path("runs/a.txt"))
     assert parse_run_spec("runs/a.txt") == ("a", Path("runs/a.txt"))
+
+
+def test_usage_and_input_errors_print_one_line_in_argparse_format(files: dict[str, Path]) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src"))
+    base = [sys.executable, "-m", "evirank", "evaluate", "--qrels", str(files["qrels"])]
+    done = subprocess.run(
+        [*base, "--run", str(files["base"]), "--metrics", "NDCG10"], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1].startswith("evirank evaluate: error: ")  # no time stamp
+    assert "unknown measure 'NDCG10'" in done.stderr
+    done = subprocess.run([*base, "--colour"], capture_output=True, text=True, env=env)
+    assert done.returncode == 2 and done.stderr.splitlines()[-1].startswith("evirank evaluate: error: ")
+
+
+def test_significance_level_flag_and_its_deprecated_alias(
+    files: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["evaluate", "--qrels", str(files["qrels"]), "--run", str(files["better"])]
+    args += ["--baseline", str(files["base"]), "--format", "json"]
+    assert main([*args, "--significance", "0.01"]) == 0
+    assert json.loads(capsys.readouterr().out)["settings"]["alpha"] == 0.01
+    assert main([*args, "--alpha", "0.02"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["settings"]["alpha"] == 0.02
+    assert "--alpha is deprecated; use --significance 0.02" in err
+    with pytest.raises(SystemExit):
+        main([*args, "--significance", "5"])
+    assert "expected a level between 0 and 1" in capsys.readouterr().err
+    assert "--alpha" not in _help("evaluate") and "--significance LEVEL" in _help("report")
+
+
+def _help(command: str) -> str:
+    from evirank.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command").choices[command]  # type: ignore[union-attr]
+    return str(sub.format_help())

@@ -18,6 +18,7 @@ from evirank.rerank import (
     STAGES,
     AddQueries,
     FetchText,
+    Rerank,
     StageTimings,
     parse_aggregate,
     parse_segment,
@@ -26,6 +27,7 @@ from evirank.rerank import (
 )
 from evirank.score import BiEncoder, CrossEncoder
 from evirank.segment import Sentences, Whole, Windows
+from evirank.stage import Stage
 
 TOPIC_FRAME = make_topics(list(TOPICS.items()))
 
@@ -157,3 +159,102 @@ def test_fetch_from_an_index_and_the_bm25_pipeline_end_to_end(
     written = read_run(out)
     head = written[written[RANK] <= 3].reset_index(drop=True)
     np.testing.assert_allclose(head[SCORE], first.sort_values([QID, RANK])[SCORE].to_numpy(), rtol=1e-9)
+
+
+class FirstPassageOnly(Stage):
+    """A stand-in for a cascade's pruning: keeps each document's first passage."""
+
+    timing_name = "pruning"
+
+    def __init__(self) -> None:
+        self.seen = 0
+
+    def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
+        self.seen += len(frame)
+        return frame[frame["pid"] == 0].reset_index(drop=True)
+
+
+class PassageLength(Stage):
+    """A model-free scorer: the passage's length; remembers what it scored."""
+
+    def __init__(self) -> None:
+        self.scored: list[pd.DataFrame] = []
+
+    def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
+        self.scored.append(frame)
+        return frame.assign(score=frame[TEXT].str.len().astype(float))
+
+
+def test_stages_between_segmentation_and_scoring_see_every_passage_and_are_timed(
+    collection: dict[str, Path],
+) -> None:
+    run = read_run(collection["run"])
+    prune, scorer = FirstPassageOnly(), PassageLength()
+    pipeline = Rerank(
+        Sentences(),
+        scorer,
+        MaxP(),
+        fetch=FetchText(corpus=collection["corpus"]),
+        depth=3,
+        passage_stages=[prune],
+        topics=TOPIC_FRAME,
+    )
+    result = pipeline.run(run)
+    assert prune.seen == result.counts["passages"] > result.counts["passages_scored"]
+    assert (scorer.scored[0]["pid"] == 0).all()
+    assert list(result.timings.as_dict()) == ["text_fetch", "segmentation", "pruning", "model", "aggregation"]
+    # the tail: documents below the depth keep their first-stage order under the re-ranked ones
+    for qid, ranked in result.run.groupby(QID):
+        original = run[run[QID] == qid].sort_values(RANK)[DOCNO].tolist()
+        assert ranked[DOCNO].tolist()[3:] == original[3:]
+
+
+def test_the_pipeline_object_is_a_stage_and_equals_rerank_and_the_expression(
+    collection: dict[str, Path],
+) -> None:
+    run = read_run(collection["run"])
+    fetch = FetchText(corpus=collection["corpus"])
+    pipeline = Rerank(Sentences(), PassageLength(), Birch(), fetch=fetch, depth=2, topics=TOPIC_FRAME)
+    as_stage = pipeline(run)
+    as_call = rerank(
+        run,
+        topics=TOPIC_FRAME,
+        fetch=fetch,
+        segmenter=Sentences(),
+        scorer=PassageLength(),
+        aggregator=Birch(),
+        depth=2,
+    ).run
+    expression = (
+        AddQueries(TOPIC_FRAME) >> RerankTop(fetch >> Sentences() >> PassageLength() >> Birch(), 2)
+    )(run)
+    pd.testing.assert_frame_equal(as_stage, as_call)
+    pd.testing.assert_frame_equal(as_stage[[QID, DOCNO, SCORE, RANK]], expression[[QID, DOCNO, SCORE, RANK]])
+    assert "Sentences(" in repr(pipeline) and "Birch(" in repr(pipeline)
+
+
+def test_the_service_runs_the_same_pipeline_object(collection: dict[str, Path]) -> None:
+    from evirank.serve.searcher import Searcher
+
+    docs = {d.docno: d for d in DOCS}
+    run = read_run(collection["run"])
+    qid = sorted(TOPICS)[0]
+
+    def retrieve(topics: pd.DataFrame, depth: int) -> pd.DataFrame:
+        first = run[run[QID] == qid].assign(qid="q")
+        return first[first[RANK] <= depth].reset_index(drop=True)
+
+    searcher = Searcher(retrieve, Sentences(), PassageLength(), MaxP(), docs.get)
+    assert isinstance(searcher.pipeline, Rerank)
+    served = searcher.search(TOPICS[qid], k=3, depth=3)
+    direct = rerank(
+        run[run[QID] == qid],
+        topics=TOPIC_FRAME,
+        fetch=FetchText(docs=docs),
+        segmenter=Sentences(),
+        scorer=PassageLength(),
+        aggregator=MaxP(),
+        depth=3,
+    ).run.head(3)
+    assert [c.docno for c in served.candidates] == direct[DOCNO].tolist()
+    assert [c.score for c in served.candidates] == pytest.approx(direct[SCORE].tolist())

@@ -135,6 +135,16 @@ class Aggregator(Stage):
         """This stage's parameter values, by name (those of :meth:`parameters`)."""
         return {"alpha": self.alpha}
 
+    @property
+    def spec(self) -> str:
+        """The canonical ``--aggregate`` spec of this stage (``birch:3``, ``maxp``).
+
+        Example:
+            >>> Birch(top_n=2).spec, MaxP(alpha=0.5).spec
+            ('birch:2', 'maxp')
+        """
+        return f"{self.name}:{self.top_n}" if self.numbered else self.name
+
     def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
         """Aggregate a scored Passages frame into a Run."""
         table = top_passage_matrix(frame, self.top_n, self.normalise, require_first_stage=self.alpha > 0)

@@ -41,8 +41,14 @@ logger = logging.getLogger(__name__)
 _RUN_OUTPUT = (QID, QUERY, DOCNO, SCORE, RANK, FIRST_STAGE_SCORE, FIRST_STAGE_RANK)
 
 
-def _ranked(run: pd.DataFrame) -> pd.DataFrame:
-    """``run`` with a rank column (kept when given, else from :func:`sort_run`), string ids."""
+def ranked_run(run: pd.DataFrame) -> pd.DataFrame:
+    """``run`` with a rank column (kept when given, else from :func:`sort_run`), string ids.
+
+    Example:
+        >>> from evirank.frames import make_run
+        >>> ranked_run(make_run([("1", "a", 1.0), ("1", "b", 2.0)]).drop(columns="rank"))["docno"].tolist()
+        ['b', 'a']
+    """
     out = run.copy()
     out[QID] = out[QID].astype(str)
     out[DOCNO] = out[DOCNO].astype(str)
@@ -67,7 +73,7 @@ def merge_tail(reranked: pd.DataFrame, original: pd.DataFrame) -> pd.DataFrame:
     head = reranked.copy()
     head[QID] = head[QID].astype(str)
     head[DOCNO] = head[DOCNO].astype(str)
-    first = _ranked(original)
+    first = ranked_run(original)
 
     seen = pd.MultiIndex.from_frame(head[[QID, DOCNO]])
     in_head = pd.MultiIndex.from_frame(first[[QID, DOCNO]]).isin(seen)
@@ -126,6 +132,6 @@ class RerankTop(Stage):
     def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
         """Re-rank the top ``depth`` of ``frame`` and merge the tail below."""
         require_columns(frame, (QID, DOCNO, SCORE), "RerankTop")
-        run = _ranked(frame)
+        run = ranked_run(frame)
         head = run[run[RANK] <= self.depth].reset_index(drop=True)
         return merge_tail(self.stage.transform(head), run)

@@ -48,24 +48,68 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only, no progress")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in SUBCOMMANDS:
-        try:
-            module = importlib.import_module(f"evirank.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"evirank.cli.{name}":
-                continue  # subcommand not built yet
-            raise
+        module = importlib.import_module(f"evirank.cli.{name}")
         sub = module.add_parser(subparsers)
         sub.set_defaults(_run=module.run)
     return parser
 
 
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Help with each flag's default, ``(default: X)``, where there is one to state.
+
+    No default is printed for flags without one (``None``), for switches, or where the help
+    already says it.
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if (
+            "default" in text
+            or action.default in (None, False, argparse.SUPPRESS)
+            or (isinstance(action.default, list | tuple) and not action.default)
+        ):
+            return text
+        default = action.default
+        if isinstance(default, list | tuple):
+            return f"{text} (default: {' '.join(map(str, default))})"
+        return f"{text} (default: {default})"
+
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class _Formatter(logging.Formatter):
+    """Log lines with time, level and logger; a command's error as argparse prints usage errors."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        if getattr(record, "command_error", False):
+            return record.getMessage()
+        return super().format(record)
+
+
 def configure_logging(verbose: int, quiet: bool) -> None:
     """Handlers are configured here, in the CLI, never in library code."""
     level = logging.WARNING if quiet else (logging.DEBUG if verbose > 1 else logging.INFO)
-    logging.basicConfig(
-        level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Formatter(LOG_FORMAT))
+    logging.basicConfig(level=level, handlers=[handler])
     logging.getLogger("evirank").setLevel(level)
+
+
+def fail(command: str, error: BaseException | str) -> int:
+    """Report ``error`` as ``evirank COMMAND: error: MESSAGE`` (argparse's format, no time stamp); return 2.
+
+    Example:
+        >>> fail("tune", "tune: give --scores or --passages")
+        2
+    """
+    message = str(error)
+    if message.startswith(f"{command}: "):
+        message = message[len(command) + 2 :]
+    logging.getLogger("evirank").error(
+        "evirank %s: error: %s", command, message, extra={"command_error": True}
+    )
+    return 2
 
 
 INTERRUPTED = {
@@ -102,7 +146,13 @@ def os_error_message(exc: OSError) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``evirank`` command; returns the exit status."""
+    """Entry point of the ``evirank`` command; returns the exit status.
+
+    Usage errors (argparse's, and :class:`~evirank.errors.UsageError`) and bad input
+    (:class:`~evirank.errors.EvirankError`, a missing file) print one line,
+    ``evirank COMMAND: error: MESSAGE``, and exit with status 2. So does any other error
+    (with its type, and the traceback under ``-vv``): a user never sees a bare traceback.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     configure_logging(args.verbose, args.quiet)
@@ -112,11 +162,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger("evirank").warning("%s", interrupted_message(args.command))
         return 130
     except EvirankError as exc:
-        logging.getLogger("evirank").error("%s", exc)
-        return 2
+        return fail(args.command, exc)
     except OSError as exc:  # a file that cannot be read or written: one line, no traceback
-        logging.getLogger("evirank").error("%s", os_error_message(exc))
-        return 2
+        return fail(args.command, os_error_message(exc))
+    except Exception as exc:  # anything unforeseen: still one line; -vv shows where it happened
+        if args.verbose > 1:
+            logging.getLogger("evirank").exception("unexpected %s", type(exc).__name__)
+        return fail(
+            args.command,
+            f"{exc} ({type(exc).__name__}; run again with -vv to see where it happened)",
+        )
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from evirank.errors import UsageError
 from evirank.frames import QID
 from evirank.train.config import TrainConfig
 
@@ -138,7 +139,7 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
 def add_optimisation_arguments(parser: argparse.ArgumentParser, defaults: TrainConfig) -> None:
     """Flags that mirror :class:`TrainConfig`."""
     opt = parser.add_argument_group("optimisation (defaults from the papers)")
-    opt.add_argument("--epochs", type=int, default=defaults.epochs)
+    opt.add_argument("--epochs", type=int, default=defaults.epochs, help="passes over the training examples")
     opt.add_argument(
         "--batch-size",
         type=int,
@@ -152,25 +153,33 @@ def add_optimisation_arguments(parser: argparse.ArgumentParser, defaults: TrainC
         help="forward passes per optimizer step",
     )
     opt.add_argument("--lr", type=float, default=defaults.learning_rate, help="AdamW's peak learning rate")
-    opt.add_argument("--weight-decay", type=float, default=defaults.weight_decay)
+    opt.add_argument("--weight-decay", type=float, default=defaults.weight_decay, help="AdamW's weight decay")
     opt.add_argument(
         "--warmup",
         type=float,
         default=defaults.warmup_fraction,
         help="share of steps with linear warmup (then linear decay)",
     )
-    opt.add_argument("--dropout", type=float, default=defaults.dropout)
+    opt.add_argument(
+        "--dropout", type=float, default=defaults.dropout, help="dropout of the encoder and the head"
+    )
     opt.add_argument(
         "--max-length", type=int, default=defaults.max_length, help="tokens per (query, text) pair"
     )
     opt.add_argument("--max-steps", type=int, default=None, help="stop after this many optimizer steps")
-    opt.add_argument("--seed", type=int, default=defaults.seed)
+    opt.add_argument(
+        "--seed", type=int, default=defaults.seed, help="seed of the head, the shuffling and the negatives"
+    )
     opt.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: cuda when available)")
     opt.add_argument("--no-bf16", action="store_true", help="no bf16 autocast on GPU")
-    opt.add_argument("--eval-batch-size", type=int, default=defaults.eval_batch_size)
+    opt.add_argument(
+        "--eval-batch-size", type=int, default=defaults.eval_batch_size, help="pairs per validation batch"
+    )
     opt.add_argument(
         "--measures",
-        default=",".join(defaults.validation_measures),
+        nargs="+",
+        default=list(defaults.validation_measures),
+        metavar="M",
         help="validation measures (ir_measures names); the first selects the best checkpoint",
     )
     opt.add_argument(
@@ -217,7 +226,7 @@ def optimisation_config(args: argparse.Namespace, **fixed: Any) -> TrainConfig:
         bf16=not args.no_bf16,
         device=args.device,
         eval_batch_size=args.eval_batch_size,
-        validation_measures=tuple(m.strip() for m in args.measures.split(",") if m.strip()),
+        validation_measures=tuple(args.measures),
         validate_every_steps=args.validate_every,
         patience=args.patience,
         save_every_steps=args.save_every,
@@ -305,15 +314,13 @@ def build_data(args: argparse.Namespace) -> tuple[pd.DataFrame, pd.DataFrame | N
     """Training examples, validation examples (or None) and the provenance record, from the flags.
 
     Raises:
-        SystemExit: through argparse-style errors when no training data was given.
+        UsageError: when no training data was given.
     """
     from evirank.train.examples import split_by_query, write_examples
 
     frames, records = _load(args, "")
     if not frames:
-        raise SystemExit(
-            "evirank: error: give training data (--short-texts, --documents, --evidence or --pairs)"
-        )
+        raise UsageError("give training data (--short-texts, --documents, --evidence or --pairs)")
     train = pd.concat(frames, ignore_index=True)
     val_frames, val_records = _load(args, "val_")
     provenance: dict[str, Any] = {

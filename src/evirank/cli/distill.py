@@ -3,7 +3,7 @@
 Example (a 3-layer student of the Microblog model, validated on 2013)::
 
     $ MB=../shared/datasets/microblog
-    $ evirank distill --teacher /work/models/minilm-mb --output /work/models/minilm-mb-l3 --num-layers 3 \\
+    $ evirank distill --teacher models/minilm-mb --output models/minilm-mb-l3 --num-layers 3 \\
         --short-texts $MB/2011/topics.microblog2011.txt $MB/2011/qrels.microblog2011.txt \\
                       $MB/2011/run.microblog2011.ql.txt $MB/2011/corpus.jsonl \\
         --val-short-texts $MB/2013/topics.microblog2013.txt $MB/2013/qrels.microblog2013.txt \\
@@ -18,7 +18,9 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from collections.abc import Sequence
 
+from evirank.cli import DefaultsHelpFormatter
 from evirank.cli._training import (
     add_data_arguments,
     add_optimisation_arguments,
@@ -26,6 +28,7 @@ from evirank.cli._training import (
     optimisation_config,
     set_threads,
 )
+from evirank.errors import UsageError
 from evirank.train.config import DistillConfig
 
 logger = logging.getLogger(__name__)
@@ -38,7 +41,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="train a smaller cross-encoder on a teacher's scores",
         description="Distil a relevance model: the student is the teacher cut down to some of its layers, "
         "trained to reproduce the teacher's logits (MSE) or margins (MarginMSE).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     parser.add_argument("--teacher", required=True, help="the teacher relevance model (folder or Hub id)")
     parser.add_argument("--output", "-o", required=True, help="the student's model folder")
@@ -49,7 +52,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         default=None,
         help="keep the teacher's first N layers (default: half of them)",
     )
-    depth.add_argument("--layers", default=None, help="teacher layers to keep, e.g. 0,2,4 or 0-2")
+    depth.add_argument(
+        "--layers", nargs="+", metavar="L", help="teacher layers to keep, e.g. 0 2 4, or a range 0-2"
+    )
     parser.add_argument(
         "--loss",
         choices=("mse", "margin-mse"),
@@ -66,22 +71,25 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     return parser
 
 
-def parse_layers(text: str) -> tuple[int, ...]:
-    """Parse "0,1,2" or "0-2" into layer indices.
+def parse_layers(items: Sequence[str]) -> tuple[int, ...]:
+    """Layer indices from ``--layers`` values: indices and ranges such as ``0-2``.
+
+    Raises:
+        UsageError: a value that is neither an index nor a range.
 
     Example:
-        >>> parse_layers("0-2,5")
+        >>> parse_layers(["0-2", "5"])
         (0, 1, 2, 5)
     """
     out: list[int] = []
-    for part in (p.strip() for p in text.split(",")):
+    for part in items:
         low, dash, high = part.partition("-")
-        if dash and low.isdigit() and high.isdigit():
+        if dash and low.isdecimal() and high.isdecimal():
             out.extend(range(int(low), int(high) + 1))
-        elif part.isdigit():
+        elif part.isdecimal():
             out.append(int(part))
-        elif part:
-            raise ValueError(f"--layers: expected indices like 0,1,2 or 0-2, found {text!r}")
+        else:
+            raise UsageError(f"--layers: expected indices like 0 2 4 or a range 0-2, found {part!r}")
     return tuple(out)
 
 

@@ -39,7 +39,7 @@ missing from a run are skipped (trec_eval's default); --missing zero counts them
 examples:
   evirank evaluate --qrels qrels.txt --run run.bm25.txt
   evirank evaluate --qrels qrels.txt --run bm25=a.txt --run birch=b.txt --baseline bm25 \\
-      --metrics AP P@20 nDCG@20 --correction holm --format json --output report.json
+      --metrics AP P@20 nDCG@20 --correction holm --significance 0.01 --format json --output report.json
 """
 
 
@@ -71,18 +71,45 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="M",
         help=f"measures (default: {' '.join(DEFAULT_METRICS)})",
     )
-    parser.add_argument(
-        "--relevance-level",
-        type=int,
-        default=None,
-        metavar="N",
-        help="minimum label counted relevant by binary measures, like trec_eval -l (default 1)",
-    )
     parser.add_argument("--per-query", action="store_true", help="also report each query's values")
     parser.add_argument(
         "--baseline",
         metavar="R",
         help="test every run against this one: a run's name or path, or another PATH / NAME=PATH",
+    )
+    add_significance_arguments(parser)
+    parser.add_argument(
+        "--ties",
+        choices=("trec_eval", "rank"),
+        default="trec_eval",
+        help="order of tied scores: trec_eval's (docno descending, default) or the run's own rank column",
+    )
+    parser.add_argument(
+        "--format", choices=("markdown", "json"), default="markdown", help="output format (default: markdown)"
+    )
+    parser.add_argument(
+        "--digits", type=non_negative_int, default=4, help="decimals in Markdown tables (default: 4)"
+    )
+    parser.add_argument("--output", metavar="FILE", help="write here instead of standard output")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
+    return parser
+
+
+def add_significance_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags ``evaluate`` and ``report`` share: relevance level, missing queries, the t-tests'
+    correction, family and significance level (``--alpha`` is kept as a hidden, deprecated alias)."""
+    parser.add_argument(
+        "--relevance-level",
+        type=int,
+        default=None,
+        metavar="N",
+        help="minimum label counted relevant by binary measures, like trec_eval -l (default: 1)",
+    )
+    parser.add_argument(
+        "--missing",
+        choices=("skip", "zero"),
+        default="skip",
+        help="qrels queries missing from a run: skip (trec_eval's default) or zero (trec_eval -c)",
     )
     parser.add_argument(
         "--correction",
@@ -96,26 +123,42 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default="all",
         help="what the correction counts: all runs x measures (default), or runs within each measure",
     )
-    parser.add_argument("--alpha", type=float, default=0.05, help="significance level (default: 0.05)")
     parser.add_argument(
-        "--missing",
-        choices=("skip", "zero"),
-        default="skip",
-        help="qrels queries missing from a run: skip (trec_eval default) or zero (trec_eval -c)",
+        "--significance",
+        type=_level,
+        default=0.05,
+        metavar="LEVEL",
+        help="significance level: a difference is significant when its adjusted p <= LEVEL (default: 0.05)",
     )
     parser.add_argument(
-        "--ties",
-        choices=("trec_eval", "rank"),
-        default="trec_eval",
-        help="order of tied scores: trec_eval's (docno descending, default) or the run's own rank column",
+        "--alpha",
+        dest="significance",
+        type=_level,
+        default=argparse.SUPPRESS,
+        action=_Deprecated,
+        help=argparse.SUPPRESS,
     )
-    parser.add_argument("--format", choices=("markdown", "json"), default="markdown", help="output format")
-    parser.add_argument(
-        "--digits", type=non_negative_int, default=4, help="decimals in Markdown tables (default: 4)"
-    )
-    parser.add_argument("--output", metavar="FILE", help="write here instead of standard output")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
-    return parser
+
+
+def _level(text: str) -> float:
+    """An argparse type: a significance level in (0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"expected a level between 0 and 1, found {text!r}")
+    return value
+
+
+class _Deprecated(argparse.Action):
+    """``--alpha`` in evaluate and report: still read, with a warning to use ``--significance``."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: Any = None
+    ) -> None:
+        sys.stderr.write(f"{parser.prog}: warning: {option} is deprecated; use --significance {values}\n")
+        setattr(namespace, self.dest, values)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -123,10 +166,12 @@ def run(args: argparse.Namespace) -> int:
     from evirank.evaluate import compare, markdown_report, parse_measures, to_record
     from evirank.evaluate.measures import EvaluationError
     from evirank.io import read_qrels, read_run
-    from evirank.outputs import atomic_output, check_output
+    from evirank.outputs import atomic_outputs, check_output
+    from evirank.record import compact_json, make_record, sidecar
 
     if args.output:
         check_output(args.output, args.overwrite)  # fail before any work
+        check_output(sidecar(args.output), args.overwrite)
     measures = parse_measures(args.metrics, args.relevance_level)
     specs = [parse_run_spec(text) for text in args.runs]
     baseline_name = None
@@ -152,13 +197,19 @@ def run(args: argparse.Namespace) -> int:
     for name, path in specs:
         runs[name] = read_run(path)
         logger.info("read run %s: %d rows from %s", name, len(runs[name]), path)
+        if not set(runs[name]["qid"]) & set(qrels["qid"]):
+            raise EvaluationError(
+                f"{path}: no query of this run is judged in {args.qrels} "
+                f"(run queries: {_some(runs[name]['qid'])}; judged: {_some(qrels['qid'])}); "
+                "are the run and the qrels of the same collection and split?"
+            )
     comparison = compare(
         runs,
         qrels,
         measures,
         baseline=baseline_name,
         correction=args.correction,
-        alpha=args.alpha,
+        alpha=args.significance,
         family=args.family,
         ties=args.ties,
         missing=args.missing,
@@ -176,12 +227,23 @@ def run(args: argparse.Namespace) -> int:
     else:
         text = markdown_report(comparison, per_query=args.per_query, digits=args.digits)
     if args.output:
-        with atomic_output(args.output, overwrite=args.overwrite) as tmp:
+        config = {k: v for k, v in vars(args).items() if not k.startswith("_")}
+        record = make_record("evaluate", config, runs=dict(specs), qrels=args.qrels)
+        outputs = ((args.output, None), (sidecar(args.output), None))
+        with atomic_outputs(*outputs, overwrite=args.overwrite) as (tmp, tmp_record):
             tmp.write_text(text, encoding="utf-8")
-        logger.info("wrote %s", args.output)
+            tmp_record.write_text(compact_json(record) + "\n", encoding="utf-8")
+        logger.info("wrote %s and its record %s", args.output, sidecar(args.output))
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _some(qids: Any, shown: int = 5) -> str:
+    """A few distinct qids for a message: ``'1', '2', ... (300 in all)``."""
+    distinct = list(dict.fromkeys(str(q) for q in qids))
+    text = ", ".join(repr(q) for q in distinct[:shown])
+    return text + (f", ... ({len(distinct)} in all)" if len(distinct) > shown else "")
 
 
 def parse_run_spec(text: str) -> tuple[str, Path]:

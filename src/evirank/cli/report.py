@@ -12,6 +12,8 @@ import logging
 import sys
 from typing import Any
 
+from evirank.cli.evaluate import add_significance_arguments
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_MEASURES = ("AP", "P@20", "nDCG@20")
@@ -61,26 +63,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="M",
         help=f"measures (default: {' '.join(DEFAULT_MEASURES)})",
     )
-    parser.add_argument(
-        "--correction",
-        choices=("bonferroni", "holm", "none"),
-        default="bonferroni",
-        help="multiple-comparison correction (default: bonferroni)",
-    )
-    parser.add_argument(
-        "--family",
-        choices=("all", "measure"),
-        default="all",
-        help="what the correction counts (default: all tests of a table)",
-    )
-    parser.add_argument("--alpha", type=float, default=0.05, help="significance level (default: 0.05)")
-    parser.add_argument("--relevance-level", type=int, metavar="N", help="like trec_eval -l (default 1)")
-    parser.add_argument(
-        "--missing",
-        choices=("skip", "zero"),
-        default="skip",
-        help="qrels queries missing from a run: skip (default) or zero (trec_eval -c)",
-    )
+    add_significance_arguments(parser)
     parser.add_argument(
         "--plot-measures", nargs="+", metavar="M", help="measures plotted per query (default: first)"
     )
@@ -119,16 +102,14 @@ def run(args: argparse.Namespace) -> int:
     runs = tuple(parse_run_spec(text) for text in args.runs)
     names = [name for name, _ in runs]
     if len(set(names)) != len(names):
-        raise ReportError("evirank report: several runs have the same name; name them with NAME=PATH")
+        raise ReportError("several runs have the same name; name them with NAME=PATH")
     if args.baseline is not None and args.baseline not in names:
-        raise ReportError(
-            f"evirank report: --baseline {args.baseline!r} is not one of the runs ({', '.join(names)})"
-        )
+        raise ReportError(f"--baseline {args.baseline!r} is not one of the runs ({', '.join(names)})")
     pruned = []
     for text in args.pruned:
         name, sep, folder = text.partition("=")
         if not sep or not name or not folder:
-            raise ReportError(f"evirank report: --pruned {text!r}: expected NAME=TUNE_DIR")
+            raise ReportError(f"--pruned {text!r}: expected NAME=TUNE_DIR")
         pruned.append((name, folder))
     config = ReportConfig(
         qrels=args.qrels,
@@ -136,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         baseline=args.baseline,
         measures=tuple(args.metrics),
         correction=args.correction,
-        alpha=args.alpha,
+        alpha=args.significance,
         family=args.family,
         relevance_level=args.relevance_level,
         missing=args.missing,

@@ -9,18 +9,11 @@ Example:
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import platform
-import sys
-import time
-from pathlib import Path
 from typing import Any
 
 from evirank.cli.index import non_negative_int, positive_int
-
-DEFAULT_MAX_PASSAGES = 1000
-"""Kept in step with evirank.segment.base.DEFAULT_MAX_PASSAGES (not imported: the parser stays light)."""
+from evirank.rerank.runner import DEFAULT_MAX_PASSAGES, RerankConfig
 
 logger = logging.getLogger(__name__)
 
@@ -58,17 +51,8 @@ examples:
       --scorer bi --aggregate maxp --output runs/dl19.bi.maxp.txt
   evirank rerank --run runs/robust04.bm25.txt --index indexes/robust04 --topics topics.robust04.txt \\
       --model models/minilm-mb --segment sentences:skip --aggregate birch:3 --alpha 0.6 \\
-      --weights 1,0.4,0.2 --normalise none --depth 1000 --output runs/robust04.birch.txt
+      --weights 1 0.4 0.2 --normalise none --depth 1000 --output runs/robust04.birch.txt
 """
-
-
-def _weights(text: str) -> list[float]:
-    from evirank.aggregate import parse_weights
-
-    try:
-        return parse_weights(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _alpha(text: str) -> float:
@@ -93,7 +77,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    inputs = parser.add_argument_group("inputs")
+    _add_inputs(parser.add_argument_group("inputs"))
+    _add_scoring(parser.add_argument_group("scoring"))
+    _add_segments_and_aggregation(parser.add_argument_group("segments and aggregation"))
+    _add_outputs(parser.add_argument_group("outputs"))
+    return parser
+
+
+def _add_inputs(inputs: Any) -> None:
     inputs.add_argument("--run", metavar="RUN", help="the first-stage TREC run (default: BM25 from --index)")
     text = inputs.add_mutually_exclusive_group(required=True)
     text.add_argument("--index", metavar="DIR", help="Lucene index with stored documents (evirank index)")
@@ -120,7 +111,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     inputs.add_argument("--rm3", action="store_true", help="without --run: BM25+RM3 (Anserini's defaults)")
 
-    model = parser.add_argument_group("scoring")
+
+def _add_scoring(model: Any) -> None:
     model.add_argument(
         "--scorer", choices=("cross", "bi"), default="cross", help="cross-encoder (default) or bi-encoder"
     )
@@ -170,7 +162,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     model.add_argument("--scores", metavar="STORE", help="score store (SQLite; default OUT.scores.sqlite)")
     model.add_argument("--no-scores", action="store_true", help="keep no score store (nothing resumes)")
 
-    agg = parser.add_argument_group("segments and aggregation")
+
+def _add_segments_and_aggregation(agg: Any) -> None:
     agg.add_argument(
         "--segment",
         default="sentences",
@@ -195,7 +188,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="first-stage weight in [0, 1] (default: birch 0.5, others 0)",
     )
     agg.add_argument(
-        "--weights", type=_weights, metavar="W1,W2,W3", help="Birch's top-n weights (default 1,0.5,0.25)"
+        "--weights", nargs="+", type=float, metavar="W", help="Birch's top-n weights (default 1 0.5 0.25)"
     )
     agg.add_argument(
         "--normalise",
@@ -207,7 +200,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--depth", type=positive_int, default=100, help="documents re-ranked per query (default 100)"
     )
 
-    out = parser.add_argument_group("outputs")
+
+def _add_outputs(out: Any) -> None:
     out.add_argument(
         "--output", required=True, metavar="OUT", help="the re-ranked TREC run (OUT.json beside it)"
     )
@@ -218,188 +212,48 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     out.add_argument(
         "--overwrite", action="store_true", help="replace existing outputs (the score store is kept)"
     )
-    return parser
 
 
-def sidecar(output: str | Path) -> Path:
-    """Where the record of a re-ranked run goes: ``OUT.json`` next to ``OUT``."""
-    path = Path(output)
-    return path.with_name(path.name + ".json")
-
-
-def default_store(output: str | Path) -> Path:
-    """The default score store of a run: ``OUT.scores.sqlite`` next to ``OUT``."""
-    path = Path(output)
-    return path.with_name(path.name + ".scores.sqlite")
-
-
-def _versions() -> dict[str, str]:
-    from evirank import __version__
-
-    versions = {"evirank": __version__, "python": platform.python_version()}
-    for name in ("numpy", "pandas", "torch", "transformers", "tokenizers"):
-        module = sys.modules.get(name)
-        if module is not None:
-            versions[name] = str(getattr(module, "__version__", "?"))
-    return versions
-
-
-def _usage(message: str) -> SystemExit:
-    return SystemExit(f"evirank rerank: error: {message}")
-
-
-def build_scorer(args: argparse.Namespace, store: Path | None, vectors: Any = None) -> Any:
-    """The scorer the flags ask for (nothing heavy is loaded yet); a bi-encoder reads ``vectors``."""
-    from evirank.score import BiEncoder, CrossEncoder
-
-    kwargs: dict[str, Any] = {
-        "batch_tokens": args.batch_tokens,
-        "device": args.device,
-        "store": store,
-        "backend": getattr(args, "backend", "torch"),
-    }
-    if args.scorer == "bi":
-        return BiEncoder(args.model, max_length=args.max_length, vectors=vectors, **kwargs)
-    if not args.model:
-        raise _usage("--scorer cross needs --model (a Hugging Face model id or a local folder)")
-    if args.max_length is not None:
-        kwargs["max_length"] = args.max_length
-    return CrossEncoder(args.model, **kwargs)
+def config_from_args(args: argparse.Namespace) -> RerankConfig:
+    """The :class:`~evirank.rerank.runner.RerankConfig` of the parsed flags."""
+    return RerankConfig(
+        topics=args.topics,
+        output=args.output,
+        run=args.run,
+        index=args.index,
+        corpus=args.corpus,
+        field=args.field,
+        split=args.split,
+        missing_docs=args.missing_docs,
+        k=args.k,
+        rm3=args.rm3,
+        scorer=args.scorer,
+        model=args.model,
+        max_length=args.max_length,
+        batch_tokens=args.batch_tokens,
+        device=args.device,
+        backend=args.backend,
+        vectors=args.vectors,
+        prune=args.prune,
+        prune_by=args.prune_by,
+        scores=args.scores,
+        no_scores=args.no_scores,
+        segment=args.segment,
+        max_passages=args.max_passages,
+        aggregate=args.aggregate,
+        alpha=args.alpha,
+        weights=None if args.weights is None else tuple(args.weights),
+        normalise=args.normalise,
+        depth=args.depth,
+        tag=args.tag,
+        save_passages=args.save_passages,
+        overwrite=args.overwrite,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    """Read the inputs, re-rank, write the run, its record, and optionally the scored passages."""
-    from evirank.io import read_run, read_topics, write_run
-    from evirank.outputs import atomic_outputs, check_output
-    from evirank.rerank import FetchText, StageTimings, parse_aggregate, parse_segment, passage_budget, rerank
-    from evirank.rerank.pipeline import describe_stage, save_passages
+    """Turn the flags into a config and run it (:func:`evirank.rerank.runner.run_rerank`)."""
+    from evirank.rerank.runner import run_rerank
 
-    if args.run is None and args.index is None:
-        raise _usage("give --run RUN, or --index DIR to retrieve the first stage with BM25")
-    try:
-        aggregator = parse_aggregate(
-            args.aggregate, alpha=args.alpha, weights=args.weights, normalise=args.normalise
-        )
-        parse_segment(args.segment)  # fail on a bad spec before anything is loaded
-    except ValueError as exc:
-        raise _usage(str(exc)) from exc
-    outputs = [Path(args.output), sidecar(args.output)] + (
-        [Path(args.save_passages)] if args.save_passages else []
-    )
-    for path in outputs:
-        check_output(path, args.overwrite)  # before any (long) work
-    store = None if args.no_scores else Path(args.scores) if args.scores else default_store(args.output)
-    if store is not None:
-        from evirank.score.store import check_store_path
-
-        check_store_path(store)
-
-    timings = StageTimings()
-    started = time.perf_counter()
-    first_stage: dict[str, Any]
-    with timings.measure("first_stage"):
-        topics = read_topics(args.topics, field=args.field, split=args.split)
-        if args.run is not None:
-            first = read_run(args.run)
-            first_stage = {"run": str(args.run)}
-        else:
-            from evirank.lucene import Bm25, Rm3
-
-            with Bm25(args.index, rm3=Rm3() if args.rm3 else None, k=args.k) as bm25:
-                first = bm25(topics)
-            first_stage = {"bm25": bm25.config.to_dict(), "index": str(args.index)}
-    if first.empty:
-        raise _usage(f"the first stage has no documents ({args.run or args.index})")
-    fetch = (
-        FetchText(index=args.index, missing=args.missing_docs)
-        if args.index
-        else FetchText(corpus=args.corpus, missing=args.missing_docs)
-    )
-    from evirank.rerank.prune import cascade_from_flags
-
-    cascade = cascade_from_flags(args, aggregator, _usage)
-    if cascade.vectors is not None and args.scorer == "bi":
-        store = None  # scores by lookup are computed in microseconds; they are not stored
-    scorer = build_scorer(args, store, cascade.vectors if args.scorer == "bi" else None)
-    budget = passage_budget(scorer)
-    segmenter = parse_segment(
-        args.segment, tokenizer=budget[0] if budget else None, max_tokens=budget[1] if budget else None
-    ).with_max_passages(args.max_passages or None)
-    prune = cascade.stage(segmenter, scorer if args.scorer == "bi" else None)
-    logger.info(
-        "pipeline: %s (depth %d)",
-        " >> ".join(describe_stage(s) for s in (fetch, segmenter, prune, scorer, aggregator) if s),
-        args.depth,
-    )
-
-    with fetch:
-        result = rerank(
-            first,
-            topics=topics,
-            fetch=fetch,
-            segmenter=segmenter,
-            scorer=scorer,
-            aggregator=aggregator,
-            depth=args.depth,
-            timings=timings,
-            prune=prune,
-        )
-    tag = args.tag or f"evirank-{args.scorer}-{args.aggregate.replace(':', '')}"
-    # The run, its record and the passages succeed or fail together: all are written under
-    # temporary names first and renamed into place only when every one of them is complete.
-    written = Path(args.output)
-    with atomic_outputs(*((path, None) for path in outputs), overwrite=args.overwrite) as temps:
-        with timings.measure("write"):
-            write_run(result.run, temps[0], tag=tag)
-            if args.save_passages:
-                save_passages(result.passages, temps[2])
-        record = {
-            "command": "rerank",
-            "arguments": {k: v for k, v in vars(args).items() if not k.startswith("_")},
-            "run": str(written),
-            "tag": tag,
-            "first_stage": first_stage,
-            "text": {"index": args.index} if args.index else {"corpus": args.corpus},
-            "topics": {
-                "path": str(args.topics),
-                "field": args.field,
-                "split": args.split,
-                "count": len(topics),
-            },
-            "depth": args.depth,
-            "segmenter": describe_stage(segmenter),
-            "prune": describe_stage(prune) if prune is not None else None,
-            "vectors": cascade.describe(),
-            "scorer": {**_describe(scorer), "fingerprint": _fingerprint(scorer)},
-            "aggregator": describe_stage(aggregator),
-            "scores": str(store) if store else None,
-            "passages_file": args.save_passages,
-            "counts": result.counts,
-            "timings_s": timings.as_dict(),
-            "wall_s": round(time.perf_counter() - started, 3),
-            "versions": _versions(),
-        }
-        temps[1].write_text(json.dumps(record, indent=2, default=str) + "\n", encoding="utf-8")
-    counts = result.counts
-    logger.info(
-        "re-ranked %d documents of %d queries (%d passages; model ran on %s items, %s pairs from the store)"
-        " into %s",
-        counts["documents_reranked"],
-        counts["queries"],
-        counts["passages"],
-        counts.get("scorer_computed", "?"),
-        counts.get("scorer_cached", "?"),
-        written,
-    )
-    logger.info("time per stage:\n%s", timings.table())
+    run_rerank(config_from_args(args))  # a RerankConfigError is a UsageError: `evirank rerank: error: ...`
     return 0
-
-
-def _describe(scorer: Any) -> dict[str, Any]:
-    describe = getattr(scorer, "describe", None)
-    return dict(describe()) if describe is not None else {"stage": repr(scorer)}
-
-
-def _fingerprint(scorer: Any) -> str | None:
-    value = getattr(scorer, "fingerprint", None)
-    return None if value is None else str(value)

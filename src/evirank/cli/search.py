@@ -26,9 +26,11 @@ Topics: a TREC <top> file, TREC Web XML, TSV (qid TAB query), BEIR queries.jsonl
 folder (with --split to keep the queries judged in qrels/<split>.tsv). --field picks the TREC
 query text: title, description, narrative, or several joined by + (title+description).
 
-The run is ordered by qid, score descending, then docno ascending (Anserini already breaks
-score ties by docid, so the top-k cut follows the same rule), and written atomically; RUN.json
-next to it records the configuration, the index and the versions.
+The run is ordered by qid (natural order), score descending, then docno descending: evirank's
+one tie rule, trec_eval's own, so the rank column is the order trec_eval evaluates. Anserini
+picks the top k itself (its ties go to the smaller docid, then it nudges tied scores apart by
+1e-6, so the scores it returns seldom tie). The run is written atomically; RUN.json next to it
+records the configuration, the index and the versions.
 
 examples:
   evirank search --index indexes/robust04 --topics topics.robust04.txt --field description \\
@@ -129,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
     """Read the topics, search, write the run and its configuration."""
     from pathlib import Path
 
+    from evirank.errors import UsageError
     from evirank.io import read_topics, write_run
     from evirank.lucene.index import read_index_info
     from evirank.lucene.search import Bm25
@@ -140,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
             args.index, k1=args.bm25[0], b=args.bm25[1], rm3=args.rm3, k=args.k, threads=args.threads
         )
     except ValueError as exc:
-        raise SystemExit(f"evirank search: error: {exc}") from exc
+        raise UsageError(str(exc)) from exc
     # Fail before the (possibly long) search if an output is in the way.
     check_output(args.output, args.overwrite)
     check_output(sidecar(args.output), args.overwrite)

@@ -52,7 +52,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--aggregate",
         default="birch:3",
-        help=f"{AGGREGATE_GRAMMAR} (default: birch:3, alpha 0.5, weights 1,0.5,0.25, per-query min-max)",
+        help=f"{AGGREGATE_GRAMMAR} (default: birch:3, alpha 0.5, weights 1 0.5 0.25, per-query min-max)",
     )
     parser.add_argument(
         "--alpha",
@@ -60,7 +60,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         help="weight of the first-stage score (default: birch 0.5, others 0)",
     )
-    parser.add_argument("--weights", default=None, help="Birch: comma-separated weights of the top passages")
+    parser.add_argument(
+        "--weights",
+        nargs="+",
+        type=float,
+        metavar="W",
+        help="Birch: weights of the top passages (default: 1 0.5 0.25)",
+    )
     parser.add_argument(
         "--scores", default=None, metavar="STORE", help="persistent score store to reuse and fill"
     )
@@ -134,8 +140,10 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
 def run(args: argparse.Namespace) -> int:
     """Build the searcher (the model loads once, here), then serve until interrupted."""
     from evirank._extras import require
+    from evirank.errors import UsageError
     from evirank.serve.app import create_app
     from evirank.serve.build import build_searcher
+    from evirank.serve.limits import bind_socket, limited_http_protocol
 
     uvicorn = require("uvicorn", "serve")
     try:
@@ -158,17 +166,35 @@ def run(args: argparse.Namespace) -> int:
             prune_by=args.prune_by,
         )
     except ValueError as exc:
-        logger.error("%s", exc)
+        raise UsageError(str(exc)) from exc
+    try:
+        # bind before the model loads: a port in use is a clear error at once, and
+        # "serving on ..." is only ever logged for an address that is really held
+        sock = bind_socket(args.host, args.port)
+    except OSError as exc:
+        logger.error("%s", exc.strerror or exc)
         return 2
     set_model_threads(args.model_threads, searcher.info)
-    if not args.no_warmup:
-        seconds = searcher.warm_up()
-        logger.info("warm-up (index open, model loaded) took %.1f s", seconds)
-    app = create_app(searcher, config)
-    logger.info("serving %s on http://%s:%d/ (API docs at /docs)", args.index, args.host, args.port)
-    quiet_per_request_progress()
-    level = "info" if logging.getLogger("evirank").getEffectiveLevel() <= logging.DEBUG else "warning"
-    uvicorn.run(app, host=args.host, port=args.port, log_level=level, timeout_graceful_shutdown=5)
+    try:
+        if not args.no_warmup:
+            seconds = searcher.warm_up()
+            logger.info("warm-up (index open, model loaded) took %.1f s", seconds)
+        app = create_app(searcher, config)
+        port = sock.getsockname()[1]
+        logger.info("serving %s on http://%s:%d/ (API docs at /docs)", args.index, args.host, port)
+        quiet_per_request_progress()
+        level = "info" if logging.getLogger("evirank").getEffectiveLevel() <= logging.DEBUG else "warning"
+        server_config = uvicorn.Config(
+            app,
+            host=args.host,
+            port=port,
+            log_level=level,
+            timeout_graceful_shutdown=5,
+            http=limited_http_protocol(),
+        )
+        uvicorn.Server(server_config).run(sockets=[sock])
+    finally:
+        sock.close()
     return 0
 
 

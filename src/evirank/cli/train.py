@@ -3,7 +3,7 @@
 Example (Birch's recipe: Microblog 2011-12, validated on 2013)::
 
     $ MB=../shared/datasets/microblog
-    $ evirank train --output /work/models/minilm-mb \\
+    $ evirank train --output models/minilm-mb \\
         --short-texts $MB/2011/topics.microblog2011.txt $MB/2011/qrels.microblog2011.txt \\
                       $MB/2011/run.microblog2011.ql.txt $MB/2011/corpus.jsonl \\
         --short-texts $MB/2012/topics.microblog2012.txt $MB/2012/qrels.microblog2012.txt \\
@@ -12,7 +12,7 @@ Example (Birch's recipe: Microblog 2011-12, validated on 2013)::
                           $MB/2013/run.microblog2013.ql.txt $MB/2013/corpus.jsonl \\
         --epochs 1 --max-length 96
 
-Sequential transfer (Microblog, then SciFact): ``--init /work/models/minilm-mb``.
+Sequential transfer (Microblog, then SciFact): ``--init models/minilm-mb``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import argparse
 import json
 import logging
 
+from evirank.cli import DefaultsHelpFormatter
 from evirank.cli._training import (
     add_data_arguments,
     add_optimisation_arguments,
@@ -40,7 +41,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="fine-tune a cross-encoder on relevance judgements",
         description="Fine-tune a cross-encoder (a Hugging Face model folder) on (query, text, label) "
         "examples built from qrels and runs, sentence-level gold, or pair files.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     parser.add_argument("--output", "-o", required=True, help="the model folder to create")
     init = parser.add_mutually_exclusive_group()

@@ -64,8 +64,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--normalise",
         "--normalize",
         choices=("minmax", "none"),
-        default="minmax",
-        help="per-query min-max of first-stage and passage scores (default), or raw scores as Birch",
+        default=None,
+        help="per-query min-max of first-stage and passage scores (default, as rerank and serve), "
+        "or raw scores as Birch",
     )
     folds = parser.add_argument_group("folds")
     folds.add_argument("--folds", metavar="FILE", help="Robust04 JSON folds or qid<TAB>fold TSV")
@@ -96,15 +97,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Load the scored passages, tune, write the output folder, print a summary."""
+    from evirank.errors import UsageError
     from evirank.outputs import check_output
-    from evirank.tune.errors import TuneError
     from evirank.tune.runner import RECORD_FILE, TuneConfig, run_tune
 
     check_output(args.output, args.overwrite, marker=RECORD_FILE)
     if bool(args.scores) == bool(args.passages):
-        raise TuneError("evirank tune: give exactly one of --scores STORE or --passages FILE")
+        raise UsageError("give exactly one of --scores STORE or --passages FILE")
     if args.scores and not args.run:
-        raise TuneError("evirank tune: --scores needs --run (the first-stage run that was re-ranked)")
+        raise UsageError("--scores needs --run (the first-stage run that was re-ranked)")
     config = TuneConfig(
         qrels=args.qrels,
         aggregate=args.aggregate,

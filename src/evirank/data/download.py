@@ -41,6 +41,7 @@ from pathlib import Path, PurePosixPath
 
 from evirank import __version__
 from evirank.data.registry import Dataset, RemoteFile, registry
+from evirank.datasets import DEFAULT, ENVIRONMENT, datasets_folder
 from evirank.errors import EvirankError
 from evirank.outputs import atomic_output
 from evirank.progress import progress_bar
@@ -48,7 +49,6 @@ from evirank.progress import progress_bar
 logger = logging.getLogger(__name__)
 
 HOME_ENV = "EVIRANK_HOME"
-DATASETS_ENV = "EVIRANK_DATASETS"
 MIRROR_ENV = "EVIRANK_DATA_URL"
 _CHUNK = 1 << 20
 
@@ -92,23 +92,6 @@ def data_home() -> Path:
         return Path.home() / "Library" / "Caches" / "evirank"
     xdg = os.environ.get("XDG_CACHE_HOME")
     return (Path(xdg) if xdg else Path.home() / ".cache") / "evirank"
-
-
-def datasets_folder() -> Path | None:
-    """The datasets folder (``$EVIRANK_DATASETS``, ``$DATA``, else ``../shared/datasets``), if it exists.
-
-    Example:
-        >>> folder = datasets_folder()
-        >>> folder is None or folder.is_dir()
-        True
-    """
-    for env in (DATASETS_ENV, "DATA"):
-        value = os.environ.get(env)
-        if value:
-            path = Path(value).expanduser()
-            return path if path.is_dir() else None
-    default = Path("..") / "shared" / "datasets"
-    return default.resolve() if default.is_dir() else None
 
 
 def dataset(name: str) -> Dataset:
@@ -388,7 +371,8 @@ def _offline_message(entry: Dataset, url: str, exc: BaseException, downloads: Pa
         f"then run the command again (or `evirank data get {entry.name}`): they are checked and "
         f"unpacked into {home / entry.folder}."
     )
-    folder = datasets_folder() or Path(os.environ.get(DATASETS_ENV) or "../shared/datasets")
+    named = next((os.environ[name] for name in ENVIRONMENT if os.environ.get(name)), None)
+    folder = datasets_folder() or (Path(named) if named else DEFAULT)
     lines.append(f"Or put an unpacked copy ({', '.join(entry.expect)}) in {folder / entry.folder}.")
     return "\n".join(lines)
 

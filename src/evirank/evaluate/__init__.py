@@ -1,7 +1,9 @@
 """Evaluation: measures with trec_eval semantics, per-query tables, significance tests, reports.
 
 Measures are ir_measures values (re-exported here: ``AP``, ``P``, ``nDCG``, ``RR``, ``R``, ...)
-or their names.
+or their names. :class:`Evaluator` evaluates one run at a time; :class:`FastEvaluator`
+(:mod:`evirank.evaluate.fast`) evaluates many score settings of fixed candidates at once, with the
+same semantics (the tuner's inner loop).
 
 Example:
     >>> from evirank.evaluate import AP, P, evaluate, nDCG
@@ -15,6 +17,7 @@ from __future__ import annotations
 from ir_measures import AP, RR, P, R, Rprec, Success, nDCG
 
 from evirank.evaluate.compare import Comparison, compare, summarize
+from evirank.evaluate.fast import FastEvaluator, Layout
 from evirank.evaluate.measures import (
     DEFAULT_MEASURES,
     EvaluationError,
@@ -37,6 +40,8 @@ __all__ = [
     "Comparison",
     "EvaluationError",
     "Evaluator",
+    "FastEvaluator",
+    "Layout",
     "MeasureError",
     "P",
     "R",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, cast
@@ -83,15 +84,44 @@ def decode_line(raw: bytes, path: PathLike, line_no: int, line_start: int) -> st
         ) from None
 
 
+GZIP_ERRORS = (OSError, EOFError, zlib.error)
+"""What reading a damaged or truncated ``.gz`` file raises (gzip.BadGzipFile is an OSError)."""
+
+
+def gzip_error(path: PathLike, line_no: int | None, exc: BaseException) -> InputFormatError:
+    """The error for a ``.gz`` file that cannot be decompressed (not gzip, truncated, corrupt)."""
+    return InputFormatError(
+        path,
+        line_no,
+        "complete gzip-compressed data (the name ends in .gz)",
+        f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__,
+        hint="re-create the file, or drop .gz from its name if it is not compressed",
+    )
+
+
+def _raw_lines(handle: BinaryIO, path: PathLike) -> Iterator[bytes]:
+    line_no = 0
+    while True:
+        try:
+            raw = handle.readline()
+        except GZIP_ERRORS as exc:
+            raise gzip_error(path, line_no + 1, exc) from None
+        if not raw:
+            return
+        line_no += 1
+        yield raw
+
+
 def iter_lines(path: PathLike) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, text)`` for each line of ``path`` (1-based, newline stripped).
 
     Decodes strictly as UTF-8 line by line, so a bad byte is reported with its line and
-    byte offset. ``.gz`` files are decompressed on the fly.
+    byte offset. ``.gz`` files are decompressed on the fly (a damaged one is reported with
+    the line where decompression failed).
     """
     offset = 0
     with open_binary(path) as handle:
-        for line_no, raw in enumerate(handle, start=1):
+        for line_no, raw in enumerate(_raw_lines(handle, path), start=1):
             text = decode_line(raw, path, line_no, offset)
             if line_no == 1:
                 text = text.lstrip("\ufeff")  # a byte-order mark is not content
@@ -102,7 +132,10 @@ def iter_lines(path: PathLike) -> Iterator[tuple[int, str]]:
 def read_text(path: PathLike) -> str:
     """The whole (possibly gzipped) file as text; a non-UTF-8 byte is reported with its line."""
     with open_binary(path) as handle:
-        data = handle.read()
+        try:
+            data = handle.read()
+        except GZIP_ERRORS as exc:
+            raise gzip_error(path, None, exc) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -20,7 +20,7 @@ from typing import IO, Any
 import pandas as pd
 
 from evirank.errors import InputFormatError
-from evirank.io._common import PathLike, iter_lines, shorten
+from evirank.io._common import GZIP_ERRORS, PathLike, iter_lines, shorten
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ def fast_read(
             encoding="utf-8",
             compression="gzip" if path.suffix == ".gz" else None,
         )
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as exc:
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError, *GZIP_ERRORS) as exc:
         logger.debug("fast read of %s failed (%s); re-reading line by line", path, exc)
         return None
     if frame.shape[1] != ncols or frame.empty or frame.isna().to_numpy().any():

@@ -157,15 +157,17 @@ def detect_topics_format(path: PathLike) -> str:
             break
     if first is None:
         raise InputFormatError(p, None, "topics in one of: " + "; ".join(TOPIC_FORMATS), "an empty file")
+    stripped = first[1].strip()
+    # A first line of JSON or of TSV decides (a query may well mention "<top>"); markup is
+    # looked for in the head of the file otherwise (TREC files may open with a preamble).
+    if stripped.startswith("{"):
+        return "jsonl"
+    if "\t" in stripped and not stripped.startswith("<"):
+        return "tsv"
     if re.search(r"<\s*top\s*>", head, re.IGNORECASE):
         return "trec"
     if re.search(r"<\s*topic\s+[^>]*number\s*=", head, re.IGNORECASE):
         return "webxml"
-    stripped = first[1].strip()
-    if stripped.startswith("{"):
-        return "jsonl"
-    if "\t" in stripped:
-        return "tsv"
     raise InputFormatError(
         p,
         first[0],

@@ -131,6 +131,8 @@ def read_index_info(index: str | os.PathLike[str]) -> dict[str, Any] | None:
 def check_index(index: str | os.PathLike[str]) -> Path:
     """Raise unless ``index`` is a folder holding a Lucene index; return it as a Path."""
     path = Path(index)
+    if path.exists() and not path.is_dir():
+        raise InputFormatError(path, None, "an index folder (evirank index --index DIR)", "a file")
     if not path.is_dir():
         raise FileNotFoundError(
             f"{path}: no such index folder; build one with: evirank index --corpus ... --index {path}"

@@ -60,6 +60,10 @@ class JavaError(EvirankError, RuntimeError):
     """No suitable Java runtime, or the running JVM is not one Lucene can use."""
 
 
+class HeapSettingError(JavaError, ValueError):
+    """``EVIRANK_JVM_HEAP`` is not a heap size."""
+
+
 @dataclass(frozen=True, slots=True)
 class JavaRuntime:
     """A Java installation: its home folder, version and where it was found.
@@ -202,7 +206,7 @@ def jvm_heap(environ: Mapping[str, str] | None = None) -> str:
     env = os.environ if environ is None else environ
     value = env.get(HEAP_ENV, "").strip() or DEFAULT_HEAP
     if not _HEAP_RE.match(value):
-        raise ValueError(f"{HEAP_ENV}={value!r}: expected a size such as 512m, 1g or 4g")
+        raise HeapSettingError(f"{HEAP_ENV}={value!r}: expected a size such as 512m, 1g or 4g")
     return value
 
 

@@ -254,8 +254,9 @@ class Bm25(SearcherOwner, Stage):
             scores = _clean_scores([h.score for h in hits])
             part = pd.DataFrame({QID: qid, DOCNO: docnos, SCORE: scores, QUERY: query_of[qid]})
             if cfg.fetch_text:
-                # Rank order (score desc, docno asc) decides which hits get their text loaded.
-                order = sorted(range(len(hits)), key=lambda i: (-scores[i], docnos[i]))[: cfg.fetch_text]
+                # Rank order (score descending, docno descending) decides which hits get their text.
+                by_rank = sorted(range(len(hits)), key=lambda i: (scores[i], docnos[i]), reverse=True)
+                order = by_rank[: cfg.fetch_text]
                 titles: list[str | None] = [None] * len(hits)
                 texts: list[str | None] = [None] * len(hits)
                 for i in order:

@@ -2,8 +2,10 @@
 
 - :class:`FetchText` adds document text to a run (from a Lucene index, a corpus file, or a mapping);
   :class:`AddQueries` adds query text from topics.
-- :func:`rerank` runs fetch -> segment -> score -> aggregate on each query's top ``depth`` and keeps
-  the rest of the run below in first-stage order, timing each stage (:class:`StageTimings`).
+- :class:`Rerank` is the one re-ranking flow, built alike by ``evirank rerank``, the service and the
+  Python API: fetch -> segment -> (prune) -> score -> aggregate on each query's top ``depth``, the rest
+  of the run below in first-stage order, each stage timed (:class:`StageTimings`, :data:`STAGES`);
+  :func:`rerank` runs it in one call.
 - :func:`parse_segment` / :func:`parse_aggregate` read the ``--segment`` and ``--aggregate`` specs
   (``sentences:prepend``, ``windows:150:75``, ``birch:3``, ``maxp``...); they are defined once, in
   :mod:`evirank.segment.spec` and :mod:`evirank.aggregate.registry`.
@@ -26,6 +28,7 @@ from evirank.aggregate.registry import AGGREGATORS, parse_aggregate
 from evirank.rerank.fetch import AddQueries, FetchText, MissingDocumentsError, MissingQueriesError
 from evirank.rerank.pipeline import (
     PASSAGE_FILE_COLUMNS,
+    Rerank,
     RerankResult,
     passage_budget,
     rerank,
@@ -42,6 +45,7 @@ __all__ = [
     "FetchText",
     "MissingDocumentsError",
     "MissingQueriesError",
+    "Rerank",
     "RerankResult",
     "StageTimings",
     "parse_aggregate",

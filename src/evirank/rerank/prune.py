@@ -251,6 +251,19 @@ class Cascade:
         }
 
 
+def describe_vectors(pipeline: Any) -> dict[str, Any] | None:
+    """The stored vectors a re-ranking pipeline reads (its scorer's or a pruning stage's), for records."""
+    readers = [
+        pipeline.scorer,
+        *(getattr(s, "scorer", None) for s in getattr(pipeline, "passage_stages", ())),
+    ]
+    for reader in readers:
+        vectors = getattr(reader, "vectors", None)
+        if vectors is not None and hasattr(vectors, "manifest"):
+            return Cascade(vectors).describe()
+    return None
+
+
 def cascade_from_flags(args: Any, aggregator: Any, usage: Any) -> Cascade:
     """The :class:`Cascade` of ``evirank rerank``'s flags (``usage(message)`` makes the usage error)."""
     from evirank.vectors.index import resolve_vectors
@@ -262,6 +275,7 @@ def cascade_from_flags(args: Any, aggregator: Any, usage: Any) -> Cascade:
     except ValueError as exc:
         raise usage(str(exc)) from exc
     spec = getattr(args, "vectors", None)
+    spec = None if spec is None else str(spec)
     wanted = args.scorer == "bi" or (prune is not None and by == "bi")
     vectors = resolve_vectors(spec, getattr(args, "index", None)) if wanted else None
     if spec is not None and spec.lower() != "none" and not wanted:

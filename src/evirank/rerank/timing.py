@@ -1,5 +1,9 @@
 """Per-stage wall-clock timings of a re-ranking run, so users see where their time goes.
 
+One vocabulary of stage names (:data:`STAGES`) for every re-ranking: ``evirank rerank``'s record
+and log, the service's per-request ``timings`` (in milliseconds, with ``wait`` and ``total``),
+and the Python API's :class:`~evirank.rerank.Rerank` all time the same steps under the same names.
+
 Example:
     >>> timings = StageTimings()
     >>> with timings.measure("segmentation"):
@@ -17,7 +21,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-#: The stages of a re-ranking run, in order (issue 7: where the time goes).
+#: The stages of a re-ranking run, in order. ``pruning`` times the stages a pipeline runs between
+#: segmentation and scoring (a cascade's cheaper pass); the scoring is split into ``model_load``,
+#: ``tokenisation``, ``model`` and ``scoring_other`` (the store, batching, bookkeeping).
 STAGES = (
     "first_stage",
     "text_fetch",
@@ -35,14 +41,28 @@ _LABELS = {
     "first_stage": "first stage",
     "text_fetch": "text fetch",
     "segmentation": "segmentation",
-    "pruning": "pruning (cascade)",
+    "pruning": "pruning",
     "model_load": "model loading",
     "tokenisation": "tokenisation",
     "model": "model",
     "scoring_other": "scoring (other)",
     "aggregation": "aggregation",
     "write": "writing outputs",
+    "wait": "waiting",
+    "total": "total",
 }
+#: The stages that make up the scoring.
+SCORING_PARTS = ("model_load", "tokenisation", "model", "scoring_other")
+
+
+def stage_label(name: str) -> str:
+    """A stage's name for people (``model_load`` -> ``model loading``).
+
+    Example:
+        >>> stage_label("text_fetch")
+        'text fetch'
+    """
+    return _LABELS.get(name, name.replace("_", " "))
 
 
 class StageTimings:
@@ -94,6 +114,6 @@ class StageTimings:
         lines = [f"{'stage':<16} {'seconds':>9} {'share':>6}"]
         for name, value in self._seconds.items():
             share = 100.0 * value / total if total > 0 else 0.0
-            lines.append(f"{_LABELS.get(name, name)[:16]:<16} {value:>9.3f} {share:>5.1f}%")
+            lines.append(f"{stage_label(name)[:16]:<16} {value:>9.3f} {share:>5.1f}%")
         lines.append(f"{'total':<16} {total:>9.3f} {100.0 if total > 0 else 0.0:>5.1f}%")
         return "\n".join(lines)

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from evirank._extras import require
+from evirank.errors import InputFormatError
 from evirank.frames import QUERY, TEXT
 from evirank.progress import progress_bar
 from evirank.score.backends import Backend, Task, TokenBatch, get_backend
@@ -42,8 +43,10 @@ class ScoringStats:
 
     Attributes:
         rows: rows in the input frame. distinct: distinct (query, text) pairs (or texts, for
-        embeddings). cached: distinct pairs found in the store. computed: items run through the
-        model. batches: model batches. tokens: padded tokens sent to the model.
+        embeddings). cached: distinct pairs found in the store. embeddings_cached: embeddings
+        (of queries and passages, bi-encoder) found in the store instead of being computed.
+        computed: items run through the model. batches: model batches. tokens: padded tokens
+        sent to the model.
         tokenize_s: seconds the model waited for tokenised batches (tokenisation runs in a
         background thread, overlapped with the model, so ideally only the first chunk's shows).
         tokenize_busy_s: seconds that thread spent tokenising and padding in all.
@@ -53,6 +56,7 @@ class ScoringStats:
     rows: int = 0
     distinct: int = 0
     cached: int = 0
+    embeddings_cached: int = 0
     computed: int = 0
     batches: int = 0
     tokens: int = 0
@@ -208,15 +212,30 @@ class TransformerScorer(Stage):
             return
         transformers = require("transformers", "torch")
         model_dir = resolve_model_dir(self.model)
-        tokenizer = transformers.AutoTokenizer.from_pretrained(str(model_dir))
-        config = transformers.AutoConfig.from_pretrained(str(model_dir))
+        try:
+            tokenizer = transformers.AutoTokenizer.from_pretrained(str(model_dir))
+            config = transformers.AutoConfig.from_pretrained(str(model_dir))
+        except (OSError, ValueError, KeyError) as exc:
+            raise InputFormatError(
+                model_dir,
+                None,
+                "a Hugging Face model folder (config.json, tokenizer files, weights)",
+                "one transformers cannot load: " + (str(exc).strip().splitlines() or [type(exc).__name__])[0],
+            ) from exc
+        self._set_up(model_dir, tokenizer, config)
+
+    def _set_up(self, model_dir: Path | None, tokenizer: Any, config: Any) -> None:
+        """Limits, device, precision and the text encoder from a tokenizer and a model config."""
         limits = [MAX_LENGTH_CAP]
         if getattr(tokenizer, "model_max_length", None) and tokenizer.model_max_length < 100_000:
             limits.append(int(tokenizer.model_max_length))
         if getattr(config, "max_position_embeddings", None):
             limits.append(int(config.max_position_embeddings))
         limit = min(limits)
-        wanted = self._default_max_length(model_dir) if self.max_length is None else self.max_length
+        if self.max_length is not None:
+            wanted = self.max_length
+        else:
+            wanted = self._default_max_length(model_dir) if model_dir is not None else MAX_LENGTH_CAP
         if wanted > limit:
             logger.info("max_length %d lowered to %d, the model's limit", wanted, limit)
         device, precision = get_backend(self.backend).resolve(self.device, self.dtype)
@@ -234,6 +253,48 @@ class TransformerScorer(Stage):
     def _default_max_length(self, model_dir: Path) -> int:
         return MAX_LENGTH_CAP
 
+    def adopt(self, model: Any, tokenizer: Any) -> None:
+        """Score with a model already in memory (one being trained) instead of loading ``self.model``.
+
+        Tokenisation, truncation, batching and the relevance read-out stay this scorer's, so a
+        model is validated exactly as it will be used. The model is used as it is (its device,
+        its mode: put it in eval mode while scoring); only the torch backend can adopt one, and
+        no score store is used (the weights change between calls).
+
+        Raises:
+            ValueError: another backend than torch, or a score store.
+
+        Example:
+            >>> from evirank.score import CrossEncoder
+            >>> scorer = CrossEncoder("in-memory", device="cpu")  # doctest: +SKIP
+            >>> scorer.adopt(model, tokenizer)  # doctest: +SKIP
+        """
+        from evirank.score.backends import TorchBackend
+
+        if self.backend != "torch" or self.store is not None:
+            raise ValueError("only the torch backend without a score store can score a model in memory")
+        self._set_up(None, tokenizer, model.config)
+        self.backend_ = TorchBackend(model, self.task, self.device_, self.precision_)
+        self.load_s_ = 0.0
+
+    def passage_budget(self) -> tuple[Any, int]:
+        """(tokenizer, tokens left for one passage): what a segmenter may fill without truncation.
+
+        A bi-encoder's passage gets ``max_length - special tokens``; a cross-encoder's also leaves
+        room for the query (``max_length - special tokens - query_max_tokens``). Loads the
+        tokenizer, not the model weights.
+
+        Example:
+            >>> from evirank.score import BiEncoder
+            >>> BiEncoder().passage_budget()[1]  # doctest: +SKIP
+            254
+        """
+        self._prepare()
+        return self.encoder_.tokenizer, self._passage_room()
+
+    def _passage_room(self) -> int:
+        return int(self.max_length_ - self.encoder_.single_template.n_special)
+
     def _check_settings(self) -> None:
         """Validate settings that need the tokenizer (subclasses)."""
 
@@ -249,6 +310,7 @@ class TransformerScorer(Stage):
     def _load_backend(self) -> Backend:
         self._prepare()
         if self.backend_ is None:
+            assert self.model_dir_ is not None  # only an adopted model has none, and it has a backend
             started = time.perf_counter()
             backend = get_backend(self.backend).load(
                 self.model_dir_, self.task, self.device_, self.precision_
@@ -279,6 +341,8 @@ class TransformerScorer(Stage):
     def fingerprint(self) -> str:
         """sha256 hex naming the model files and every setting that changes a score."""
         self._prepare()
+        if self.model_dir_ is None:
+            raise ValueError("a model adopted in memory has no fingerprint (its weights change)")
         if self.fingerprint_ is None:
             store = self._store()
             base = model_fingerprint(

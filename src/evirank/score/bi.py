@@ -207,11 +207,13 @@ class BiEncoder(TransformerScorer):
         stats.total_s = time.perf_counter() - started
         self.stats_ = stats
         logger.info(
-            "bi-encoder: %d rows, %d distinct pairs (%d from the store), %d texts embedded in %.1f s (%s)",
+            "bi-encoder: %d rows, %d distinct pairs (%d from the store), %d texts embedded "
+            "(%d embeddings from the store) in %.1f s (%s)",
             stats.rows,
             len(pairs.scores),
             stats.cached,
             stats.computed,
+            stats.embeddings_cached,
             stats.total_s,
             f"{stats.per_second:.0f} texts/s in the model" if stats.computed else "no model run",
         )
@@ -287,6 +289,7 @@ class BiEncoder(TransformerScorer):
         found: dict[int, np.ndarray] = {}
         if store is not None and fingerprint is not None:
             found = store.get_embeddings(fingerprint, hashes)
+        stats.embeddings_cached += len(found)
         todo = np.array([i for i in range(len(texts)) if i not in found], dtype=np.int64)
         dim = next(iter(found.values())).shape[0] if found else None
         chunks: dict[int, np.ndarray] = dict(found)

@@ -6,6 +6,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -19,7 +20,7 @@ from evirank.score.store import ScoreStore
 logger = logging.getLogger(__name__)
 
 
-def relevance_from_logits(logits: np.ndarray, relevant_class: int = 1) -> np.ndarray:
+def relevance_from_logits(logits: Any, relevant_class: int = 1) -> Any:
     """The relevance score of classifier logits, as the log-odds of the relevant class.
 
     One logit: the logit itself (the log-odds under a sigmoid head). Two or more logits:
@@ -27,23 +28,32 @@ def relevance_from_logits(logits: np.ndarray, relevant_class: int = 1) -> np.nda
     under the softmax, which is ``logit[1] - logit[0]`` for two classes. It is a strictly
     increasing function of P(relevant), so it ranks exactly as the relevant-class probability
     does, and unlike the log-probability it does not flatten to 0.0 in float32 for confident
-    pairs (which would create ties at the top of a ranking). Computed in float64.
+    pairs (which would create ties at the top of a ranking).
+
+    Scoring and training read a model's relevance through this one function: an array (or a
+    list) gives float64 numpy values; a torch tensor gives a tensor (in its dtype, on its device,
+    differentiable), as training's losses need.
 
     Example:
         >>> relevance_from_logits(np.array([[0.5, 2.0], [1.0, -1.0]])).tolist()
         [1.5, -2.0]
+        >>> relevance_from_logits([[0.5], [2.0]]).tolist()
+        [0.5, 2.0]
     """
-    values = np.asarray(logits, dtype=np.float64)
-    if values.ndim != 2 or values.shape[1] < 1:
-        raise ValueError(f"expected logits of shape (rows, labels), found {values.shape}")
-    if values.shape[1] == 1:
+    tensor = type(logits).__module__.startswith("torch")
+    values: Any = logits if tensor else np.asarray(logits, dtype=np.float64)
+    shape = tuple(values.shape)
+    if len(shape) != 2 or shape[1] < 1:
+        raise ValueError(f"expected logits of shape (rows, labels), found {shape}")
+    if shape[1] == 1:
         return values[:, 0]
-    if not 0 <= relevant_class < values.shape[1]:
-        raise ValueError(
-            f"relevant_class {relevant_class} is not one of the model's {values.shape[1]} labels"
-        )
-    others = np.delete(values, relevant_class, axis=1)
-    return values[:, relevant_class] - logsumexp(others, axis=1)
+    if not 0 <= relevant_class < shape[1]:
+        raise ValueError(f"relevant_class {relevant_class} is not one of the model's {shape[1]} labels")
+    others = values[:, [i for i in range(shape[1]) if i != relevant_class]]
+    if shape[1] == 2:
+        return values[:, relevant_class] - others[:, 0]
+    rest = others.logsumexp(dim=1) if tensor else logsumexp(others, axis=1)
+    return values[:, relevant_class] - rest
 
 
 class CrossEncoder(TransformerScorer):
@@ -116,9 +126,11 @@ class CrossEncoder(TransformerScorer):
         self.query_max_tokens = query_max_tokens
         self.relevant_class = relevant_class
 
+    def _passage_room(self) -> int:
+        return int(self.max_length_ - self.encoder_.pair_template.n_special - self.query_max_tokens)
+
     def _check_settings(self) -> None:
-        room = self.max_length_ - self.encoder_.pair_template.n_special - self.query_max_tokens
-        if room < 1:
+        if self._passage_room() < 1:
             raise ValueError(
                 f"query_max_tokens={self.query_max_tokens} leaves no room for the passage within "
                 f"max_length={self.max_length_}; lower query_max_tokens or raise max_length"

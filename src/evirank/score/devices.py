@@ -44,14 +44,16 @@ def normalise_precision(dtype: str) -> str:
         ) from None
 
 
-def resolve_device(device: str = "auto") -> str:
-    """The torch device to use: ``"auto"`` picks cuda, then mps, then cpu.
+def resolve_device(device: str | None = "auto") -> str:
+    """The torch device to use: ``"auto"`` (or None) picks cuda, then mps, then cpu.
+
+    The one device rule of scoring, serving and training.
 
     Example:
         >>> resolve_device("cpu")
         'cpu'
     """
-    if device != "auto":
+    if device is not None and device != "auto":
         return device
     torch = require("torch", "torch")
     if torch.cuda.is_available():

@@ -64,6 +64,16 @@ def resolve_model_dir(model: str | os.PathLike[str]) -> Path:
     """
     path = Path(model).expanduser()
     if path.is_dir():
+        if not (path / "config.json").is_file():
+            from evirank.errors import InputPathError
+
+            found = sorted(p.name for p in path.iterdir())
+            shown = ", ".join(found[:6]) + (", ..." if len(found) > 6 else "")
+            raise InputPathError(
+                path,
+                "a model folder with config.json (a Hugging Face model)",
+                f"a folder without one ({shown or 'empty'})",
+            )
         return path.resolve()
     if path.exists() or str(model).startswith((".", "/", "~")) or str(model).count("/") > 1:
         raise FileNotFoundError(f"{model}: no such model folder (expected a folder with config.json)")

@@ -185,7 +185,7 @@ def build_searcher(
             "model": str(model_name),
             "scorer": scorer,
             "segment": segment_spec.spec,
-            "aggregate": str(aggregate),
+            "aggregate": aggregator.spec,
             "store": Path(scores).name if scores else None,
             **fast.info,
         },

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlencode
 
+from evirank.rerank.timing import SCORING_PARTS
 from evirank.serve.config import ServeConfig
 from evirank.serve.searcher import Candidate, Evidence, SearchResult
 
@@ -189,14 +190,15 @@ def render_results(
             "numbered best first.</p></div></section>"
         )
     t = result.timings
+    scoring = sum(t.get(key, 0.0) for key in SCORING_PARTS)
     steps = " · ".join(
-        f"{name} {_fmt_ms(t.get(key, 0.0))}"
-        for name, key in (
-            ("retrieve", "retrieve"),
-            ("segment", "segment"),
-            ("score", "score"),
-            ("aggregate", "aggregate"),
-            ("queue", "wait"),
+        f"{name} {_fmt_ms(value)}"
+        for name, value in (
+            ("first stage", t.get("first_stage", 0.0) + t.get("text_fetch", 0.0)),
+            ("segmentation", t.get("segmentation", 0.0) + t.get("pruning", 0.0)),
+            ("scoring", scoring),
+            ("aggregation", t.get("aggregation", 0.0)),
+            ("queue", t.get("wait", 0.0)),
         )
     )
     n = len(result.candidates)

@@ -60,13 +60,20 @@ class CandidateModel(BaseModel):
 
 
 class TimingsModel(BaseModel):
-    """Milliseconds spent per stage of this search."""
+    """Milliseconds spent per stage of this search (the stages of ``evirank rerank``'s timings)."""
 
-    retrieve: float = Field(description="first stage, including fetching the hits' text")
-    segment: float = Field(description="splitting the hits into passages")
+    first_stage: float = Field(description="first stage (BM25), including fetching the hits' text")
+    text_fetch: float = Field(description="looking up text the first stage did not return")
+    segmentation: float = Field(description="splitting the hits into passages")
+    pruning: float = Field(description="stages between segmentation and scoring (a cascade's cheaper pass)")
+    model_load: float = Field(
+        description="loading the model (the first search after a start without warm-up)"
+    )
+    tokenisation: float = Field(description="the model waiting for tokenised batches")
+    model: float = Field(description="the model scoring passages")
+    scoring_other: float = Field(description="the rest of the scoring: the score store, batching")
+    aggregation: float = Field(description="passage scores to document scores, and the evidence shown")
     wait: float = Field(description="queueing: for a free worker, and for stages busy with other requests")
-    score: float = Field(description="the model scoring passages")
-    aggregate: float = Field(description="passage scores to document scores")
     total: float = Field(description="the whole search, from admission to answer, queueing included")
 
 

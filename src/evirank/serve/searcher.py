@@ -1,6 +1,7 @@
 """The seam between the web service and the ranking pipeline: a query in, ranked candidates with evidence out.
 
-A :class:`Searcher` runs one query through four injected pieces::
+A :class:`Searcher` runs one query through a first stage and the one re-ranking flow,
+:class:`evirank.rerank.Rerank` (the same object ``evirank rerank`` runs), built from injected pieces::
 
     retrieve(topics, depth) -> Run      (first stage, with title and text of the top hits)
     segmenter(Run)          -> Passages
@@ -8,8 +9,9 @@ A :class:`Searcher` runs one query through four injected pieces::
     aggregator(Passages)    -> Run
 
 and returns each candidate with its best passages (its *evidence*, best first) and the time each stage
-took. The pieces are plain callables and :class:`~evirank.stage.Stage` objects, so tests inject fakes
-(no JVM, no model) and the service builds the real ones (``Bm25 >> Sentences >> BiEncoder >> MaxP``).
+took, under the stage names of :data:`evirank.rerank.timing.STAGES`. The pieces are plain callables
+and :class:`~evirank.stage.Stage` objects, so tests inject fakes (no JVM, no model) and the service
+builds the real ones (``Bm25 >> Sentences >> BiEncoder >> MaxP``).
 
 Thread safety: the service calls :meth:`Searcher.search` from several threads at once. Every piece
 runs under its own lock unless it declares ``thread_safe = True`` (a class or instance attribute):
@@ -38,8 +40,8 @@ Example:
     ...     def transform(self, p):
     ...         return make_run(p.groupby(["qid", "docno"], as_index=False)["score"].max())
     >>> result = Searcher(retrieve, Split(), Overlap(), MaxP()).search("cats", k=2, depth=2)
-    >>> [(c.docno, c.evidence[0].text) for c in result.candidates]
-    [('d1', 'Cats purr.'), ('d2', 'Cats sleep.')]
+    >>> [(c.docno, c.evidence[0].text) for c in result.candidates]  # tied: docno descending
+    [('d2', 'Cats sleep.'), ('d1', 'Cats purr.')]
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 import pandas as pd
@@ -69,8 +72,10 @@ from evirank.frames import (
     Document,
     make_topics,
     require_columns,
-    sort_run,
 )
+from evirank.rerank.pipeline import Rerank
+from evirank.rerank.timing import STAGES, StageTimings
+from evirank.stage import Stage
 
 logger = logging.getLogger(__name__)
 
@@ -138,8 +143,10 @@ class Candidate:
 class SearchResult:
     """The answer to one query: candidates best first, and milliseconds per stage.
 
-    ``timings`` keys (milliseconds): ``retrieve``, ``segment``, ``wait`` (time spent queueing for a busy
-    piece), ``score``, ``aggregate``, ``total``.
+    ``timings`` (milliseconds) has every stage of :data:`TIMING_KEYS`: the re-ranking stages of
+    :data:`evirank.rerank.timing.STAGES` (``first_stage``, ``text_fetch``, ``segmentation``, ``pruning``,
+    ``model_load``, ``tokenisation``, ``model``, ``scoring_other``, ``aggregation``), ``wait`` (time
+    spent queueing for a busy piece) and ``total``.
 
     Example:
         >>> SearchResult("cats", 10, 20, (), {"total": 1.5}, passages=0).timings["total"]
@@ -154,13 +161,24 @@ class SearchResult:
     passages: int
 
 
+#: The keys of a search's ``timings``: the re-ranking stages (writing excepted), queueing, the total.
+TIMING_KEYS = (*(s for s in STAGES if s != "write"), "wait", "total")
+#: Which piece's lock a stage takes (stages not listed take none).
+_LOCK_OF = {
+    "first_stage": "retrieve",
+    "segmentation": "segment",
+    "scoring": "score",
+    "aggregation": "aggregate",
+}
+
+
 @dataclass
 class _Clock:
-    """Per-request stopwatch and deadline."""
+    """Per-request stopwatch, deadline and stage timings (seconds)."""
 
     deadline: float | None
     started: float = field(default_factory=time.perf_counter)
-    timings: dict[str, float] = field(default_factory=dict)
+    timings: StageTimings = field(default_factory=StageTimings)
 
     def remaining(self) -> float | None:
         return None if self.deadline is None else self.deadline - time.monotonic()
@@ -168,10 +186,13 @@ class _Clock:
     def check(self, before: str) -> None:
         left = self.remaining()
         if left is not None and left <= 0:
-            raise SearchTimeout(f"the search ran out of time before {before}")
+            raise SearchTimeout(f"the search ran out of time before the {before} stage")
 
-    def add(self, name: str, seconds: float) -> None:
-        self.timings[name] = self.timings.get(name, 0.0) + seconds * 1000.0
+    def milliseconds(self) -> dict[str, float]:
+        """Every key of :data:`TIMING_KEYS` in milliseconds, ``total`` up to now."""
+        seconds = self.timings.as_dict(digits=9)
+        seconds["total"] = time.perf_counter() - self.started
+        return {name: round(seconds.get(name, 0.0) * 1000.0, 3) for name in TIMING_KEYS}
 
 
 def locate(text: str, passage: str, title: str = "") -> tuple[int, int] | None:
@@ -243,6 +264,9 @@ class Searcher:
         self.segmenter = segmenter
         self.scorer = scorer
         self.aggregator = aggregator
+        self.pipeline = Rerank(
+            _as_stage(segmenter), _as_stage(scorer), _as_stage(aggregator), fetch=_LookupText(self)
+        )
         self.documents = documents
         self.evidence = evidence
         self.info: dict[str, Any] = dict(info or {})
@@ -278,35 +302,23 @@ class Searcher:
         clock = _Clock(deadline)
         topics = make_topics([(_QID, query)])
 
-        with self._step(clock, "retrieve"):
+        with self._guard(clock, "first_stage"), clock.timings.measure("first_stage"):
             run = self.retrieve(topics, depth)
         require_columns(run, (QID, DOCNO, SCORE, RANK), "first stage run")
         run = run[run[RANK] <= depth].reset_index(drop=True)
         if run.empty:
-            clock.add("total", time.perf_counter() - clock.started)
-            return SearchResult(query, k, depth, (), _rounded(clock.timings), passages=0)
-        run = self._with_text(run, query)
+            return SearchResult(query, k, depth, (), clock.milliseconds(), passages=0)
+        if QUERY not in run.columns:
+            run = run.assign(**{QUERY: query})
 
-        with self._step(clock, "segment"):
-            passages = self.segmenter(run)
-        require_columns(passages, (QID, DOCNO, PID, TEXT), "segmenter output")
-        if QUERY not in passages.columns:
-            passages = passages.assign(**{QUERY: query})
-        if FIRST_STAGE_SCORE not in passages.columns:
-            passages = passages.merge(
-                run[[QID, DOCNO, SCORE]].rename(columns={SCORE: FIRST_STAGE_SCORE}), on=[QID, DOCNO]
-            )
-
-        with self._step(clock, "score"):
-            scored = self.scorer(passages)
+        result = self.pipeline.run(run, depth=depth, timings=clock.timings, guard=partial(self._guard, clock))
+        scored = result.passages
         require_columns(scored, (QID, DOCNO, PID, TEXT, SCORE), "scorer output")
-
-        with self._step(clock, "aggregate"):
-            ranked = sort_run(self.aggregator(scored))
-            candidates = self._candidates(run, scored, ranked.head(k))
-        clock.add("total", time.perf_counter() - clock.started)
-        logger.debug("query %r: %d candidates, timings %s", query, len(candidates), clock.timings)
-        return SearchResult(query, k, depth, candidates, _rounded(clock.timings), passages=len(scored))
+        with clock.timings.measure("aggregation"):
+            candidates = self._candidates(result.documents, scored, result.run.head(k))
+        timings = clock.milliseconds()
+        logger.debug("query %r: %d candidates, timings %s", query, len(candidates), timings)
+        return SearchResult(query, k, depth, candidates, timings, passages=len(scored))
 
     def warm_up(self, query: str = "evidence") -> float:
         """Open the index and load the model now, not on the first request; return the seconds it took.
@@ -349,28 +361,25 @@ class Searcher:
 
     # ------------------------------------------------------------------------------------------
     @contextmanager
-    def _step(self, clock: _Clock, name: str) -> Iterator[None]:
-        clock.check(name)
-        lock = self._locks[name]
+    def _guard(self, clock: _Clock, stage: str) -> Iterator[None]:
+        """Before a stage: check the deadline and take the stage's piece's lock (time waited: ``wait``)."""
+        clock.check(stage)
+        lock = self._locks.get(_LOCK_OF.get(stage, ""), _NullLock())
         waited = time.perf_counter()
         left = clock.remaining()
         acquired = lock.acquire(timeout=max(left, 0.0)) if left is not None else lock.acquire()
-        clock.add("wait", time.perf_counter() - waited)
+        clock.timings.add("wait", time.perf_counter() - waited)
         if not acquired:
-            raise SearchTimeout(f"the search ran out of time waiting for the {name} step (server busy)")
+            raise SearchTimeout(f"the search ran out of time waiting for the {stage} stage (server busy)")
         try:
-            clock.check(name)
-            began = time.perf_counter()
+            clock.check(stage)
             yield
-            clock.add(name, time.perf_counter() - began)
         finally:
             lock.release()
 
-    def _with_text(self, run: pd.DataFrame, query: str) -> pd.DataFrame:
-        """Make sure the run has query, title and text columns (looked up when the first stage gave none)."""
+    def with_text(self, run: pd.DataFrame) -> pd.DataFrame:
+        """The run with title and text columns (looked up in ``documents`` when the first stage gave none)."""
         run = run.copy()
-        if QUERY not in run.columns:
-            run[QUERY] = query
         if TEXT not in run.columns or TITLE not in run.columns:
             docs = [self._maybe_document(d) for d in run[DOCNO]]
             if TEXT not in run.columns:
@@ -441,6 +450,36 @@ class Searcher:
         return tuple(out)
 
 
+class _LookupText(Stage):
+    """The service's text fetch: a first stage that gave no text gets it from the document lookup."""
+
+    thread_safe = True
+
+    def __init__(self, searcher: Searcher) -> None:
+        self.searcher = searcher
+
+    def __repr__(self) -> str:
+        return "LookupText()"
+
+    def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
+        return self.searcher.with_text(frame)
+
+
+class _Callable(Stage):
+    """A frame -> frame callable (a test's fake piece) as a Stage; ``thread_safe`` carries over."""
+
+    def __init__(self, piece: Piece) -> None:
+        self.piece = piece
+        self.thread_safe = bool(getattr(piece, "thread_safe", False))
+
+    def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
+        return self.piece(frame)
+
+
+def _as_stage(piece: Piece) -> Stage:
+    return piece if isinstance(piece, Stage) else _Callable(piece)
+
+
 def stage_retriever(make_stage: Callable[[int], Piece]) -> Retrieve:
     """Adapt a first-stage factory ``depth -> Stage`` to the ``(topics, depth) -> Run`` shape.
 
@@ -478,8 +517,3 @@ class _NullLock:
 
     def __exit__(self, *exc: Any) -> None:
         return None
-
-
-def _rounded(timings: dict[str, float]) -> dict[str, float]:
-    names = ("retrieve", "segment", "wait", "score", "aggregate", "total")
-    return {name: round(timings.get(name, 0.0), 3) for name in names}

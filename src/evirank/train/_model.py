@@ -1,16 +1,16 @@
 """Model plumbing shared by training and distillation (torch and transformers, imported lazily).
 
-How a relevance score is read from a sequence-classification head (also what
-``evirank.score.CrossEncoder`` must do to read our models):
-
-* one logit (``num_labels == 1``): the logit itself;
-* two logits (``num_labels == 2``): ``logit[1] - logit[0]``, the log-odds of "relevant",
-  which orders texts exactly as the softmax probability of class 1 does.
+Training reads a relevance score from a sequence-classification head exactly as inference does,
+through :func:`evirank.score.relevance_from_logits` (one logit: the logit; two: ``logit[1] -
+logit[0]``, the log-odds of "relevant"), and scores pairs for validation, distillation targets and
+speed through :class:`evirank.score.CrossEncoder` with the model in memory
+(:func:`predict_relevance`): the same tokenisation, truncation, padding and batching as
+``evirank rerank``. The device rule is :func:`evirank.score.devices.resolve_device` (cuda, then
+mps, then cpu).
 
 Example:
-    >>> relevance_from_logits([[0.5], [2.0]])
-    [0.5, 2.0]
-    >>> relevance_from_logits([[0.0, 1.5]])
+    >>> from evirank.score import relevance_from_logits
+    >>> relevance_from_logits([[0.0, 1.5]]).tolist()
     [1.5]
 """
 
@@ -22,9 +22,9 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 
 from evirank._extras import require
-from evirank.progress import progress
 
 if TYPE_CHECKING:
     import torch
@@ -49,23 +49,6 @@ def default_model_path() -> str:
     from evirank.score.bi import default_bi_encoder
 
     return default_bi_encoder()
-
-
-def resolve_device(device: str | None) -> str:
-    """``device`` as given, or "cuda" when available, else "cpu"."""
-    if device:
-        return device
-    torch = require("torch", "torch")
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def relevance_from_logits(logits: Any) -> Any:
-    """The relevance score of each row of ``logits`` (a tensor, or a nested list for the doctest)."""
-    if isinstance(logits, list):
-        return [row[0] if len(row) == 1 else row[1] - row[0] for row in logits]
-    if logits.shape[-1] == 1:
-        return logits[:, 0]
-    return logits[:, 1] - logits[:, 0]
 
 
 def has_classification_head(path: str) -> bool:
@@ -150,23 +133,36 @@ def predict_relevance(
     bf16: bool = True,
     desc: str = "score",
 ) -> np.ndarray:
-    """Relevance scores of (query, text) pairs, in input order (float64).
+    """Relevance scores of (query, text) pairs, in input order (float64), as inference computes them.
 
-    Pairs are sorted by length before batching so that each batch pads little.
+    The pairs go through :class:`evirank.score.CrossEncoder` with ``model`` in memory (eval mode
+    while scoring, its mode restored after): the query capped at ``min(64, max_length // 2)``
+    tokens as in inference, the text cut to the rest, batches of about ``batch_size`` pairs of
+    ``max_length`` tokens, bf16/fp16 autocast where inference would use it (``bf16``).
     """
-    torch = require("torch", "torch")
-    order = np.argsort([len(q) + len(t) for q, t in zip(queries, texts, strict=True)], kind="stable")
-    scores = np.empty(len(order), dtype=np.float64)
+    from evirank.frames import DOCNO, PID, QID, QUERY, SCORE, TEXT
+    from evirank.score import CrossEncoder
+
+    name = str(getattr(model.config, "_name_or_path", "") or "in-memory model")
+    scorer = CrossEncoder(
+        name,
+        max_length=max_length,
+        query_max_tokens=min(64, max(1, max_length // 2)),
+        batch_tokens=max(1, batch_size) * max_length,
+        device=device,
+        dtype="auto" if bf16 else "fp32",
+    )
+    scorer.adopt(model, tokenizer)
+    ids = [str(i) for i in range(len(queries))]
+    frame = pd.DataFrame({QID: ids, QUERY: list(queries), DOCNO: ids, PID: 0, TEXT: list(texts)})
     was_training = model.training
     model.eval()
-    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
-    with torch.inference_mode(), autocast(device, bf16):
-        for idx in progress(batches, desc=desc, unit="batch"):
-            inputs = encode(tokenizer, [queries[i] for i in idx], [texts[i] for i in idx], max_length, device)
-            logits = model(**inputs).logits.float()
-            scores[idx] = relevance_from_logits(logits).cpu().numpy()
-    model.train(was_training)
-    return scores
+    try:
+        logger.debug("%s: %d pairs through the cross-encoder", desc, len(frame))
+        scored = scorer(frame)
+    finally:
+        model.train(was_training)
+    return scored[SCORE].to_numpy(dtype=np.float64)
 
 
 def speed(

@@ -14,8 +14,8 @@ and pairs per second), and the report goes into the student's ``evirank-train.js
 
 Example:
     >>> from evirank.train.distill import distill  # doctest: +SKIP
-    >>> result = distill("/work/models/minilm-mb", examples, DistillConfig(num_layers=3),
-    ...                  "/work/models/minilm-mb-l3", validation=validation)  # doctest: +SKIP
+    >>> result = distill("models/minilm-mb", examples, DistillConfig(num_layers=3),
+    ...                  "models/minilm-mb-l3", validation=validation)  # doctest: +SKIP
     >>> result.report["speedup"]  # doctest: +SKIP
 """
 
@@ -38,6 +38,8 @@ import pandas as pd
 from evirank._extras import require
 from evirank.frames import LABEL, QID, QUERY, TEXT, require_columns
 from evirank.record import write_record
+from evirank.score.cross import relevance_from_logits
+from evirank.score.devices import resolve_device
 from evirank.train import _model
 from evirank.train.config import DistillConfig, TrainConfig
 from evirank.train.trainer import (
@@ -146,7 +148,7 @@ class PointwiseMSE:
         inputs = _model.encode(
             tokenizer, rows[QUERY].tolist(), rows[TEXT].tolist(), config.max_length, device
         )
-        scores = _model.relevance_from_logits(model(**inputs).logits.float())
+        scores = relevance_from_logits(model(**inputs).logits.float())
         return torch.nn.functional.mse_loss(scores, _model.tensor_labels(rows[TARGET].to_numpy(), device))
 
     def validation_loss(self, scores: np.ndarray, rows: pd.DataFrame) -> float:
@@ -170,7 +172,7 @@ class MarginMSE(PointwiseMSE):
             config.max_length,
             device,
         )
-        scores = _model.relevance_from_logits(model(**inputs).logits.float())
+        scores = relevance_from_logits(model(**inputs).logits.float())
         margins = scores[: len(rows)] - scores[len(rows) :]
         return torch.nn.functional.mse_loss(margins, _model.tensor_labels(rows[TARGET].to_numpy(), device))
 
@@ -284,28 +286,73 @@ def distill(
         raise ValueError("distill: no examples")
     if validation is not None:
         require_columns(validation, (QID, QUERY, TEXT, LABEL), "distill: validation")
-    torch = require("torch", "torch")
-    transformers = require("transformers", "torch")
     out = Path(output_dir)
     mode = prepare_output(out, overwrite=overwrite, resume=resume)
     if mode == "complete":
         payload = json.loads((out / TRAIN_JSON).read_text(encoding="utf-8"))
         return DistillResult(result_from_json(out), payload.get("distillation", {}))
-    device = _model.resolve_device(cfg.device)
-    with _model.quiet_transformers():
-        teacher_model = transformers.AutoModelForSequenceClassification.from_pretrained(teacher).to(device)
-        tokenizer = transformers.AutoTokenizer.from_pretrained(teacher)
+    device = resolve_device(cfg.device)
+    teacher_model, tokenizer = _load_teacher(teacher, device)
     frames = {"train": examples.reset_index(drop=True)}
     if validation is not None:
         frames["validation"] = validation.reset_index(drop=True)
     scores = _teacher_scores(
         teacher_model, tokenizer, frames, cfg, device, out / CHECKPOINT_DIR / "teacher.npz"
     )
-    scored = frames["train"].assign(**{TARGET: scores["train"]})
-    scored_validation = (
-        None if validation is None else frames["validation"].assign(**{TARGET: scores["validation"]})
-    )
     layers = student_layers(num_layers(teacher_model.config), config)
+    fit = _student_fit(
+        str(teacher), teacher_model, frames, scores, layers, config, out, provenance, step_callback
+    )
+    if mode == "resume":
+        student, tokenizer, payload = fit.load_checkpoint()
+        fit.metadata = payload["metadata"]
+        result = fit.run(student, tokenizer, payload)
+    else:
+        torch = require("torch", "torch")
+        torch.manual_seed(cfg.seed)
+        with _model.quiet_transformers():
+            student = make_student(teacher_model, layers)
+        logger.info(
+            "distilling %s (%d layers) into layers %s on %d %s items",
+            teacher,
+            num_layers(teacher_model.config),
+            layers,
+            len(fit.items),
+            config.loss,
+        )
+        result = fit.run(student, tokenizer, None)
+    report = _compare(
+        teacher_model, out, tokenizer, frames, scores, layers, cfg, device, speed_pairs, speed_rounds
+    )
+    _add_to_record(out, report)
+    return DistillResult(result, report)
+
+
+def _load_teacher(teacher: str | os.PathLike[str], device: str) -> tuple[Any, Any]:
+    """The teacher model (on ``device``) and its tokenizer."""
+    transformers = require("transformers", "torch")
+    with _model.quiet_transformers():
+        model = transformers.AutoModelForSequenceClassification.from_pretrained(teacher).to(device)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(teacher)
+    return model, tokenizer
+
+
+def _student_fit(
+    teacher: str,
+    teacher_model: Any,
+    frames: dict[str, pd.DataFrame],
+    scores: dict[str, np.ndarray],
+    layers: list[int],
+    config: DistillConfig,
+    out: Path,
+    provenance: dict[str, Any] | None,
+    step_callback: Callable[[int], None] | None,
+) -> Fit:
+    """The training loop of the student: its items (the teacher's targets), objective and metadata."""
+    cfg = config.train
+    scored = frames["train"].assign(**{TARGET: scores["train"]})
+    validation = frames.get("validation")
+    scored_validation = None if validation is None else validation.assign(**{TARGET: scores["validation"]})
     if config.loss == "margin-mse":
         items: pd.DataFrame = margin_pairs(scored, config.pairs_per_positive, cfg.seed)
         objective: PointwiseMSE = MarginMSE()
@@ -313,9 +360,10 @@ def distill(
         items, objective = scored, PointwiseMSE()
     if items.empty:
         raise ValueError("distill: no training pairs (margin-mse needs queries with two or more texts)")
+    examples = frames["train"]
     metadata = {
         "kind": "cross-encoder (distilled)",
-        "init": {"model": str(teacher), "teacher_layers_kept": layers, "continued_from_checkpoint": False},
+        "init": {"model": teacher, "teacher_layers_kept": layers, "continued_from_checkpoint": False},
         "distill_config": config.to_dict(),
         "data": {
             "train": _summary(examples) if LABEL in examples.columns else {"rows": len(examples)},
@@ -328,12 +376,12 @@ def distill(
         **{
             **cfg.to_dict(),
             "validation_measures": cfg.validation_measures,
-            "model": str(teacher),
+            "model": teacher,
             "init": None,
             "num_labels": teacher_model.config.num_labels,
         }
     )
-    fit = Fit(
+    return Fit(
         items=items,
         objective=objective,
         config=train_config,
@@ -342,31 +390,14 @@ def distill(
         metadata=metadata,
         step_callback=step_callback,
     )
-    if mode == "resume":
-        student, tokenizer, payload = fit.load_checkpoint()
-        fit.metadata = payload["metadata"]
-        result = fit.run(student, tokenizer, payload)
-    else:
-        torch.manual_seed(cfg.seed)
-        with _model.quiet_transformers():
-            student = make_student(teacher_model, layers)
-        logger.info(
-            "distilling %s (%d layers) into layers %s on %d %s items",
-            teacher,
-            num_layers(teacher_model.config),
-            layers,
-            len(items),
-            config.loss,
-        )
-        result = fit.run(student, tokenizer, None)
-    report = _compare(
-        teacher_model, out, tokenizer, frames, scores, layers, cfg, device, speed_pairs, speed_rounds
-    )
+
+
+def _add_to_record(out: Path, report: dict[str, Any]) -> None:
+    """Add the teacher/student comparison to the student's ``evirank-train.json``."""
     payload = json.loads((out / TRAIN_JSON).read_text(encoding="utf-8"))
     for key in ("command", "versions"):  # written afresh
         payload.pop(key, None)
     write_record(out / TRAIN_JSON, "distill", payload.pop("config"), **payload, distillation=report)
-    return DistillResult(result, report)
 
 
 def _compare(

@@ -6,7 +6,7 @@ trained model drops into a pipeline like any scorer.
 
 Example:
     >>> from evirank.train import TrainConfig
-    >>> stage = FineTunedCrossEncoder("/work/models/mb", TrainConfig(epochs=1))
+    >>> stage = FineTunedCrossEncoder("models/mb", TrainConfig(epochs=1))
     >>> stage.fit(train_examples, validation=val_examples)  # doctest: +SKIP
     >>> pipeline = Sentences() >> stage >> Birch()  # doctest: +SKIP
 """

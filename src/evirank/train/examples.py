@@ -182,10 +182,6 @@ def _queries(topics: pd.DataFrame, qids: Iterable[str], where: str) -> dict[str,
     return table
 
 
-def _binary(grades: pd.Series, relevant_grade: int) -> pd.Series:
-    return (grades >= relevant_grade).astype(np.int64)
-
-
 def _check_unjudged(unjudged: str) -> None:
     if unjudged not in ("skip", "negative"):
         raise ValueError(f"unjudged must be 'skip' or 'negative', found {unjudged!r}")

@@ -33,6 +33,7 @@ import pandas as pd
 
 from evirank._extras import require
 from evirank.frames import LABEL, QID, QUERY, SOURCE, TEXT, require_columns
+from evirank.score.cross import relevance_from_logits
 from evirank.train import _model
 from evirank.train.config import TrainConfig
 from evirank.train.examples import EVIDENCE_ROW_KINDS
@@ -120,7 +121,7 @@ class Listwise:
             texts.append(positive)
             texts.extend(draw_negatives(torch, negatives, width - 1))
         inputs = _model.encode(tokenizer, queries, texts, config.max_length, device)
-        scores = _model.relevance_from_logits(model(**inputs).logits.float()).view(len(rows), width)
+        scores = relevance_from_logits(model(**inputs).logits.float()).view(len(rows), width)
         target = torch.zeros(len(rows), dtype=torch.long, device=scores.device)
         return torch.nn.functional.cross_entropy(scores, target)
 

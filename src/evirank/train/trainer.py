@@ -19,7 +19,7 @@ checkpoint holds the optimizer, scheduler and RNG states, so an interrupted run 
 
 Example:
     >>> from evirank.train import TrainConfig, train_cross_encoder  # doctest: +SKIP
-    >>> result = train_cross_encoder(examples, TrainConfig(epochs=1), "/work/models/mb",
+    >>> result = train_cross_encoder(examples, TrainConfig(epochs=1), "models/mb",
     ...                              validation=validation)  # doctest: +SKIP
     >>> result.best["AP"]  # doctest: +SKIP
 """
@@ -38,17 +38,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
 import numpy as np
 import pandas as pd
 
 from evirank._extras import require
 from evirank.errors import OutputExistsError
-from evirank.frames import DOCNO, LABEL, PID, QID, QUERY, SOURCE, TEXT, require_columns
+from evirank.frames import DOCNO, LABEL, PID, QID, QUERY, SCORE, SOURCE, TEXT, require_columns
 from evirank.outputs import check_output
 from evirank.progress import progress_bar
 from evirank.record import plain, write_record
+from evirank.score.devices import resolve_device
 from evirank.train import _model
 from evirank.train.config import TrainConfig
 from evirank.train.examples import summarize_examples
@@ -180,26 +181,31 @@ def _validation_measures(
     """Ranking measures of the validation rows, each query's rows ranked by score.
 
     Each row is one ranked item with its binary label as relevance; queries without a
-    relevant row are left out (they carry no ranking signal).
+    relevant row are left out (they carry no ranking signal). Evaluated by
+    :class:`evirank.evaluate.Evaluator`: its measure names and its tie rule (equal scores in
+    docno descending order, as trec_eval), the row's position being its docno.
+
+    Example:
+        >>> rows = pd.DataFrame({"qid": ["1", "1", "2"], "label": [1, 0, 0]})
+        >>> _validation_measures(np.array([0.2, 0.9, 0.5]), rows, ("RR", "P@1"))
+        {'RR': 0.5, 'P@1': 0.0}
     """
-    ir_measures = require("ir_measures", "core")
+    from evirank.evaluate import Evaluator
+
     items = pd.DataFrame(
         {
-            "query_id": rows[QID].astype(str).to_numpy(),
-            "doc_id": np.arange(len(rows)).astype(str),
-            "relevance": rows[LABEL].astype(int).to_numpy(),
-            "score": scores,
+            QID: rows[QID].astype(str).to_numpy(),
+            DOCNO: np.arange(len(rows)).astype(str),
+            LABEL: rows[LABEL].astype(int).to_numpy(),
+            SCORE: np.asarray(scores, dtype=np.float64),
         }
     )
-    has_relevant = items.groupby("query_id")["relevance"].transform("max") > 0
-    items = items[has_relevant]
+    items = items[items.groupby(QID)[LABEL].transform("max") > 0]
     if items.empty:
         return {m: float("nan") for m in measures}
-    parsed = [ir_measures.parse_measure(m) for m in measures]
-    values = ir_measures.calc_aggregate(
-        parsed, items[["query_id", "doc_id", "relevance"]], items[["query_id", "doc_id", "score"]]
-    )
-    return {name: float(values[m]) for name, m in zip(measures, parsed, strict=True)}
+    evaluator = Evaluator(items[[QID, DOCNO, LABEL]], measures)
+    means = evaluator.mean(items[[QID, DOCNO, SCORE]])
+    return {given: float(means[name]) for given, name in zip(measures, evaluator.names, strict=True)}
 
 
 def _swap_in(tmp: Path, final: Path) -> None:
@@ -317,7 +323,7 @@ class Fit:
         self.step_callback = step_callback
         self.torch = require("torch", "torch")
         self.transformers = require("transformers", "torch")
-        self.device = _model.resolve_device(config.device)
+        self.device = resolve_device(config.device)
         self.fingerprint = fingerprint(self.items, objective.columns)
         self.state = _State()
 
@@ -451,19 +457,8 @@ class Fit:
             return self._run(model, tokenizer, resume_payload)
 
     def _run(self, model: Any, tokenizer: Any, resume_payload: dict[str, Any] | None) -> TrainResult:
-        torch, cfg = self.torch, self.config
-        self.out.mkdir(parents=True, exist_ok=True)
-        model.to(self.device)
-        optimizer = self._optimizer(model)
-        batches_per_epoch, _, total = self._schedule()
-        warmup = round(cfg.warmup_fraction * total)
-        scheduler = self.transformers.get_linear_schedule_with_warmup(optimizer, warmup, total)
-        if resume_payload is not None:
-            self._restore(resume_payload, optimizer, scheduler)
-            logger.info("resuming %s at step %d of %d", self.out, self.state.step, total)
-        else:
-            _seed_everything(torch, cfg.seed)
-        selection = cfg.validation_measures[0]
+        cfg = self.config
+        optimizer, scheduler, batches_per_epoch, total = self._start(model, resume_payload)
         bar = progress_bar(desc="train", total=total, unit="step")
         bar.update(self.state.step)
         log = open(self.out / TRAIN_LOG, "a", encoding="utf-8")  # noqa: SIM115 - closed in finally
@@ -478,20 +473,7 @@ class Fit:
                 model.train()
                 while self.state.batch < batches_per_epoch:
                     group = batches[self.state.batch : self.state.batch + cfg.gradient_accumulation]
-                    size = sum(len(b) for b in group)
-                    step_loss = 0.0
-                    for idx in group:
-                        with _model.autocast(self.device, cfg.bf16):
-                            loss = self.objective.loss(
-                                model, tokenizer, self.items.iloc[idx], cfg, self.device
-                            )
-                        (loss * (len(idx) / size)).backward()
-                        step_loss += float(loss.detach()) * len(idx) / size
-                    if cfg.max_grad_norm is not None:
-                        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-                    optimizer.step()
-                    scheduler.step()
-                    optimizer.zero_grad(set_to_none=True)
+                    size, step_loss = self._step(model, tokenizer, group, optimizer, scheduler)
                     state = self.state
                     state.batch += len(group)
                     state.step += 1
@@ -500,19 +482,7 @@ class Fit:
                         step_loss if state.loss_ema is None else 0.98 * state.loss_ema + 0.02 * step_loss
                     )
                     state.elapsed_s = base_elapsed + time.perf_counter() - started
-                    log.write(
-                        json.dumps(
-                            {
-                                "event": "step",
-                                "step": state.step,
-                                "epoch": epoch,
-                                "loss": step_loss,
-                                "lr": scheduler.get_last_lr()[0],
-                                "elapsed_s": round(state.elapsed_s, 3),
-                            }
-                        )
-                        + "\n"
-                    )
+                    log.write(json.dumps(self._step_record(epoch, step_loss, scheduler)) + "\n")
                     bar.update(1)
                     bar.set_postfix(loss=f"{state.loss_ema:.4f}", epoch=epoch)
                     end_of_epoch = state.batch >= batches_per_epoch
@@ -521,28 +491,7 @@ class Fit:
                         cfg.validate_every_steps is not None and state.step % cfg.validate_every_steps == 0
                     )
                     if self.validation is not None and (end_of_epoch or finished or periodic):
-                        record = self._validate(model, tokenizer)
-                        state.history.append(record)
-                        log.write(json.dumps(record) + "\n")
-                        value = record[selection]
-                        improved = state.best_metric is None or (
-                            not math.isnan(value) and value > state.best_metric
-                        )
-                        if improved:
-                            state.best_metric, state.best_step, state.bad_validations = value, state.step, 0
-                            self._save_best(model)
-                        else:
-                            state.bad_validations += 1
-                            if cfg.patience is not None and state.bad_validations >= cfg.patience:
-                                state.stopped_early = True
-                        logger.info(
-                            "step %d (epoch %d): val_loss %.4f, %s%s",
-                            state.step,
-                            epoch,
-                            record["val_loss"],
-                            ", ".join(f"{m} {record[m]:.4f}" for m in cfg.validation_measures),
-                            " (best)" if improved else "",
-                        )
+                        self._validate_and_keep_best(model, tokenizer, log, epoch)
                     if end_of_epoch:
                         state.epoch, state.batch = epoch + 1, 0
                     done = state.stopped_early or finished or state.epoch >= cfg.epochs
@@ -561,6 +510,75 @@ class Fit:
                 "early stopping at step %d: no improvement in %d validations", self.state.step, cfg.patience
             )
         return self._finish(model, tokenizer, total)
+
+    def _start(self, model: Any, resume_payload: dict[str, Any] | None) -> tuple[Any, Any, int, int]:
+        """Optimizer, schedule, micro-batches per epoch and total steps; the state restored or seeded."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        model.to(self.device)
+        optimizer = self._optimizer(model)
+        batches_per_epoch, _, total = self._schedule()
+        warmup = round(self.config.warmup_fraction * total)
+        scheduler = self.transformers.get_linear_schedule_with_warmup(optimizer, warmup, total)
+        if resume_payload is not None:
+            self._restore(resume_payload, optimizer, scheduler)
+            logger.info("resuming %s at step %d of %d", self.out, self.state.step, total)
+        else:
+            _seed_everything(self.torch, self.config.seed)
+        return optimizer, scheduler, batches_per_epoch, total
+
+    def _step(
+        self, model: Any, tokenizer: Any, group: list[np.ndarray], optimizer: Any, scheduler: Any
+    ) -> tuple[int, float]:
+        """One optimizer step over the micro-batches of ``group``; returns (items, mean loss)."""
+        cfg = self.config
+        size = sum(len(b) for b in group)
+        step_loss = 0.0
+        for idx in group:
+            with _model.autocast(self.device, cfg.bf16):
+                loss = self.objective.loss(model, tokenizer, self.items.iloc[idx], cfg, self.device)
+            (loss * (len(idx) / size)).backward()
+            step_loss += float(loss.detach()) * len(idx) / size
+        if cfg.max_grad_norm is not None:
+            self.torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        return size, step_loss
+
+    def _step_record(self, epoch: int, loss: float, scheduler: Any) -> dict[str, Any]:
+        """The ``train-log.jsonl`` line of an optimizer step."""
+        return {
+            "event": "step",
+            "step": self.state.step,
+            "epoch": epoch,
+            "loss": loss,
+            "lr": scheduler.get_last_lr()[0],
+            "elapsed_s": round(self.state.elapsed_s, 3),
+        }
+
+    def _validate_and_keep_best(self, model: Any, tokenizer: Any, log: IO[str], epoch: int) -> None:
+        """Validate, log it, keep the weights when the selection measure improved, count for patience."""
+        cfg, state = self.config, self.state
+        record = self._validate(model, tokenizer)
+        state.history.append(record)
+        log.write(json.dumps(record) + "\n")
+        value = record[cfg.validation_measures[0]]
+        improved = state.best_metric is None or (not math.isnan(value) and value > state.best_metric)
+        if improved:
+            state.best_metric, state.best_step, state.bad_validations = value, state.step, 0
+            self._save_best(model)
+        else:
+            state.bad_validations += 1
+            if cfg.patience is not None and state.bad_validations >= cfg.patience:
+                state.stopped_early = True
+        logger.info(
+            "step %d (epoch %d): val_loss %.4f, %s%s",
+            state.step,
+            epoch,
+            record["val_loss"],
+            ", ".join(f"{m} {record[m]:.4f}" for m in cfg.validation_measures),
+            " (best)" if improved else "",
+        )
 
     def _finish(self, model: Any, tokenizer: Any, total: int) -> TrainResult:
         best_dir = _existing(self.checkpoint_dir / "best")
@@ -606,6 +624,21 @@ class Fit:
             shutil.rmtree(self.checkpoint_dir)
         logger.info("model written to %s (%d steps, %.0f s)", self.out, state.step, state.elapsed_s)
         return result_from_json(self.out)
+
+
+def _items_and_objective(examples: pd.DataFrame, config: TrainConfig) -> tuple[pd.DataFrame, Objective]:
+    """The rows a training step draws from, and the loss over them (``config.loss``)."""
+    if config.loss == "listwise":
+        items = listwise_items(examples, same_source=config.negatives_from == "source")
+        logger.info(
+            "listwise: %d positives, each in a group of %d texts (%d queries)",
+            len(items),
+            config.group_size,
+            items[QID].nunique(),
+        )
+        return items, Listwise(config.group_size)
+    columns = [c for c in (QID, QUERY, DOCNO, PID, TEXT, LABEL) if c in examples.columns]
+    return examples[columns], Classification(config.num_labels)
 
 
 def result_from_json(output_dir: str | os.PathLike[str]) -> TrainResult:
@@ -696,20 +729,7 @@ def train_cross_encoder(
     if mode == "complete":
         logger.info("%s is already complete; nothing to resume", out)
         return result_from_json(out)
-    objective: Objective
-    if config.loss == "listwise":
-        items = listwise_items(examples, same_source=config.negatives_from == "source")
-        objective = Listwise(config.group_size)
-        logger.info(
-            "listwise: %d positives, each in a group of %d texts (%d queries)",
-            len(items),
-            config.group_size,
-            items[QID].nunique(),
-        )
-    else:
-        columns = [c for c in (QID, QUERY, DOCNO, PID, TEXT, LABEL) if c in examples.columns]
-        items = examples[columns]
-        objective = Classification(config.num_labels)
+    items, objective = _items_and_objective(examples, config)
     source = config.init or config.model or _model.default_model_path()
     init: dict[str, Any] = {
         "model": config.init or config.model or _model.DEFAULT_MODEL_NAME,

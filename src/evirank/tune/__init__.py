@@ -8,7 +8,7 @@ grid search evaluates every setting in-process, vectorised, in seconds.
 - :mod:`~evirank.tune.grid`: grids such as ``alpha=0:1:0.1 w2=0:1:0.1 w3=0:1:0.1``.
 - :func:`parse_aggregate` (:meth:`evirank.aggregate.AggregateSpec.parse`): ``birch:N``, ``maxp``, ...
   as functions of their parameters, from the one aggregator registry.
-- :mod:`~evirank.tune.metrics`: per-query AP, P@k, nDCG@k, ... of many settings at once.
+- :class:`~evirank.evaluate.FastEvaluator`: per-query AP, P@k, nDCG@k, ... of many settings at once.
 - :mod:`~evirank.tune.search`: the cross-validated grid search and the cross-validated run.
 - :mod:`~evirank.tune.inputs`: scored passages from a score store or a file.
 
@@ -22,10 +22,10 @@ Example:
 from __future__ import annotations
 
 from evirank.aggregate.registry import KINDS, AggregateSpec, AggregateSpecError
+from evirank.evaluate.fast import FastEvaluator, Layout
 from evirank.tune.errors import FoldsError, GridError, TuneError
 from evirank.tune.folds import DEFAULT_TUNE_ON, Fold, Folds, k_folds, read_folds, write_folds
 from evirank.tune.grid import Grid, parse_grid
-from evirank.tune.metrics import FastEvaluator, Layout
 from evirank.tune.search import (
     TIE_TOLERANCE,
     CrossValidatedTuner,

@@ -55,7 +55,7 @@ class TuneConfig:
     Attributes:
         qrels: qrels file.
         aggregate: ``birch:N``, ``maxp``, ``firstp``, ``sump`` or ``meanp``.
-        normalise: ``"minmax"`` or ``"none"``.
+        normalise: ``"minmax"`` or ``"none"``; None is every aggregator's default (``"minmax"``).
         scores: a score store (needs ``run``), or None.
         fingerprint: the scorer's fingerprint (prefix) in the store.
         passages: a scored-passages file, or None.
@@ -74,7 +74,7 @@ class TuneConfig:
 
     qrels: str | Path
     aggregate: str = "birch:3"
-    normalise: str = "minmax"
+    normalise: str | None = None
     scores: str | Path | None = None
     fingerprint: str | None = None
     passages: str | Path | None = None

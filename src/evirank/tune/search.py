@@ -1,7 +1,7 @@
 """Cross-validated grid search over cached passage scores (score once, tune many).
 
 For every setting of the grid, every query's metric is computed at once: the aggregator's
-arithmetic gives scores ``[settings, documents]`` and :class:`~evirank.tune.metrics.FastEvaluator`
+arithmetic gives scores ``[settings, documents]`` and :class:`~evirank.evaluate.FastEvaluator`
 turns them into per-query values ``[settings, queries]``. Then, for each fold, the setting with
 the highest mean over the fold's *tuning* queries is chosen and applied to its *test* queries;
 the cross-validated run is the union of the folds' test queries, each ranked with its own
@@ -41,6 +41,7 @@ import pandas as pd
 
 from evirank.aggregate import PassageTable
 from evirank.aggregate.registry import AggregateSpec
+from evirank.evaluate.fast import FastEvaluator, Layout
 from evirank.evaluate.measures import MeasureLike, measure_name, parse_measure
 from evirank.frames import FIRST_STAGE_SCORE, QID, SCORE, sort_run
 from evirank.progress import progress_bar
@@ -48,7 +49,6 @@ from evirank.stage import Estimator
 from evirank.tune.errors import TuneError
 from evirank.tune.folds import Fold, Folds, k_folds
 from evirank.tune.grid import Grid
-from evirank.tune.metrics import FastEvaluator, Layout
 
 logger = logging.getLogger(__name__)
 

@@ -6,9 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evirank.evaluate import Evaluator, MeasureError
+from evirank.evaluate import Evaluator, FastEvaluator, MeasureError
 from evirank.frames import make_qrels
-from evirank.tune import FastEvaluator
 
 MEASURES = [
     "AP",
