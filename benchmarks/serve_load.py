@@ -244,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{args.burst}), SciFact's test set has {len(queries)}: lower --sequential, --burst or --bursts"
         )
     warm, queries = queries[:2], queries[2:]
-    targets = args.scorer == "bi" and args.depth == 20 and args.prune is None
+    # the targets are for the offline default bi-encoder at depth 20
+    targets = args.scorer == "bi" and args.model is None and args.depth == 20 and args.prune is None
     top = header(
         "Search service: new queries, one at a time and in bursts",
         f"SciFact test claims never sent before, depth {args.depth}, k {args.k}, scorer {args.scorer}"
