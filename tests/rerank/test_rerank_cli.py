@@ -215,7 +215,7 @@ def test_bad_flags_fail_before_any_work(
     base = rerank_args(collection, tmp_path / "no-model", out)
     cross_without_model = [a for i, a in enumerate(base) if a != "--model" and base[i - 1] != "--model"]
     assert main(cross_without_model) == 2
-    assert caplog.messages[-1].startswith("evirank rerank: error: --scorer cross needs --model")
+    assert caplog.messages[-1].startswith("--scorer cross needs --model")
     assert main([*base, "--segment", "paragraphs"]) == 2
     assert "unknown segmenter" in caplog.messages[-1]
     assert main([*base, "--aggregate", "maxp", "--weights", "1", "0.5"]) == 2

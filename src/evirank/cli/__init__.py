@@ -82,8 +82,9 @@ class _Formatter(logging.Formatter):
     """Log lines with time, level and logger; a command's error as argparse prints usage errors."""
 
     def format(self, record: logging.LogRecord) -> str:
-        if getattr(record, "command_error", False):
-            return record.getMessage()
+        command = getattr(record, "command_error", None)
+        if command:
+            return f"evirank {command}: error: {record.getMessage()}"
         return super().format(record)
 
 
@@ -106,9 +107,8 @@ def fail(command: str, error: BaseException | str) -> int:
     message = str(error)
     if message.startswith(f"{command}: "):
         message = message[len(command) + 2 :]
-    logging.getLogger("evirank").error(
-        "evirank %s: error: %s", command, message, extra={"command_error": True}
-    )
+    # the record holds the message alone; the CLI's formatter prints the prefix
+    logging.getLogger("evirank").error("%s", message, extra={"command_error": command})
     return 2
 
 

@@ -188,7 +188,7 @@ def _add_segments_and_aggregation(agg: Any) -> None:
         help="first-stage weight in [0, 1] (default: birch 0.5, others 0)",
     )
     agg.add_argument(
-        "--weights", nargs="+", type=float, metavar="W", help="Birch's top-n weights (default 1 0.5 0.25)"
+        "--weights", nargs="+", type=float, metavar="W", help="Birch's top-n weights (default: 1 0.5 0.25)"
     )
     agg.add_argument(
         "--normalise",
