@@ -189,6 +189,39 @@ def test_data_is_the_datasets_folder(tmp_path: Path) -> None:
     assert values["DATA"] == "x"
 
 
+@pytest.mark.parametrize(
+    ("extra", "command", "words"),
+    [
+        ("", "evirank rerank --segment paragraphs --output r.txt", "--segment"),
+        ("", "evirank tune --aggregate birchh:3 --output t", "--aggregate"),
+        ("    segmenter: sentences\n", "evirank rerank --segment sentences:skip --output r.txt", "segmenter"),
+        ("    aggregator: maxp, tuned\n", "evirank tune --aggregate birch:3 --output t", "aggregator"),
+    ],
+)
+def test_specs_in_commands_are_parsed_when_the_file_is_read(
+    tmp_path: Path, extra: str, command: str, words: str
+) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "conditions:\n  demo:\n" + extra + f"    commands: [{command}]\n"
+        "    evaluate: {run: r.txt, qrels: q.txt}\n    expected: {AP: 0.5}\n"
+    )
+    with pytest.raises(InputFormatError, match=words) as error:
+        load_conditions(path)
+    assert error.value.line is not None
+
+
+def test_spec_parts_that_match_their_commands_and_descriptions_load(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "conditions:\n  demo:\n    segmenter: Sentences:Prepend (title first)\n"
+        "    aggregator: raw scores, tuned\n"
+        "    commands: ['evirank rerank --segment sentences:prepend --aggregate $AGG --output r.txt']\n"
+        "    evaluate: {run: r.txt, qrels: q.txt}\n    expected: {AP: 0.5}\n"
+    )
+    assert load_conditions(path).conditions[0].parts["segmenter"].startswith("Sentences")
+
+
 def test_every_conditions_file_loads_and_names_real_conditions_in_its_hints() -> None:
     import re
 
