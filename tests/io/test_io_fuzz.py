@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -37,13 +38,17 @@ from evirank.io import (  # noqa: E402
     write_topics,
 )
 
+# The default suite draws the same examples every run (EVIRANK_FUZZ_RANDOM=1 explores new ones).
+_FIXED = os.environ.get("EVIRANK_FUZZ_RANDOM", "") != "1"
 FUZZ = settings(
+    derandomize=_FIXED,
     max_examples=60,
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 ROUND_TRIP = settings(
+    derandomize=_FIXED,
     max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
 )
 
@@ -197,7 +202,7 @@ def test_every_sample_is_valid() -> None:
 
 _ID_CHARS = st.characters(
     codec="utf-8", exclude_categories=("Cc", "Cs", "Zs", "Zl", "Zp", "Co", "Cn")
-).filter(lambda c: not c.isspace())
+).filter(lambda c: not c.isspace() and c != "\ufeff")  # a leading U+FEFF reads as a byte-order mark
 IDS = st.text(_ID_CHARS, min_size=1, max_size=12)
 TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Co", "Cn")), max_size=60)
 
