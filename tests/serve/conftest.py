@@ -40,3 +40,28 @@ def serve_in_thread(app: Any) -> Iterator[str]:
 def live_server() -> Callable[[Any], Any]:
     """``with live_server(app) as url: ...``"""
     return serve_in_thread
+
+
+EMBEDDED_DOCS = [
+    {"_id": "d1", "title": "Cats", "text": "The cat sat on the mat. It is a cat. Cats are not dogs."},
+    {"_id": "d2", "title": "Dogs", "text": "Dogs sat on the mat. A dog is not a cat."},
+    {"_id": "d3", "title": "", "text": "BM25 ranks documents. A passage is evidence. The query is relevant."},
+    {"_id": "d4", "title": "Vaccine", "text": "A vaccine trains cells. The virus is in the cell."},
+]
+
+
+@pytest.fixture(scope="session")
+def embedded_index(tmp_path_factory: pytest.TempPathFactory, tiny_bi_encoder_path: Any) -> Any:
+    """A tiny Lucene index built with ``evirank index --embed`` (the tiny bi-encoder's vectors inside)."""
+    import json
+
+    pytest.importorskip("pyserini")
+    from evirank.cli import main
+
+    folder = tmp_path_factory.mktemp("embedded")
+    corpus = folder / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in EMBEDDED_DOCS))
+    index = folder / "index"
+    args = ["-q", "index", "--corpus", str(corpus), "--index", str(index), "--embed"]
+    assert main([*args, "--model", str(tiny_bi_encoder_path), "--device", "cpu"]) == 0
+    return index

@@ -76,7 +76,14 @@ def test_health_reports_what_is_served_and_the_limits() -> None:
     body = client(timeout_s=7).get("/health").json()
     assert body["status"] == "ok" and body["in_flight"] == 0
     assert body["info"]["index"] == "toy"
-    assert body["limits"] == {"max_k": 100, "max_depth": 100, "max_query_chars": 1000, "timeout_s": 7}
+    assert body["limits"] == {
+        "max_k": 100,
+        "max_depth": 100,
+        "max_query_chars": 1000,
+        "timeout_s": 7,
+        "workers": 4,
+        "max_pending": 64,
+    }
 
 
 def test_openapi_documents_400_not_422_and_docs_need_no_cdn() -> None:
@@ -221,3 +228,17 @@ def test_time_queued_for_a_worker_is_reported_as_wait(live_server: Any) -> None:
     assert waits[1] >= 250  # the second search queued behind the first one's 300 ms model call
     for body in bodies:
         assert body["timings"]["total"] >= body["timings"]["wait"] + body["timings"]["model"] - 0.01
+
+
+def test_a_search_that_could_only_time_out_in_the_queue_is_refused_at_once(live_server: Any) -> None:
+    app = create_app(toy_searcher(delay_s=0.4), ServeConfig(workers=1, max_pending=32, timeout_s=2))
+    with live_server(app) as url, httpx.Client(base_url=url, timeout=30) as http:
+        assert http.get("/v1/search", params={"q": "cats"}).status_code == 200  # learns ~0.4 s a search
+        with ThreadPoolExecutor(max_workers=12) as pool:
+            responses = list(pool.map(lambda q: http.get("/v1/search", params={"q": q}), ["dogs"] * 12))
+        refused = [r for r in responses if r.status_code == 503 and "queued" in r.json()["error"]]
+        assert refused, [r.status_code for r in responses]
+        for r in refused:
+            assert r.elapsed.total_seconds() < 1.0  # answered at once, not after the 2 s timeout
+            assert int(r.headers["Retry-After"]) >= 1
+        assert sum(r.status_code == 200 for r in responses) >= 3

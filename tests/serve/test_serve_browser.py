@@ -123,3 +123,31 @@ def test_bad_input_shows_a_message_in_the_page(browser: Any, url: str) -> None:
     assert response is not None and response.status == 400
     assert "must not exceed depth" in page.locator("[role=alert]").inner_text()
     context.close()
+
+
+def test_a_query_on_an_index_with_stored_vectors_shows_evidence_model_and_time(
+    browser: Any, live_server: Any, embedded_index: Path, tiny_bi_encoder_path: Path
+) -> None:
+    from evirank.serve.build import build_searcher
+
+    searcher = build_searcher(embedded_index, model=str(tiny_bi_encoder_path), device="cpu")
+    with live_server(create_app(searcher, ServeConfig(default_k=2, default_depth=4))) as base:
+        context = browser.new_context(viewport={"width": 1100, "height": 900})
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(base + "/")
+        page.fill("#q", "where did the cat sit")
+        page.click("button[type=submit]")
+        page.wait_for_selector("li.result mark.ev1")
+        assert page.locator("li.result").count() == 2
+        mark = page.locator("li.result").nth(0).locator(".doctext mark.ev1")
+        colour = mark.evaluate("m => getComputedStyle(m).backgroundColor")
+        assert colour not in ("rgba(0, 0, 0, 0)", "transparent")
+        status = page.locator(".status").inner_text()
+        assert "stored passage vectors" in status and "tiny-bi" in status
+        assert "answered in" in page.locator(".timing").inner_text()
+        assert searcher.scorer.stats_.computed == 1  # only the query was embedded
+        shoot(page, "results-stored-vectors.png")
+        assert errors == []
+        context.close()

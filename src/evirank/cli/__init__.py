@@ -24,6 +24,7 @@ from evirank.errors import EvirankError
 
 SUBCOMMANDS = (
     "index",
+    "embed",
     "search",
     "rerank",
     "explain",

@@ -40,6 +40,12 @@ rerank resumes and scores only what is missing, `evirank explain --scores STORE`
 document's passages, and `evirank tune --scores STORE --run RUN` re-aggregates without a model.
 OUTPUT.json records the configuration, the versions, the counts and the time of each stage.
 
+--scorer bi with stored passage vectors (an index built with `evirank index --embed`, or
+--vectors VDIR from `evirank embed`) embeds only the queries: passages are scored by lookup
+(vectors of another model or segmenter are refused; --vectors none embeds every passage).
+--prune N is a cascade: a cheap scorer (--prune-by bm25, or bi by lookup) keeps each
+document's N best passages, and only those are scored and aggregated.
+
 examples:
   evirank rerank --run run.dl19.bm25.txt --corpus corpus.jsonl --topics topics.dl19.tsv \\
       --scorer bi --aggregate maxp --output runs/dl19.bi.maxp.txt
@@ -136,6 +142,27 @@ def _add_scoring(model: Any) -> None:
         "onnx-int8 (ONNX Runtime, int8 weights: fastest on CPU)",
     )
     model.add_argument(
+        "--vectors",
+        metavar="VDIR",
+        help="stored passage vectors for the bi-encoder (evirank embed): passages are scored by lookup, "
+        "only queries are embedded; default: the index's own (index --embed) when it has some; "
+        "none: embed every passage now",
+    )
+    model.add_argument(
+        "--prune",
+        type=positive_int,
+        metavar="N",
+        help="cascade: a cheap scorer keeps each document's N best passages; only those are scored "
+        "and aggregated (birch:n needs n <= N)",
+    )
+    model.add_argument(
+        "--prune-by",
+        choices=("bm25", "bi"),
+        default="bm25",
+        help="the cheap scorer of --prune: BM25 over each document's passages (default), or the "
+        "bi-encoder (by lookup in the stored vectors when there are some)",
+    )
+    model.add_argument(
         "--scores",
         metavar="STORE",
         help="score store: a .sqlite file (default OUT.scores.sqlite), or a folder or URL (s3://, gs://) "
@@ -214,6 +241,9 @@ def config_from_args(args: argparse.Namespace) -> RerankConfig:
         batch_tokens=args.batch_tokens,
         device=args.device,
         backend=args.backend,
+        vectors=args.vectors,
+        prune=args.prune,
+        prune_by=args.prune_by,
         scores=args.scores,
         no_scores=args.no_scores,
         segment=args.segment,

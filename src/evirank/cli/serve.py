@@ -90,7 +90,36 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=defaults.max_pending,
         help="searches admitted at once; more get 503",
     )
+    parser.add_argument(
+        "--vectors",
+        default=None,
+        metavar="VDIR",
+        help="stored passage vectors (evirank embed); default: the index's own when it has some "
+        "(evirank index --embed); none: split and embed passages per query",
+    )
+    parser.add_argument(
+        "--prune",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --scorer cross: score only each document's N best passages by --prune-by",
+    )
+    parser.add_argument(
+        "--prune-by",
+        choices=("bm25", "bi"),
+        default="bm25",
+        help="the cheap scorer of --prune: BM25 over the passages (default) or the bi-encoder by lookup",
+    )
     parser.add_argument("--device", default=None, help="cuda | mps | cpu (default: the best available)")
+    parser.add_argument(
+        "--model-threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="CPU threads of one model call (default: 1 when only queries are embedded, from stored "
+        "vectors: a few tokens gain nothing from more, and spinning threads slow every other request; "
+        "else torch's default)",
+    )
     parser.add_argument("--no-warmup", action="store_true", help="do not run a first search before listening")
     return parser
 
@@ -132,6 +161,9 @@ def run(args: argparse.Namespace) -> int:
             device=args.device,
             evidence=args.evidence,
             max_depth=config.max_depth,
+            vectors=args.vectors,
+            prune=args.prune,
+            prune_by=args.prune_by,
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
@@ -142,6 +174,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         logger.error("%s", exc.strerror or exc)
         return 2
+    set_model_threads(args.model_threads, searcher.info)
     try:
         if not args.no_warmup:
             seconds = searcher.warm_up()
@@ -163,6 +196,25 @@ def run(args: argparse.Namespace) -> int:
     finally:
         sock.close()
     return 0
+
+
+def set_model_threads(threads: int | None, info: dict[str, Any]) -> int | None:
+    """Set torch's intra-op threads for the service; return the number set (None: left as it is).
+
+    With stored vectors a request's model call embeds one query of a few tokens: one thread is as
+    fast as two, and on a busy CPU the second thread's spin-waits cost far more than they save.
+    """
+    queries_only = info.get("scorer") == "bi" and "stored passage vectors" in str(info.get("evidence", ""))
+    if threads is None and not queries_only:
+        return None
+    chosen = threads if threads is not None else 1
+    if chosen < 1:
+        raise SystemExit(f"evirank serve: error: --model-threads must be at least 1, found {chosen}")
+    import torch
+
+    torch.set_num_threads(chosen)
+    logger.info("model calls use %d CPU thread(s)", chosen)
+    return chosen
 
 
 def quiet_per_request_progress() -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -112,3 +112,19 @@ class LuceneDocs(SearcherOwner):
 
     def __len__(self) -> int:
         return int(self._open().get_total_num_docs())
+
+    def __iter__(self) -> Iterator[Document]:
+        """Every stored document, in the index's internal order (for embedding a whole index).
+
+        Example:
+            >>> [d.docno for d in LuceneDocs("/tmp/pets-index")]  # doctest: +SKIP
+            ['d1', 'd2']
+        """
+        searcher = self._open()
+        for internal in range(int(searcher.get_total_num_docs())):
+            stored = searcher.doc(internal)
+            if stored is None:
+                continue
+            docno = stored.get("id")
+            raw = stored.get("raw")
+            yield document_from_raw(str(docno), "" if raw is None else str(raw))

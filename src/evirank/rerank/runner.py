@@ -69,6 +69,9 @@ class RerankConfig:
         tag: run tag (None: ``evirank-SCORER-AGGREGATE``).
         save_passages: a Parquet file for the scored passages.
         overwrite: replace existing outputs (the score store is kept).
+        vectors: stored passage vectors for a bi-encoder (None: the index's own, if any; ``"none"``: off).
+        prune: the cascade: passages kept per document by ``prune_by`` before scoring (None: all).
+        prune_by: ``"bm25"`` or ``"bi"`` (:class:`evirank.rerank.prune.Prune`).
         ray: run the model on Ray: ``local``, ``auto`` or a cluster address (None: in this process).
         ray_workers: model replicas on Ray (None: by the cluster's resources).
         ray_cpus: cores per replica.
@@ -104,6 +107,9 @@ class RerankConfig:
     tag: str | None = None
     save_passages: str | Path | None = None
     overwrite: bool = False
+    vectors: str | Path | None = None
+    prune: int | None = None
+    prune_by: str = "bm25"
     ray: str | None = None
     ray_workers: int | None = None
     ray_cpus: float = 1.0
@@ -127,7 +133,9 @@ class RerankConfig:
                 "--scorer cross needs --model (a Hugging Face model id or a local folder)"
             )
         try:
-            self.aggregator()
+            from evirank.rerank.prune import check_prune
+
+            check_prune(self.aggregator(), self.prune)
             self.segment_spec()
         except ValueError as exc:
             raise RerankConfigError(str(exc)) from exc
@@ -187,8 +195,8 @@ def default_store(output: str | Path) -> Path:
     return path.with_name(path.name + ".scores.sqlite")
 
 
-def build_scorer(config: RerankConfig, store: str | Path | None) -> Any:
-    """The scorer the config asks for (nothing heavy is loaded yet)."""
+def build_scorer(config: RerankConfig, store: str | Path | None, vectors: Any = None) -> Any:
+    """The scorer the config asks for (nothing heavy is loaded yet); a bi-encoder reads ``vectors``."""
     from evirank.score import BiEncoder, CrossEncoder
 
     kwargs: dict[str, Any] = {
@@ -199,7 +207,7 @@ def build_scorer(config: RerankConfig, store: str | Path | None) -> Any:
         "ray": config.ray_options(),
     }
     if config.scorer == "bi":
-        return BiEncoder(config.model, max_length=config.max_length, **kwargs)
+        return BiEncoder(config.model, max_length=config.max_length, vectors=vectors, **kwargs)
     if config.max_length is not None:
         kwargs["max_length"] = config.max_length
     return CrossEncoder(config.model, **kwargs)  # type: ignore[arg-type]
@@ -217,14 +225,27 @@ def build_pipeline(config: RerankConfig, store: str | Path | None) -> Any:
         if config.index
         else FetchText(corpus=config.corpus, missing=config.missing_docs)  # type: ignore[arg-type]
     )
-    scorer = build_scorer(config, store)
+    from evirank.rerank.prune import cascade_from_flags
+
+    aggregator = config.aggregator()
+    cascade = cascade_from_flags(config, aggregator, RerankConfigError)
+    bi_vectors = cascade.vectors if config.scorer == "bi" else None
+    scorer = build_scorer(config, None if bi_vectors is not None else store, bi_vectors)
     budget = passage_budget(scorer)
     segmenter = (
         config.segment_spec()
         .build(tokenizer=budget[0] if budget else None, max_tokens=budget[1] if budget else None)
         .with_max_passages(config.max_passages or None)
     )
-    return Rerank(segmenter, scorer, config.aggregator(), fetch=fetch, depth=config.depth)
+    prune = cascade.stage(segmenter, scorer if config.scorer == "bi" else None)
+    return Rerank(
+        segmenter,
+        scorer,
+        aggregator,
+        fetch=fetch,
+        depth=config.depth,
+        passage_stages=(prune,) if prune is not None else (),
+    )
 
 
 def read_first_stage(config: RerankConfig) -> tuple[Any, Any, dict[str, Any]]:
@@ -256,6 +277,7 @@ def run_rerank(config: RerankConfig) -> dict[str, Any]:
     from evirank.record import compact_json, make_record
     from evirank.rerank import StageTimings
     from evirank.rerank.pipeline import describe_stage, save_passages
+    from evirank.rerank.prune import describe_vectors
     from evirank.segment import spec_of
 
     config.check()
@@ -276,6 +298,8 @@ def run_rerank(config: RerankConfig) -> dict[str, Any]:
         raise RerankConfigError(f"the first stage has no documents ({config.run or config.index})")
     pipeline = build_pipeline(config, store)
     logger.info("pipeline: %s (depth %d)", describe_stage(pipeline), config.depth)
+    if getattr(pipeline.scorer, "vectors", None) is not None:
+        store = None  # scores by lookup cost microseconds: they are not kept in a store
 
     assert pipeline.fetch is not None
     with pipeline.fetch:
@@ -317,6 +341,8 @@ def run_rerank(config: RerankConfig) -> dict[str, Any]:
             depth=config.depth,
             segment=spec_of(pipeline.segmenter),
             segmenter=describe_stage(pipeline.segmenter),
+            prune=[describe_stage(stage) for stage in pipeline.passage_stages] or None,
+            vectors=describe_vectors(pipeline),
             scorer={**_describe(scorer), "fingerprint": _fingerprint(scorer)},
             aggregate=pipeline.aggregator.spec,
             aggregator=describe_stage(pipeline.aggregator),

@@ -23,6 +23,9 @@ from evirank.score.store import Store, text_hash
 if TYPE_CHECKING:
     from evirank.scale.options import RayOptions
 
+if TYPE_CHECKING:
+    from evirank.vectors import PassageVectors
+
 logger = logging.getLogger(__name__)
 
 
@@ -80,6 +83,11 @@ class BiEncoder(TransformerScorer):
             to reuse and persist embeddings and scores.
         commit_every: write new embeddings to the store every this many batches.
         cache_embeddings: keep embeddings in the store (scores are always kept when it is set).
+        vectors: stored passage vectors (a :class:`~evirank.vectors.PassageVectors` or its folder,
+            made by this model): a passage whose (docno, pid) is stored with the same text is scored
+            by lookup, only the query and the passages not stored (or changed since) are embedded.
+            Scores made this way are not kept in the score store. Vectors made by another model
+            are refused (:class:`~evirank.vectors.VectorsMismatchError`).
         ray: embed on Ray (:class:`~evirank.scale.RayOptions`) in :meth:`transform`: the texts
             to embed go to an actor pool block by block, with the same batches and vectors.
 
@@ -106,6 +114,7 @@ class BiEncoder(TransformerScorer):
         store: Store | str | os.PathLike[str] | None = None,
         commit_every: int = 4,
         cache_embeddings: bool = True,
+        vectors: PassageVectors | str | os.PathLike[str] | None = None,
         ray: RayOptions | None = None,
     ) -> None:
         super().__init__(
@@ -122,6 +131,7 @@ class BiEncoder(TransformerScorer):
         self.query_prefix = query_prefix
         self.passage_prefix = passage_prefix
         self.cache_embeddings = cache_embeddings
+        self.vectors = vectors
 
     def _default_max_length(self, model_dir: Path) -> int:
         st_config = model_dir / "sentence_bert_config.json"
@@ -149,12 +159,22 @@ class BiEncoder(TransformerScorer):
     def embed(self, texts: list[str]) -> np.ndarray:
         """Unit-length float32 embeddings of ``texts`` (no prefix added), one row each.
 
+        With a score store (and ``cache_embeddings``), embeddings already there are read, not
+        computed, and new ones are added.
+
         Example:
             >>> BiEncoder().embed(["a cat", "a dog"]).shape  # doctest: +SKIP
             (2, 384)
         """
         distinct = list(dict.fromkeys(texts))
-        vectors = self._embed_distinct(distinct, ScoringStats(rows=len(texts)), None, None, on_ray=False)
+        store = self._store() if self.cache_embeddings else None
+        fingerprint = None
+        if store is not None:
+            self._load_backend()  # a randomly initialised head only knows its fingerprint once loaded
+            fingerprint = self._register()
+        stats = ScoringStats(rows=len(texts), distinct=len(distinct))
+        vectors = self._embed_distinct(distinct, stats, store, fingerprint, on_ray=False)
+        self.stats_ = stats
         return vectors[pd.Index(distinct).get_indexer(texts)]
 
     def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
@@ -168,6 +188,8 @@ class BiEncoder(TransformerScorer):
             self.stats_ = stats
             return out
         self._prepare()
+        if self.vectors is not None:
+            return self._transform_by_lookup(out, stats, started)
         pairs = DistinctPairs.of(out)  # keyed by the raw texts: the prefixes are in the fingerprint
         store = self._use_store(out, pairs)
         missing = pairs.missing()
@@ -202,6 +224,65 @@ class BiEncoder(TransformerScorer):
             stats.embeddings_cached,
             stats.total_s,
             f"{stats.per_second:.0f} texts/s in the model" if stats.computed else "no model run",
+        )
+        return out
+
+    def passage_vectors(self) -> PassageVectors:
+        """The stored passage vectors, opened once and checked against this model.
+
+        Raises:
+            VectorsMismatchError: they were made by another model (or other settings).
+        """
+        opened = getattr(self, "vectors_", None)
+        if opened is None:
+            from evirank.vectors import PassageVectors
+
+            assert self.vectors is not None
+            opened = (
+                self.vectors
+                if isinstance(self.vectors, PassageVectors)
+                else PassageVectors.open(self.vectors)
+            )
+            opened.check_scorer(self)
+            self.vectors_ = opened
+        return opened
+
+    def _transform_by_lookup(self, out: pd.DataFrame, stats: ScoringStats, started: float) -> pd.DataFrame:
+        """Score with stored passage vectors; embed the distinct queries and the passages not stored."""
+        vectors = self.passage_vectors()
+        texts = out[TEXT].astype(str).to_numpy(dtype=object)
+        rows = vectors.lookup(out[DOCNO].astype(str).to_numpy(dtype=object), out[PID].to_numpy())
+        found = rows >= 0
+        hit = found.copy()
+        hit[found] = vectors.texts(rows[found]) == texts[found]
+        queries = out[QUERY].astype(str).to_numpy(dtype=object)
+        q_distinct = pd.Index(pd.unique(queries))
+        missed = pd.Index(pd.unique(texts[~hit]))
+        embedded = [self.query_prefix + q for q in q_distinct] + [self.passage_prefix + t for t in missed]
+        stats.distinct = len(q_distinct) + int(hit.sum()) + len(missed)
+        stats.cached = int(hit.sum())
+        fresh = self._embed_distinct(embedded, stats, None, None)
+        q_vec = fresh[: len(q_distinct)][q_distinct.get_indexer(queries)]
+        p_vec = np.empty((len(out), q_vec.shape[1]), dtype=np.float32)
+        p_vec[hit] = vectors.vectors(rows[hit])
+        if len(missed):
+            p_vec[~hit] = fresh[len(q_distinct) :][missed.get_indexer(texts[~hit])]
+            changed = int((found & ~hit).sum())
+            logger.info(
+                "%d passages not in the stored vectors (%d of them changed since) were embedded now",
+                int((~hit).sum()),
+                changed,
+            )
+        out[SCORE] = np.einsum("ij,ij->i", q_vec.astype(np.float64), p_vec.astype(np.float64))
+        stats.total_s = time.perf_counter() - started
+        self.stats_ = stats
+        logger.info(
+            "bi-encoder: %d rows, %d passages by lookup, %d queries and %d passages embedded in %.2f s",
+            stats.rows,
+            stats.cached,
+            len(q_distinct),
+            len(missed),
+            stats.total_s,
         )
         return out
 

@@ -2,9 +2,11 @@
 
 Searches run on a small pool of worker threads owned by the app (:class:`SearchRunner`), not on the
 request threads: a request awaits its search with a timeout, so a slow model call is answered with a
-clean 503 after ``timeout_s`` while the event loop stays free, a search still queued when its
-request gives up is dropped, and at most ``max_pending`` searches are admitted at once (more are
-refused at once with 503, rather than queueing without bound). The search endpoints are therefore
+clean 503 after ``timeout_s`` while the event loop stays free, and a search still queued when its
+request gives up is dropped. Admission is bounded: at most ``max_pending`` searches are in flight, and
+a search that would only queue past its timeout (the searches ahead of it, at the recent time per
+search, shared by the workers) is refused at once; refusals are 503 with a ``Retry-After`` of the
+expected wait, never a connection held until the timeout. The search endpoints are therefore
 ``async def`` awaiting that pool; the document lookup and health are plain ``def`` (run in FastAPI's
 threadpool, as blocking calls should be).
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -65,14 +68,31 @@ class SearchRunner:
         self._slots = threading.BoundedSemaphore(config.max_pending)
         self._lock = threading.Lock()
         self._in_flight = 0
+        self._service_s = 0.0  # moving average of a search's own time (queueing excluded)
 
     @property
     def in_flight(self) -> int:
         """Searches admitted and not yet finished (running, queued, or abandoned but still running)."""
         return self._in_flight
 
+    def expected_wait(self) -> float:
+        """Seconds a search admitted now would likely queue (the searches ahead, shared by the workers)."""
+        ahead = self._in_flight - self.config.workers + 1
+        return max(0.0, ahead / self.config.workers * self._service_s)
+
+    def retry_after(self) -> int:
+        """Seconds to wait before retrying (a 503's ``Retry-After``): the expected queue, at least 1."""
+        return max(1, math.ceil(self.expected_wait()))
+
     def submit(self, query: str, k: int, depth: int) -> Future[SearchResult]:
-        """Admit one search and start it; raise :class:`ServerBusy` when ``max_pending`` are in flight."""
+        """Admit one search and start it, or raise :class:`ServerBusy` at once.
+
+        Refused: when ``max_pending`` searches are in flight, or when the searches ahead would keep it
+        queued past ``timeout_s`` (it could only time out): answered now, not after the timeout.
+        """
+        wait = self.expected_wait()
+        if wait >= self.config.timeout_s:
+            raise ServerBusy(f"the server is busy (about {wait:.0f} s of searches queued); retry in a moment")
         if not self._slots.acquire(blocking=False):
             raise ServerBusy(
                 f"the server is busy ({self.config.max_pending} searches in flight); retry in a moment"
@@ -90,8 +110,12 @@ class SearchRunner:
 
     def _search(self, submitted: float, query: str, k: int, depth: int, deadline: float) -> SearchResult:
         """Run one search on a pool thread; time spent queued for the pool counts as ``wait``."""
-        queued_ms = (time.perf_counter() - submitted) * 1000.0
+        began = time.perf_counter()
+        queued_ms = (began - submitted) * 1000.0
         result = self.searcher.search(query, k, depth, deadline)
+        took = time.perf_counter() - began
+        with self._lock:
+            self._service_s = took if self._service_s == 0.0 else 0.8 * self._service_s + 0.2 * took
         timings = dict(result.timings)
         timings["wait"] = round(timings.get("wait", 0.0) + queued_ms, 3)
         timings["total"] = round(timings.get("total", 0.0) + queued_ms, 3)
@@ -141,20 +165,22 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
     Returns:
         A FastAPI app; serve it with uvicorn (``evirank serve`` does).
     """
-    fastapi = require("fastapi", "serve")
-    from fastapi import Query, Request
-    from fastapi.exceptions import RequestValidationError
-    from fastapi.openapi.utils import get_openapi
-    from fastapi.responses import HTMLResponse, JSONResponse
-    from starlette.exceptions import HTTPException as StarletteHTTPException
-
-    from evirank.serve import schema
-    from evirank.serve.page import render_page, render_results, security_headers
-
     config = config or ServeConfig()
     runner = SearchRunner(searcher, config)
-    started = time.monotonic()
-    index_name = str(searcher.info.get("index", "index"))
+    app = _new_app(config, runner)
+    app.state.runner = runner
+    app.state.searcher = searcher
+    app.state.config = config
+    _add_error_handlers(app, runner)
+    _add_api_routes(app, runner, searcher, config)
+    _add_page_route(app, runner, searcher, config)
+    _use_400_in_openapi(app)
+    return app
+
+
+def _new_app(config: ServeConfig, runner: SearchRunner) -> Any:
+    """The FastAPI object (with Swagger UI served from a local copy when available: no internet)."""
+    fastapi = require("fastapi", "serve")
 
     @asynccontextmanager
     async def lifespan(_: Any) -> AsyncIterator[None]:
@@ -171,23 +197,30 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
         ),
         "lifespan": lifespan,
     }
-    try:  # Swagger UI and ReDoc served from a local copy when available: the machine may be offline
+    try:
         from fastapi_offline import FastAPIOffline
 
-        app = FastAPIOffline(**app_kwargs)
+        return FastAPIOffline(**app_kwargs)
     except ImportError:
-        app = fastapi.FastAPI(**app_kwargs)
-    app.state.runner = runner
-    app.state.searcher = searcher
-    app.state.config = config
+        return fastapi.FastAPI(**app_kwargs)
 
-    def error(status: int, message: str, headers: dict[str, str] | None = None, detail: Any = None) -> Any:
-        body: dict[str, Any] = {"error": message}
-        if detail is not None:
-            body["detail"] = detail
-        return JSONResponse(status_code=status, content=body, headers=headers)
 
-    # ---- errors: always {"error": message}, never a bare 500 for bad input ----------------------------
+def _error(status: int, message: str, headers: dict[str, str] | None = None, detail: Any = None) -> Any:
+    """The JSON error body every failure gets: ``{"error": message}`` (plus ``detail`` for 400s)."""
+    from fastapi.responses import JSONResponse
+
+    body: dict[str, Any] = {"error": message}
+    if detail is not None:
+        body["detail"] = detail
+    return JSONResponse(status_code=status, content=body, headers=headers)
+
+
+def _add_error_handlers(app: Any, runner: SearchRunner) -> None:
+    """Errors are always ``{"error": message}``, never a bare 500 for bad input; 503s say when to retry."""
+    from fastapi import Request
+    from fastapi.exceptions import RequestValidationError
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+
     @app.exception_handler(RequestValidationError)
     async def on_validation(_: Request, exc: RequestValidationError) -> Any:
         problems = []
@@ -201,36 +234,44 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
         detail = [
             {"loc": list(e.get("loc", ())), "msg": e.get("msg"), "type": e.get("type")} for e in exc.errors()
         ]
-        return error(400, "; ".join(problems) or "invalid request", detail=detail)
+        return _error(400, "; ".join(problems) or "invalid request", detail=detail)
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http(_: Request, exc: StarletteHTTPException) -> Any:
-        return error(exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))
+        return _error(exc.status_code, str(exc.detail), headers=getattr(exc, "headers", None))
 
     @app.exception_handler(BadRequest)
     async def on_bad_request(_: Request, exc: BadRequest) -> Any:
-        return error(400, str(exc))
+        return _error(400, str(exc))
 
     @app.exception_handler(DocumentNotFound)
     async def on_not_found(_: Request, exc: DocumentNotFound) -> Any:
-        return error(404, str(exc))
+        return _error(404, str(exc))
 
     @app.exception_handler(SearchTimeout)
     async def on_timeout(_: Request, exc: SearchTimeout) -> Any:
         logger.warning("503: %s", exc)
-        return error(503, str(exc), headers={"Retry-After": "1"})
+        return _error(503, str(exc), headers={"Retry-After": str(runner.retry_after())})
 
     @app.exception_handler(Exception)
     async def on_crash(_: Request, exc: Exception) -> Any:
         logger.error("search failed: %s: %s", type(exc).__name__, exc, exc_info=exc)
-        return error(500, f"internal error: {type(exc).__name__}: {_clip(exc, 200)} (see the server log)")
+        return _error(500, f"internal error: {type(exc).__name__}: {_clip(exc, 200)} (see the server log)")
 
+
+def _add_api_routes(app: Any, runner: SearchRunner, searcher: Searcher, config: ServeConfig) -> None:
+    """``/v1/search``, ``/v1/doc/{docno}`` and ``/health``."""
+    from fastapi import Query
+
+    from evirank.serve import schema
+
+    started = time.monotonic()
+    index_name = str(searcher.info.get("index", "index"))
     responses: dict[int | str, dict[str, Any]] = {
         400: {"model": schema.ErrorResponse, "description": "a parameter is missing or out of range"},
         503: {"model": schema.ErrorResponse, "description": "the search timed out or the server is busy"},
     }
 
-    # ---- JSON API ------------------------------------------------------------------------------------
     @app.get("/v1/search", response_model=schema.SearchResponse, responses=responses, tags=["search"])
     async def search(
         q: str | None = Query(
@@ -277,50 +318,76 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
                 "max_depth": config.max_depth,
                 "max_query_chars": config.max_query_chars,
                 "timeout_s": config.timeout_s,
+                "workers": config.workers,
+                "max_pending": config.max_pending,
             },
         )
 
-    # ---- the web page --------------------------------------------------------------------------------
+
+def _add_page_route(app: Any, runner: SearchRunner, searcher: Searcher, config: ServeConfig) -> None:
+    """``/``: the search page (whole, or only its results section with ``partial=1`` for the script)."""
+    from fastapi.responses import HTMLResponse
+
+    from evirank.serve.page import render_page, render_results, security_headers
+
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page(
         q: str | None = None, k: str | None = None, depth: str | None = None, partial: str | None = None
     ) -> Any:
-        query = (q or "").strip()
         k_in, depth_in = _as_int(k), _as_int(depth)
         result, message, status = None, None, 200
         if q is not None:
-            try:
-                if isinstance(k_in, str) or isinstance(depth_in, str):
-                    bad = k if isinstance(k_in, str) else depth
-                    raise BadRequest(f"k and depth must be whole numbers, found {_clip(bad)!r}")
-                text, k_ok, depth_ok = config.check_request(q, k_in, depth_in)
-                result = await runner.run_async(text, k_ok, depth_ok)
-            except BadRequest as exc:
-                message, status = str(exc), 400
-            except SearchTimeout as exc:
-                message, status = str(exc), 503
-            except Exception as exc:
-                logger.error("search failed: %s: %s", type(exc).__name__, exc, exc_info=exc)
-                message, status = f"internal error: {type(exc).__name__} (see the server log)", 500
+            result, message, status = await _page_search(runner, config, q, k, k_in, depth, depth_in)
+        headers = security_headers()
+        if status == 503:
+            headers["Retry-After"] = str(runner.retry_after())
         if partial:
-            return HTMLResponse(
-                render_results(result, message), status_code=status, headers=security_headers()
-            )
+            body = render_results(result, message, searcher.info)
+            return HTMLResponse(body, status_code=status, headers=headers)
         body = render_page(
             config,
             searcher.info,
-            query=query,
+            query=(q or "").strip(),
             k=k_in if isinstance(k_in, int) else None,
             depth=depth_in if isinstance(depth_in, int) else None,
             result=result,
             error=message,
         )
-        return HTMLResponse(body, status_code=status, headers=security_headers())
+        return HTMLResponse(body, status_code=status, headers=headers)
 
-    # ---- OpenAPI: our 400 replaces FastAPI's default 422 -------------------------------------------------
+
+async def _page_search(
+    runner: SearchRunner,
+    config: ServeConfig,
+    q: str,
+    k: str | None,
+    k_in: int | str | None,
+    depth: str | None,
+    depth_in: int | str | None,
+) -> tuple[SearchResult | None, str | None, int]:
+    """Run the page's search; return (result, error message, HTTP status)."""
+    try:
+        if isinstance(k_in, str) or isinstance(depth_in, str):
+            bad = k if isinstance(k_in, str) else depth
+            raise BadRequest(f"k and depth must be whole numbers, found {_clip(bad)!r}")
+        text, k_ok, depth_ok = config.check_request(q, k_in, depth_in)
+        return await runner.run_async(text, k_ok, depth_ok), None, 200
+    except BadRequest as exc:
+        return None, str(exc), 400
+    except SearchTimeout as exc:
+        return None, str(exc), 503
+    except Exception as exc:
+        logger.error("search failed: %s: %s", type(exc).__name__, exc, exc_info=exc)
+        return None, f"internal error: {type(exc).__name__} (see the server log)", 500
+
+
+def _use_400_in_openapi(app: Any) -> None:
+    """OpenAPI: our 400 replaces FastAPI's default 422."""
+    from fastapi.openapi.utils import get_openapi
+
     def openapi() -> dict[str, Any]:
         if app.openapi_schema:
-            return app.openapi_schema
+            return dict(app.openapi_schema)
         spec = get_openapi(
             title=app.title, version=app.version, description=app.description, routes=app.routes
         )
@@ -332,8 +399,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
         app.openapi_schema = spec
         return spec
 
-    app.openapi = openapi  # type: ignore[method-assign]
-    return app
+    app.openapi = openapi
 
 
 def _clip(value: object, limit: int = 40) -> str:

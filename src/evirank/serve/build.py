@@ -106,6 +106,9 @@ def build_searcher(
     device: str | None = None,
     evidence: int = 3,
     max_depth: int = 100,
+    vectors: str | None = None,
+    prune: int | None = None,
+    prune_by: str = "bm25",
 ) -> Searcher:
     """The Lucene + model pipeline behind the service.
 
@@ -123,6 +126,11 @@ def build_searcher(
         device: ``cuda``, ``mps`` or ``cpu``; ``None`` picks the best available.
         evidence: passages returned per candidate.
         max_depth: the deepest re-ranking a request may ask for.
+        vectors: stored passage vectors (a folder); ``None`` uses the index's own (``evirank index
+            --embed``) when it has some, ``"none"`` never. With them a bi-encoder embeds only the
+            query, and passages are read from the stored table instead of being split per query.
+        prune: cross-encoder cascade: keep each document's ``prune`` best passages by ``prune_by``
+            (``bm25`` or ``bi``) and score only those.
 
     Raises:
         ValueError: on a bad spec; FileNotFoundError when the index is missing.
@@ -139,6 +147,7 @@ def build_searcher(
         )
     from evirank import score as scoring
     from evirank.lucene import LuceneDocs
+    from evirank.serve.fast import evidence_stages
 
     segment_spec = serve_segmenter(segment, title)
     try:
@@ -153,6 +162,8 @@ def build_searcher(
         model_stage: Any = scoring.CrossEncoder(model, **kwargs)
     else:
         model_stage = scoring.BiEncoder(model, **kwargs)
+    fast = evidence_stages(index, segmenter, model_stage, aggregator, vectors, prune, prune_by, device)
+    segmenter, model_stage = fast.segmenter, fast.scorer
     docs = LuceneDocs(index)
 
     def lookup(docno: str) -> Document | None:
@@ -176,5 +187,6 @@ def build_searcher(
             "segment": segment_spec.spec,
             "aggregate": aggregator.spec,
             "store": Path(scores).name if scores else None,
+            **fast.info,
         },
     )

@@ -164,8 +164,22 @@ def _candidate(candidate: Candidate, best: float, worst: float) -> str:
     )
 
 
-def render_results(result: SearchResult | None, error: str | None) -> str:
-    """The results section (also served alone, for the script that swaps it in)."""
+def _provenance(info: Mapping[str, Any] | None) -> str:
+    """Which model made the evidence, and how (stored vectors, per query, a cascade)."""
+    if not info or not info.get("model"):
+        return ""
+    how = info.get("evidence")
+    text = f"evidence by {info['model']}" + (f" ({how})" if how else "")
+    return f'<span class="model">{_e(text)}</span>'
+
+
+def render_results(
+    result: SearchResult | None, error: str | None, info: Mapping[str, Any] | None = None
+) -> str:
+    """The results section (also served alone, for the script that swaps it in).
+
+    ``info`` is the searcher's description: the model that made the evidence is shown with the time.
+    """
     if error:
         return f'<section id="results"><div class="error" role="alert">{_e(error)}</div></section>'
     if result is None:
@@ -193,7 +207,8 @@ def render_results(result: SearchResult | None, error: str | None) -> str:
         f'<div class="status"><span><b>{n}</b> result{"s" if n != 1 else ""} for '
         f"<q>{_e(result.query)}</q>, re-ranked from the first stage's top {result.depth} "
         f"({result.passages:,} passages scored)</span>"
-        f'<span class="timing" title="{_e(steps)}">{_fmt_ms(t.get("total", 0.0))}'
+        f"{_provenance(info)}"
+        f'<span class="timing" title="{_e(steps)}">answered in {_fmt_ms(t.get("total", 0.0))}'
         f'<span class="steps"> — {_e(steps)}</span></span>'
         f'<a class="json" href="{_e(api)}">JSON</a></div>'
     )
@@ -236,7 +251,7 @@ def render_page(
 <button type="submit">Search</button>
 </form></div></header>
 <main class="wrap">
-{render_results(result, error)}
+{render_results(result, error, info)}
 </main>
 <footer class="wrap"><span>{described}</span>
 <span><a href="/docs">API docs</a> · <a href="/health">health</a></span></footer>
@@ -271,6 +286,7 @@ main{padding-top:18px;padding-bottom:30px}
 margin:0 0 14px}
 .status q{color:var(--ink);font-weight:600}
 .timing{margin-left:auto;font-variant-numeric:tabular-nums}
+.model{font-style:italic}
 .steps{color:#8a94a3}
 .json{font-size:12px;color:var(--accent)}
 ol.results{list-style:none;margin:0;padding:0}

@@ -212,6 +212,11 @@ def locate(text: str, passage: str, title: str = "") -> tuple[int, int] | None:
     start = text.find(passage)
     if start >= 0:
         return start, start + len(passage)
+    if title and passage.startswith(title):  # a prepended title, the sentence verbatim
+        rest = passage[len(title) :].lstrip()
+        start = text.find(rest) if rest else -1
+        if start >= 0:
+            return start, start + len(rest)
     candidates = [passage.split()]
     title_words = title.split()
     if title_words and candidates[0][: len(title_words)] == title_words:
@@ -394,23 +399,38 @@ class Searcher:
     def _candidates(
         self, run: pd.DataFrame, scored: pd.DataFrame, ranked: pd.DataFrame
     ) -> tuple[Candidate, ...]:
-        first = run.set_index(DOCNO)
-        best = scored.sort_values([DOCNO, SCORE, PID], ascending=[True, False, True], kind="mergesort")
-        by_doc = {docno: group.head(self.evidence) for docno, group in best.groupby(DOCNO, sort=False)}
+        # Plain lists and one sort, not per-row pandas lookups: this runs on every request.
+        position = {docno: i for i, docno in enumerate(run[DOCNO].astype(str).tolist())}
+        texts, titles = run[TEXT].astype(str).tolist(), run[TITLE].astype(str).tolist()
+        first_scores, first_ranks = run[SCORE].tolist(), run[RANK].tolist()
+        p_docnos = scored[DOCNO].astype(str).tolist()
+        p_texts, p_scores, p_pids = (
+            scored[TEXT].astype(str).tolist(),
+            scored[SCORE].tolist(),
+            scored[PID].tolist(),
+        )
+        wanted = set(ranked[DOCNO].astype(str).tolist())
+        by_doc: dict[str, list[int]] = {}
+        for i in sorted(  # best first: score descending, then pid
+            (i for i, d in enumerate(p_docnos) if d in wanted), key=lambda i: (-p_scores[i], p_pids[i])
+        ):
+            picked = by_doc.setdefault(p_docnos[i], [])
+            if len(picked) < self.evidence:
+                picked.append(i)
         out = []
-        for row in ranked.itertuples(index=False):
-            docno = str(getattr(row, DOCNO))
-            hit = first.loc[docno]
-            text, title = str(hit[TEXT]), str(hit[TITLE])
+        for docno, rank, score in zip(
+            ranked[DOCNO].astype(str).tolist(), ranked[RANK].tolist(), ranked[SCORE].tolist(), strict=True
+        ):
+            hit = position[docno]
+            text, title = texts[hit], titles[hit]
             evidence = []
-            for p in by_doc.get(docno, scored.iloc[0:0]).itertuples(index=False):
-                passage = str(getattr(p, TEXT))
-                span = locate(text, passage, title)
+            for i in by_doc.get(docno, []):
+                span = locate(text, p_texts[i], title)
                 evidence.append(
                     Evidence(
-                        passage,
-                        float(getattr(p, SCORE)),
-                        int(getattr(p, PID)),
+                        p_texts[i],
+                        float(p_scores[i]),
+                        int(p_pids[i]),
                         None if span is None else span[0],
                         None if span is None else span[1],
                     )
@@ -418,10 +438,10 @@ class Searcher:
             out.append(
                 Candidate(
                     docno=docno,
-                    rank=int(getattr(row, RANK)),
-                    score=float(getattr(row, SCORE)),
-                    first_stage_score=float(hit[SCORE]),
-                    first_stage_rank=int(hit[RANK]),
+                    rank=int(rank),
+                    score=float(score),
+                    first_stage_score=float(first_scores[hit]),
+                    first_stage_rank=int(first_ranks[hit]),
                     title=title,
                     text=text,
                     evidence=tuple(evidence),

@@ -1,0 +1,187 @@
+"""``evirank embed``: segment a collection and embed every passage once, for evidence by lookup.
+
+Example:
+    $ evirank embed --index indexes/scifact --segment sentences:prepend
+    $ evirank embed --corpus ../shared/datasets/scifact --segment sentences:prepend --output vectors/scifact
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from evirank.cli.index import positive_int
+from evirank.segment.spec import GRAMMAR
+
+logger = logging.getLogger(__name__)
+
+#: The segmenter embedded when none is named: sentences with the title before each (what serve uses).
+DEFAULT_SEGMENT = "sentences:prepend"
+
+EPILOG = """\
+Every document is split with --segment (the grammar of `evirank rerank --segment`, long sentences
+cut to the model's room as rerank does) and each passage is embedded with the bi-encoder --model
+(default: the offline all-MiniLM-L6-v2). The vectors (float16, L2-normalised), the passage table and
+a manifest naming the model and segmenter go to --output; with --index and no --output, to
+INDEX/vectors, recorded in INDEX/evirank-index.json so that `evirank serve --index` and
+`evirank rerank --index` use them.
+
+The build goes block by block (--block-size documents each); each finished block is kept in
+OUTPUT.partial, so an interrupted build run again with the same flags resumes where it stopped.
+The folder appears at OUTPUT only when complete.
+
+examples:
+  evirank embed --index indexes/scifact --segment sentences:prepend
+  evirank embed --corpus corpus.jsonl --segment windows:150:75 --output vectors/mine --block-size 500
+"""
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register ``embed`` and its flags."""
+    parser = subparsers.add_parser(
+        "embed",
+        help="embed every passage of a collection once (bi-encoder vectors for evidence by lookup)",
+        description="Segment every document of a corpus or index and store each passage's bi-encoder "
+        "embedding, so that re-ranking and the search service embed only the query.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--index", metavar="DIR", help="a Lucene index with stored documents (evirank index)")
+    source.add_argument("--corpus", metavar="PATH", help="a BEIR folder, JSONL file (.gz too) or irds:<id>")
+    add_embedding_flags(parser)
+    parser.add_argument(
+        "--output", metavar="VDIR", help="the vector folder to create (default with --index: INDEX/vectors)"
+    )
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing vector folder")
+    return parser
+
+
+def add_embedding_flags(parser: Any) -> None:
+    """The flags that choose what is embedded and how (shared with ``evirank index --embed``)."""
+    parser.add_argument(
+        "--segment",
+        default=DEFAULT_SEGMENT,
+        metavar="SPEC",
+        help=f"{GRAMMAR} (default {DEFAULT_SEGMENT}); rerank and serve must use the same",
+    )
+    parser.add_argument(
+        "--model",
+        metavar="M",
+        help="bi-encoder: Hugging Face model id or local folder (default: the offline all-MiniLM-L6-v2)",
+    )
+    parser.add_argument(
+        "--max-length", type=positive_int, metavar="N", help="token cap per passage (default: the model's)"
+    )
+    parser.add_argument(
+        "--batch-tokens", type=positive_int, metavar="N", help="token budget per batch (default by device)"
+    )
+    parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, mps")
+    parser.add_argument(
+        "--scores",
+        metavar="STORE",
+        help="a score store (evirank rerank --scores) whose cached embeddings are reused, and filled",
+    )
+    parser.add_argument(
+        "--block-size",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="documents per resumable block (default 1000)",
+    )
+
+
+def bi_encoder(model: str | None, args: argparse.Namespace) -> Any:
+    """The bi-encoder the flags ask for (nothing loaded yet)."""
+    from evirank.score import BiEncoder
+
+    return BiEncoder(
+        model,
+        max_length=args.max_length,
+        batch_tokens=args.batch_tokens,
+        device=args.device,
+        store=getattr(args, "scores", None),
+    )
+
+
+def documents_of(args: argparse.Namespace) -> tuple[Iterable[Any], int | None, str]:
+    """(documents, their count if known, a description of the source) from ``--index`` or ``--corpus``."""
+    if getattr(args, "corpus", None):
+        from evirank.io import count_corpus, read_corpus
+
+        try:
+            total: int | None = count_corpus(args.corpus)
+        except (OSError, ValueError, ImportError):
+            total = None
+        return read_corpus(args.corpus, empty="skip"), total, str(args.corpus)
+    from evirank.lucene import LuceneDocs
+
+    docs = LuceneDocs(args.index)
+    return docs, len(docs), str(args.index)
+
+
+def embed_collection(
+    documents: Iterable[Any],
+    output: Path,
+    *,
+    scorer: Any,
+    segment: str,
+    block_size: int | None,
+    overwrite: bool,
+    total: int | None,
+    source: str,
+) -> Any:
+    """Build the vector folder (resuming an unfinished one); return it opened."""
+    from evirank.vectors import DEFAULT_BLOCK_SIZE, VectorBuilder
+
+    builder = VectorBuilder(
+        output,
+        scorer,
+        segment,
+        block_size=block_size or DEFAULT_BLOCK_SIZE,
+        overwrite=overwrite,
+        source=source,
+    )
+    started = time.perf_counter()
+    vectors = builder.build(documents, total=total)
+    logger.info(
+        "embedded %d passages of %d documents in %.1f s into %s",
+        len(vectors),
+        vectors.documents,
+        time.perf_counter() - started,
+        output,
+    )
+    return vectors
+
+
+def run(args: argparse.Namespace) -> int:
+    """Embed the collection; with --index and the default output, record the vectors in the index."""
+    from evirank.rerank import parse_segment
+    from evirank.vectors.index import default_vectors_path, record_vectors
+
+    try:
+        parse_segment(args.segment)
+    except ValueError as exc:
+        raise SystemExit(f"evirank embed: error: --segment: {exc}") from exc
+    if args.output is None and args.index is None:
+        raise SystemExit("evirank embed: error: give --output VDIR (required with --corpus)")
+    output = Path(args.output) if args.output else default_vectors_path(args.index)
+    documents, total, source = documents_of(args)
+    vectors = embed_collection(
+        documents,
+        output,
+        scorer=bi_encoder(args.model, args),
+        segment=args.segment,
+        block_size=args.block_size,
+        overwrite=args.overwrite,
+        total=total,
+        source=source,
+    )
+    if args.index is not None and output.resolve() == default_vectors_path(args.index).resolve():
+        record_vectors(args.index, vectors)
+        logger.info("recorded the vectors in %s/evirank-index.json", args.index)
+    return 0

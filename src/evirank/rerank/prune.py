@@ -1,0 +1,285 @@
+"""A cascade between segmentation and scoring: a cheap scorer keeps each document's top N passages.
+
+The expensive scorer (a cross-encoder) then reads only the passages that can matter, and the
+aggregator sees the pruned set (Birch aggregates a document's top 3 sentences). Birch's thesis prunes
+from the other side (Akkalyoncu Yilmaz, *Cross-Domain Sentence Modeling for Relevance Transfer with
+BERT*, 2019, Table 5.6: only sentences without query terms kept; BERT still beats the baseline, with
+less effectiveness), see ``docs/cascade.md``.
+
+Two cheap scorers:
+
+* ``bm25``: BM25 of the query against each passage, with document frequencies and the average
+  length taken over the passages of the query's candidates (lowercased words, English stop words
+  dropped). Needs nothing but the text.
+* ``bi``: the cosine of bi-encoder embeddings, read from stored passage vectors when there are
+  some (:class:`~evirank.score.BiEncoder` with ``vectors``), so only the query is embedded.
+
+Example:
+    >>> import pandas as pd
+    >>> passages = pd.DataFrame({"qid": ["1"] * 3, "query": ["cat food"] * 3, "docno": ["d"] * 3,
+    ...     "pid": [0, 1, 2], "text": ["Dogs bark.", "Cats eat cat food.", "Cats sleep."]})
+    >>> Prune(1)(passages)["pid"].tolist()
+    [1]
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from evirank.frames import DOCNO, PID, QID, QUERY, SCORE, TEXT, require_columns
+from evirank.stage import Stage
+
+logger = logging.getLogger(__name__)
+
+#: The column a pruned frame keeps with the cheap scorer's score.
+PRUNE_SCORE = "prune_score"
+
+PRUNE_BY = ("bm25", "bi")
+
+_WORD = re.compile(r"[a-z0-9]+")
+#: Lucene's English stop words (what Anserini's default analyzer drops).
+STOP_WORDS = frozenset(
+    {
+        *("a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it"),
+        *("no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these"),
+        *("they", "this", "to", "was", "will", "with"),
+    }
+)
+
+
+def words(text: str) -> list[str]:
+    """Lowercased alphanumeric words without stop words (the BM25 pruner's terms).
+
+    Example:
+        >>> words("The cat's Food, and 2 dogs")
+        ['cat', 's', 'food', '2', 'dogs']
+    """
+    return [w for w in _WORD.findall(text.lower()) if w not in STOP_WORDS]
+
+
+def bm25_scores(query: str, texts: list[str], k1: float = 1.2, b: float = 0.75) -> np.ndarray:
+    """BM25 of ``query`` against each of ``texts``, statistics taken over ``texts`` themselves.
+
+    Example:
+        >>> bm25_scores("cat food", ["dogs bark", "cat food", "cat"]).round(3).tolist()
+        [0.0, 1.341, 0.562]
+    """
+    docs = [words(t) for t in texts]
+    n = len(docs)
+    if n == 0:
+        return np.zeros(0)
+    lengths = np.array([len(d) for d in docs], dtype=np.float64)
+    avg = float(lengths.mean()) or 1.0
+    terms = dict.fromkeys(words(query))
+    df = Counter(t for d in docs for t in set(d) if t in terms)
+    scores = np.zeros(n)
+    for i, doc in enumerate(docs):
+        if not doc:
+            continue
+        tf = Counter(t for t in doc if t in terms)
+        norm = k1 * (1.0 - b + b * lengths[i] / avg)
+        for term, count in tf.items():
+            idf = math.log(1.0 + (n - df[term] + 0.5) / (df[term] + 0.5))
+            scores[i] += idf * count * (k1 + 1.0) / (count + norm)
+    return scores
+
+
+class Prune(Stage):
+    """Keep each document's ``n`` best passages by a cheap score (ties: earlier passage first).
+
+    Args:
+        n: passages kept per document (per query).
+        by: ``"bm25"`` (BM25 over the candidates' passages) or ``"bi"`` (``scorer``'s cosine).
+        scorer: the cheap scorer for ``by="bi"``: a :class:`~evirank.score.BiEncoder`, best with
+            stored passage vectors.
+
+    The output keeps the input's columns and order, minus the pruned rows, plus ``prune_score``.
+
+    Example:
+        See the module docstring.
+    """
+
+    #: The name its time is reported under (``evirank rerank``'s stage timings).
+    timing_name = "pruning"
+
+    def __init__(self, n: int, by: str = "bm25", scorer: Any = None) -> None:
+        if not isinstance(n, int) or n < 1:
+            raise ValueError(f"--prune must be a positive number of passages, found {n!r}")
+        if by not in PRUNE_BY:
+            raise ValueError(f"--prune-by must be one of {', '.join(PRUNE_BY)}, found {by!r}")
+        if by == "bi" and scorer is None:
+            raise ValueError("--prune-by bi needs a bi-encoder (scorer=BiEncoder(...))")
+        self.n = n
+        self.by = by
+        self.scorer = scorer
+
+    def cheap_scores(self, frame: pd.DataFrame) -> np.ndarray:
+        """The cheap score of every row of a Passages frame."""
+        if self.by == "bi":
+            scored = self.scorer(frame[[QID, QUERY, DOCNO, PID, TEXT]])
+            self.stats_ = getattr(self.scorer, "stats_", None)
+            return scored[SCORE].to_numpy(dtype=np.float64)
+        scores = np.zeros(len(frame))
+        texts = frame[TEXT].astype(str).tolist()
+        for _, rows in frame.groupby(QID, sort=False).indices.items():
+            query = str(frame[QUERY].iat[rows[0]])
+            scores[rows] = bm25_scores(query, [texts[i] for i in rows])
+        return scores
+
+    def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """The rows of ``frame`` (Passages with ``query``) that are among their document's ``n`` best."""
+        require_columns(frame, (QID, QUERY, DOCNO, PID, TEXT), "Prune")
+        if frame.empty:
+            return frame.assign(**{PRUNE_SCORE: np.zeros(0)})
+        score = self.cheap_scores(frame)
+        order = pd.DataFrame(
+            {
+                "q": frame[QID].to_numpy(),
+                "d": frame[DOCNO].to_numpy(),
+                "s": -score,
+                "p": frame[PID].to_numpy(),
+            }
+        ).sort_values(["q", "d", "s", "p"], kind="mergesort")
+        rank = order.groupby(["q", "d"], sort=False).cumcount().to_numpy()
+        keep = np.zeros(len(frame), dtype=bool)
+        keep[order.index.to_numpy()[rank < self.n]] = True
+        out = frame.assign(**{PRUNE_SCORE: score})[keep].reset_index(drop=True)
+        logger.info(
+            "pruned by %s to the top %d passage(s) per document: %d of %d passages kept",
+            self.by,
+            self.n,
+            len(out),
+            len(frame),
+        )
+        return out
+
+
+def check_prune(aggregator: Any, n: int | None) -> None:
+    """Raise ValueError when ``aggregator`` reads more passages per document than ``n`` kept.
+
+    Example:
+        >>> from evirank.aggregate import Birch
+        >>> check_prune(Birch(top_n=3), 2)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: birch:3 sums each document's 3 best passages, but --prune 2 keeps only 2 ...
+    """
+    top_n = getattr(aggregator, "top_n", None)
+    if n is not None and top_n is not None and top_n > n:
+        raise ValueError(
+            f"birch:{top_n} sums each document's {top_n} best passages, but --prune {n} keeps only {n} "
+            f"per document: use --prune {top_n} or more, or birch:{n}"
+        )
+
+
+class Cascade:
+    """What ``--vectors``, ``--prune`` and ``--prune-by`` ask for, resolved once for a command.
+
+    Args:
+        vectors: the stored passage vectors to read (None: none).
+        prune: passages kept per document (None: no cascade).
+        by: the cheap scorer.
+        device: where a bi-encoder built for pruning runs.
+        from_index: the vectors were found in the index (not named): a mismatch says how to opt out.
+    """
+
+    def __init__(
+        self,
+        vectors: Any = None,
+        prune: int | None = None,
+        by: str = "bm25",
+        device: str = "auto",
+        from_index: bool = False,
+    ) -> None:
+        self.vectors = vectors
+        self.prune = prune
+        self.by = by
+        self.device = device
+        self.from_index = from_index
+
+    def check(self, segmenter: Any, bi_encoder: Any) -> None:
+        """Refuse vectors made by another model or segmenter than ``bi_encoder`` and ``segmenter``."""
+        if self.vectors is None:
+            return
+        from evirank.vectors import VectorsMismatchError
+
+        try:
+            self.vectors.check_scorer(bi_encoder, segmenter)
+        except VectorsMismatchError as exc:
+            if self.from_index:
+                raise VectorsMismatchError(
+                    f"{exc}; or pass --vectors none to embed the passages now"
+                ) from None
+            raise
+
+    def stage(self, segmenter: Any, bi_encoder: Any = None) -> Prune | None:
+        """The pruning stage (None without ``--prune``); checks the vectors against what reads them.
+
+        Args:
+            segmenter: the run's segmenter.
+            bi_encoder: the run's scorer when it is a bi-encoder (reused for ``--prune-by bi``).
+        """
+        cheap = bi_encoder
+        if self.prune is not None and self.by == "bi" and cheap is None:
+            from evirank.score import BiEncoder
+
+            cheap = BiEncoder(device=self.device, vectors=self.vectors)
+        if cheap is not None:
+            self.check(segmenter, cheap)
+        if self.prune is None:
+            return None
+        return Prune(self.prune, self.by, cheap if self.by == "bi" else None)
+
+    def describe(self) -> dict[str, Any] | None:
+        """The vectors used (folder, model, segmenter, passages), for a run's record."""
+        if self.vectors is None:
+            return None
+        manifest = self.vectors.manifest
+        return {
+            "path": str(self.vectors.path),
+            "fingerprint": manifest.get("fingerprint"),
+            "model": (manifest.get("model") or {}).get("model"),
+            "segment": manifest.get("segment"),
+            "passages": manifest.get("passages"),
+        }
+
+
+def describe_vectors(pipeline: Any) -> dict[str, Any] | None:
+    """The stored vectors a re-ranking pipeline reads (its scorer's or a pruning stage's), for records."""
+    readers = [
+        pipeline.scorer,
+        *(getattr(s, "scorer", None) for s in getattr(pipeline, "passage_stages", ())),
+    ]
+    for reader in readers:
+        vectors = getattr(reader, "vectors", None)
+        if vectors is not None and hasattr(vectors, "manifest"):
+            return Cascade(vectors).describe()
+    return None
+
+
+def cascade_from_flags(args: Any, aggregator: Any, usage: Any) -> Cascade:
+    """The :class:`Cascade` of ``evirank rerank``'s flags (``usage(message)`` makes the usage error)."""
+    from evirank.vectors.index import resolve_vectors
+
+    prune = getattr(args, "prune", None)
+    by = getattr(args, "prune_by", "bm25")
+    try:
+        check_prune(aggregator, prune)
+    except ValueError as exc:
+        raise usage(str(exc)) from exc
+    spec = getattr(args, "vectors", None)
+    spec = None if spec is None else str(spec)
+    wanted = args.scorer == "bi" or (prune is not None and by == "bi")
+    vectors = resolve_vectors(spec, getattr(args, "index", None)) if wanted else None
+    if spec is not None and spec.lower() != "none" and not wanted:
+        logger.warning("--vectors %s is not used: neither the scorer nor --prune-by is bi", spec)
+    if vectors is not None:
+        logger.info("passage vectors: %s", vectors)
+    return Cascade(vectors, prune, by, getattr(args, "device", "auto"), from_index=spec is None)
