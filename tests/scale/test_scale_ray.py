@@ -261,3 +261,29 @@ def test_a_vector_folder_built_on_ray_equals_the_single_process_build(
     assert len(on_ray) == len(single) > 0
     np.testing.assert_array_equal(on_ray.vectors(rows), single.vectors(rows))
     pd.testing.assert_frame_equal(on_ray.frame(), single.frame())
+
+
+def test_embed_with_ray_writes_the_same_vector_folder(
+    ray_session: Any,
+    one_thread: None,
+    small_collection: dict[str, Path],
+    tiny_bi_encoder_path: Path,
+    tmp_path: Path,
+) -> None:
+    vectors = pytest.importorskip("evirank.vectors")
+    common = [
+        "-q",
+        "embed",
+        "--corpus",
+        str(small_collection["corpus"]),
+        "--model",
+        str(tiny_bi_encoder_path),
+    ]
+    common += ["--device", "cpu", "--segment", "sentences", "--block-size", "2"]
+    assert main([*common, "--output", str(tmp_path / "plain")]) == 0
+    assert main([*common, "--output", str(tmp_path / "ray"), "--ray", "local", "--ray-workers", "2"]) == 0
+    plain, on_ray = (vectors.PassageVectors.open(tmp_path / name) for name in ("plain", "ray"))
+    rows = np.arange(len(plain))
+    assert len(on_ray) == len(plain) > 0
+    np.testing.assert_array_equal(on_ray.vectors(rows), plain.vectors(rows))
+    pd.testing.assert_frame_equal(on_ray.frame(), plain.frame())

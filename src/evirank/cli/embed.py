@@ -58,6 +58,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--output", metavar="VDIR", help="the vector folder to create (default with --index: INDEX/vectors)"
     )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing vector folder")
+    from evirank.scale.flags import add_ray_arguments
+
+    add_ray_arguments(parser, query_block=False)
     return parser
 
 
@@ -134,8 +137,10 @@ def embed_collection(
     overwrite: bool,
     total: int | None,
     source: str,
+    ray: Any = None,
 ) -> Any:
-    """Build the vector folder (resuming an unfinished one); return it opened."""
+    """Build the vector folder (resuming an unfinished one), on Ray with ``ray`` (RayOptions);
+    return it opened."""
     from evirank.vectors import DEFAULT_BLOCK_SIZE, VectorBuilder
 
     builder = VectorBuilder(
@@ -147,7 +152,12 @@ def embed_collection(
         source=source,
     )
     started = time.perf_counter()
-    vectors = builder.build(documents, total=total)
+    if ray is None:
+        vectors = builder.build(documents, total=total)
+    else:
+        from evirank.scale.embed import embed_on_ray
+
+        vectors = embed_on_ray(builder, documents, ray, total=total)
     logger.info(
         "embedded %d passages of %d documents in %.1f s into %s",
         len(vectors),
@@ -161,6 +171,7 @@ def embed_collection(
 def run(args: argparse.Namespace) -> int:
     """Embed the collection; with --index and the default output, record the vectors in the index."""
     from evirank.rerank import parse_segment
+    from evirank.scale.flags import ray_options
     from evirank.vectors.index import default_vectors_path, record_vectors
 
     try:
@@ -180,6 +191,7 @@ def run(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         total=total,
         source=source,
+        ray=ray_options(args),
     )
     if args.index is not None and output.resolve() == default_vectors_path(args.index).resolve():
         record_vectors(args.index, vectors)
