@@ -74,6 +74,7 @@ def run_phase(args: argparse.Namespace) -> dict[str, Any]:
     device = "cuda" if phase in ("gpu", "ray-gpu") else "cpu"
     if phase in ("single", "gpu"):
         scorer = CrossEncoder(args.model, device=device)
+        scorer.chunk_items = args.block_pairs  # the same chunks, so the same batches, as the Ray runs
         started = time.perf_counter()
         scorer.transform(frame)
         out["wall_s"] = time.perf_counter() - started
@@ -91,6 +92,7 @@ def run_phase(args: argparse.Namespace) -> dict[str, Any]:
         small.transform(frame.head(50))
         out["job_50_s"] = time.perf_counter() - started
         scorer = CrossEncoder(args.model, device=device, ray=options)
+        scorer.chunk_items = args.block_pairs  # a task per block: enough blocks for every worker
         started = time.perf_counter()
         scorer.transform(frame)
         out["wall_s"] = time.perf_counter() - started
@@ -111,7 +113,7 @@ def run_phase(args: argparse.Namespace) -> dict[str, Any]:
 def child(args: argparse.Namespace, phase: str, frame: Path) -> dict[str, Any]:
     """Run ``phase`` in a new process and read its JSON line."""
     command = [sys.executable, __file__, "--phase", phase, "--frame", str(frame), "--model", str(args.model)]
-    command += ["--task-items", str(args.task_items)]
+    command += ["--task-items", str(args.task_items), "--block-pairs", str(args.block_pairs)]
     done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     if done.returncode != 0:
         raise SystemExit(f"{phase} failed:\n{done.stderr[-3000:]}")
@@ -133,6 +135,12 @@ def main() -> None:
     parser.add_argument("--segment", default="sentences", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--task-items", type=int, default=256, help="items per block in the per-task test")
+    parser.add_argument(
+        "--block-pairs",
+        type=int,
+        default=1000,
+        help="pairs per block (one Ray task each) in the throughput runs; the single process chunks alike",
+    )
     parser.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "evirank-bench"))
     parser.add_argument("--phase", help=argparse.SUPPRESS)
     parser.add_argument("--frame", help=argparse.SUPPRESS)
@@ -183,6 +191,7 @@ def main() -> None:
             "of the sentences of BM25's top 100",
             "all-MiniLM-L6-v2 with a fresh seeded one-logit head, torch fp32 on CPU",
             "each configuration in its own process; wall includes the model load (a job pays it)",
+            f"blocks of {args.block_pairs} pairs: one Ray task each, and the single process's chunks",
             packages=("torch", "transformers", "ray"),
             device=device,
         )
