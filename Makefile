@@ -1,7 +1,7 @@
 # Two commands on a fresh machine: `make demo` and `make test`. Both create .venv and install
 # everything first. torch is pinned to 2.13.0 and installed before the rest from PyTorch's CPU
 # index (TORCH_INDEX), so pip takes the CPU wheel (2.13.0+cpu) instead of pulling CUDA packages;
-# a machine that cannot reach that index falls back to its other indexes after a few retries.
+# a machine that cannot reach that index falls back to its other indexes at once (no retries).
 # On a GPU machine: make install TORCH_INDEX= (PyPI's default CUDA build), see docs/install.md.
 PYTHON ?= python3
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
@@ -17,7 +17,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip wheel setuptools
-	$(BIN)/python -m pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
+	$(BIN)/python -m pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX) --retries 0)
 	$(BIN)/python -m pip install --quiet -e ".[all,dev]"
 	touch $(STAMP)
 
