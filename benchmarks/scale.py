@@ -19,7 +19,8 @@ dev (5,193 x 100 x ~15 windows) on 1, 8 and 64 workers of this kind, scaled by t
 2-worker efficiency.
 
 Usage (from the repository root; needs a SciFact Lucene index, ``evirank index``):
-    PYTHONPATH=src python benchmarks/scale.py --index /tmp/scale/index --pairs 4000
+    evirank index --corpus DATASETS/scifact --index indexes/scifact
+    PYTHONPATH=src python benchmarks/scale.py --index indexes/scifact --pairs 4000
 """
 
 from __future__ import annotations
