@@ -125,6 +125,7 @@ def measure(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, A
         "passages": len(passages),
         "segment_s": segment_s,
         "bm25_ndcg10": float(bm25["nDCG@10"]),
+        "folds": args.folds,
     }
     return rows, context
 
@@ -132,7 +133,7 @@ def measure(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, A
 def table(rows: list[dict[str, Any]], context: dict[str, Any]) -> str:
     full = next((r for r in rows if r["N"] == "all"), rows[-1])
     columns = ["N", "aggregation", "pairs scored", "per query", "prune s", "cross-encoder s", "speed-up"]
-    columns.append("nDCG@10 (5-fold CV)")
+    columns.append(f"nDCG@10 ({context['folds']}-fold CV)")
     lines = [
         [
             r["N"],
@@ -164,7 +165,7 @@ def plot(rows: list[dict[str, Any]], context: dict[str, Any], path: Path, label:
         ax.annotate(f"N={r['N']}", (x, y), textcoords="offset points", xytext=(5, -12))
     ax.axhline(context["bm25_ndcg10"], color="grey", linestyle="--", label="BM25")
     ax.set_xlabel("pruning + cross-encoder time (s)")
-    ax.set_ylabel("nDCG@10 (Birch, 5-fold CV)")
+    ax.set_ylabel(f"nDCG@10 (Birch, {context['folds']}-fold CV)")
     ax.set_title(f"Cascade on SciFact test: {label}", fontsize=9)
     ax.legend()
     fig.tight_layout()
