@@ -4,7 +4,8 @@ The arithmetic lives in :mod:`evirank.aggregate.core` as array functions
 (:func:`top_passage_matrix`, :func:`birch_scores`) shared with the tuner; the stages here
 wrap it. :mod:`evirank.aggregate.registry` registers every aggregator under its spec name
 (:data:`AGGREGATORS`) and parses ``--aggregate`` specs (:class:`AggregateSpec`,
-:func:`parse_aggregate`) for rerank, serve, tune and report alike. :func:`merge_tail` and
+:func:`parse_aggregate`) for rerank, serve, tune and report alike; :class:`MultiEvidence`
+combines several scorers' evidence (:mod:`evirank.aggregate.evidence`). :func:`merge_tail` and
 :class:`RerankTop` keep documents beyond the re-rank depth in first-stage order below the
 re-ranked ones.
 
@@ -36,11 +37,19 @@ from evirank.aggregate.core import (
     minmax_by_group,
     top_passage_matrix,
 )
+from evirank.aggregate.evidence import (
+    EvidenceSpecError,
+    EvidenceTable,
+    MultiEvidence,
+    evidence_column,
+    evidence_tables,
+)
 from evirank.aggregate.registry import (
     AGGREGATORS,
     AggregateSpec,
     AggregateSpecError,
     parse_aggregate,
+    parse_evidence_aggregate,
     parse_weights,
 )
 from evirank.aggregate.tail import RerankTop, merge_tail
@@ -53,17 +62,23 @@ __all__ = [
     "AggregateSpecError",
     "Aggregator",
     "Birch",
+    "EvidenceSpecError",
+    "EvidenceTable",
     "FirstP",
     "MaxP",
     "MeanP",
+    "MultiEvidence",
     "PassageTable",
     "RerankTop",
     "SumP",
     "birch_scores",
     "default_weights",
+    "evidence_column",
+    "evidence_tables",
     "merge_tail",
     "minmax_by_group",
     "parse_aggregate",
+    "parse_evidence_aggregate",
     "parse_weights",
     "top_passage_matrix",
 ]

@@ -19,6 +19,12 @@ Example:
     Birch(alpha=0.3, normalise='minmax', top_n=2, weights=(1.0, 0.5))
     >>> AggregateSpec.parse("MaxP").parameters
     ('alpha',)
+
+With several scorers (:mod:`evirank.aggregate.evidence`), each extra scorer's weight is one more
+parameter, named by its label (the first scorer's weight is 1 minus theirs):
+
+    >>> AggregateSpec.parse("maxp", scorers=("cross", "bi")).parameters
+    ('alpha', 'bi')
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -41,6 +47,15 @@ from evirank.aggregate.aggregators import (
     SumP,
 )
 from evirank.aggregate.core import NORMALISATIONS, Normalise, PassageTable, top_passage_matrix
+from evirank.aggregate.evidence import (
+    EvidenceSpecError,
+    EvidenceTable,
+    MultiEvidence,
+    check_labels,
+    evidence_scores,
+    evidence_tables,
+    split_evidence,
+)
 from evirank.errors import EvirankError
 
 logger = logging.getLogger(__name__)
@@ -67,6 +82,8 @@ class AggregateSpec:
         kind: a name of :data:`AGGREGATORS`.
         top_n: how many of the best passages count (Birch's N; 1 for the others).
         normalise: ``"minmax"`` (default) or ``"none"`` (see :mod:`evirank.aggregate.core`).
+        scorers: the labels of the scorers whose evidence is combined (:mod:`evirank.aggregate.evidence`);
+            empty or one label: one scorer, today's aggregator exactly.
 
     Example:
         >>> AggregateSpec("birch", 1).spec
@@ -76,6 +93,11 @@ class AggregateSpec:
     kind: str
     top_n: int = 3
     normalise: Normalise = DEFAULT_NORMALISE
+    scorers: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        extra = f", scorers={self.scorers!r}" if self.scorers else ""
+        return f"AggregateSpec(kind={self.kind!r}, top_n={self.top_n!r}, normalise={self.normalise!r}{extra})"
 
     def __post_init__(self) -> None:
         if self.kind not in AGGREGATORS:
@@ -86,10 +108,20 @@ class AggregateSpec:
             raise AggregateSpecError(f"top_n must be a positive integer, found {self.top_n!r}")
         if not self.stage_class.numbered and self.top_n != 1:
             object.__setattr__(self, "top_n", 1)
+        if self.scorers:
+            try:
+                object.__setattr__(self, "scorers", check_labels(self.scorers))
+            except EvidenceSpecError as exc:
+                raise AggregateSpecError(str(exc)) from None
 
     @classmethod
     def parse(
-        cls, spec: str, normalise: Normalise | None = None, *, top_n: int | None = None
+        cls,
+        spec: str,
+        normalise: Normalise | None = None,
+        *,
+        top_n: int | None = None,
+        scorers: Sequence[str] = (),
     ) -> AggregateSpec:
         """Parse ``birch[:N]``, ``maxp``, ``firstp``, ``sump`` or ``meanp`` (any case).
 
@@ -98,6 +130,7 @@ class AggregateSpec:
             normalise: ``"minmax"`` or ``"none"``; None is the default (``"minmax"``).
             top_n: Birch's N when the spec has none (e.g. the number of weights given);
                 default 3.
+            scorers: the labels of several scorers whose evidence is combined (empty: one).
 
         Raises:
             AggregateSpecError: an unknown or malformed spec.
@@ -119,7 +152,7 @@ class AggregateSpec:
             n = int(number)
         else:
             n = (top_n if top_n is not None else 3) if stage.numbered else 1
-        return cls(kind, n, DEFAULT_NORMALISE if normalise is None else normalise)
+        return cls(kind, n, DEFAULT_NORMALISE if normalise is None else normalise, tuple(scorers))
 
     # ------------------------------------------------------------------------------------------
     @property
@@ -138,17 +171,33 @@ class AggregateSpec:
         return self.spec
 
     @property
+    def multi(self) -> bool:
+        """Whether several scorers' evidence is combined."""
+        return len(self.scorers) > 1
+
+    @property
+    def evidence_parameters(self) -> tuple[str, ...]:
+        """The extra scorers' weights (their labels): every scorer after the first."""
+        return self.scorers[1:] if self.multi else ()
+
+    @property
     def parameters(self) -> tuple[str, ...]:
-        """The tunable parameter names, in order."""
-        return self.stage_class.parameters(self.top_n)
+        """The tunable parameter names, in order (the extra scorers' weights last)."""
+        return (*self.stage_class.parameters(self.top_n), *self.evidence_parameters)
 
     def defaults(self) -> dict[str, float]:
-        """Each parameter's value when a grid or a flag leaves it unset."""
-        return self.stage_class.defaults(self.top_n)
+        """Each parameter's value when a grid or a flag leaves it unset (equal scorer weights)."""
+        share = {label: 1.0 / len(self.scorers) for label in self.evidence_parameters}
+        return {**self.stage_class.defaults(self.top_n), **share}
 
     def check(self, names: Sequence[str]) -> None:
         """Raise :class:`AggregateSpecError` for names that are not parameters of this aggregator."""
         unknown = [n for n in names if n not in self.parameters]
+        if self.multi and self.scorers[0] in unknown:
+            raise AggregateSpecError(
+                f"the first scorer's weight ({self.scorers[0]}) is 1 minus the others' "
+                f"({', '.join(self.evidence_parameters)}); set those instead"
+            )
         if unknown:
             raise AggregateSpecError(
                 f"{self.spec} has no parameter {', '.join(map(repr, unknown))}; "
@@ -156,8 +205,19 @@ class AggregateSpec:
             )
 
     # ------------------------------------------------------------------------------------------
-    def build(self, alpha: float | None = None, weights: Sequence[float] | None = None) -> Aggregator:
+    def build(
+        self,
+        alpha: float | None = None,
+        weights: Sequence[float] | None = None,
+        evidence_weights: Mapping[str, float] | None = None,
+    ) -> Aggregator | MultiEvidence:
         """The stage with this alpha (None: the default) and, for Birch, these weights.
+
+        Args:
+            alpha: the first-stage weight.
+            weights: Birch's top-n weights.
+            evidence_weights: with several scorers, ``{label: lambda}`` of the scorers after the
+                first (equal shares when None or for those left out).
 
         Raises:
             AggregateSpecError: weights for an aggregator that has none, or bad values.
@@ -165,8 +225,14 @@ class AggregateSpec:
         Example:
             >>> AggregateSpec.parse("maxp").build()
             MaxP(alpha=0.0, normalise='minmax')
+            >>> AggregateSpec.parse("maxp", scorers=("cross", "bi")).build(evidence_weights={"bi": 0.2})
+            MultiEvidence(MaxP(alpha=0.0, normalise='minmax'), cross=0.8, bi=0.2)
         """
         params: dict[str, float] = {}
+        if evidence_weights:
+            if not self.multi:
+                raise AggregateSpecError("evidence weights are for several scorers; one scorer needs none")
+            params.update({str(k): float(v) for k, v in evidence_weights.items()})
         if alpha is not None:
             params["alpha"] = float(alpha)
         if weights is not None:
@@ -179,8 +245,23 @@ class AggregateSpec:
             params.update({f"w{i}": float(w) for i, w in enumerate(weights, start=1)})
         return self.stage(params)
 
-    def stage(self, params: Mapping[str, float]) -> Aggregator:
+    def stage(self, params: Mapping[str, float]) -> Aggregator | MultiEvidence:
         """The stage with these parameter values (by name; defaults for the rest)."""
+        if self.multi:
+            first = self.scorers[0]
+            if first in params:
+                raise AggregateSpecError(
+                    f"the first scorer's weight ({first}) is 1 minus the others'; give "
+                    f"{', '.join(self.evidence_parameters)}"
+                )
+            own = {k: v for k, v in params.items() if k not in self.scorers}
+            extra = {k: float(v) for k, v in params.items() if k in self.scorers}
+            base = replace(self, scorers=())
+            self.check(list(params))
+            try:
+                return MultiEvidence(base.stage(own), self.scorers, {**self._shares(), **extra})  # type: ignore[arg-type]
+            except EvidenceSpecError as exc:
+                raise AggregateSpecError(str(exc)) from None
         self.check(list(params))
         full = {**self.defaults(), **{k: float(v) for k, v in params.items()}}
         try:
@@ -193,13 +274,59 @@ class AggregateSpec:
         except ValueError as exc:
             raise AggregateSpecError(f"{self.spec}: {exc}") from None
 
-    def table(self, passages: pd.DataFrame, *, require_first_stage: bool = True) -> PassageTable:
-        """Group scored passages by document (:func:`~evirank.aggregate.top_passage_matrix`)."""
+    def with_first_weight(self, params: Mapping[str, float]) -> dict[str, float]:
+        """``params`` with the first scorer's implied weight added (1 minus the others'), for reports.
+
+        Example:
+            >>> spec = AggregateSpec.parse("maxp", scorers=("cross", "bi"))
+            >>> spec.with_first_weight({"alpha": 0.2, "bi": 0.3})
+            {'alpha': 0.2, 'cross': 0.7, 'bi': 0.3}
+        """
+        if not self.multi:
+            return dict(params)
+        rest = sum(float(params.get(label, self.defaults()[label])) for label in self.evidence_parameters)
+        first = round(max(0.0, 1.0 - rest), 12)
+        own = {k: v for k, v in params.items() if k not in self.scorers}
+        return {**own, self.scorers[0]: first, **{k: v for k, v in params.items() if k in self.scorers}}
+
+    def _shares(self) -> dict[str, float]:
+        return {label: self.defaults()[label] for label in self.evidence_parameters}
+
+    def table(
+        self, passages: pd.DataFrame | Mapping[str, pd.DataFrame], *, require_first_stage: bool = True
+    ) -> PassageTable | EvidenceTable:
+        """Group scored passages by document (:func:`~evirank.aggregate.top_passage_matrix`).
+
+        With several scorers, ``passages`` is ``{label: frame}`` in the scorers' order, or one frame
+        with a ``score_<label>`` column per scorer, and the result an
+        :class:`~evirank.aggregate.evidence.EvidenceTable`.
+        """
+        if self.multi:
+            frames = passages if isinstance(passages, Mapping) else split_evidence(passages, self.scorers)
+            if list(frames) != list(self.scorers):
+                raise AggregateSpecError(
+                    f"expected passages of the scorers {list(self.scorers)}, found {list(frames)}"
+                )
+            try:
+                return evidence_tables(
+                    frames, self.top_n, self.normalise, require_first_stage=require_first_stage
+                )
+            except EvidenceSpecError as exc:
+                raise AggregateSpecError(str(exc)) from None
+        if isinstance(passages, Mapping):
+            if len(passages) != 1:
+                raise AggregateSpecError(
+                    f"passages of {len(passages)} scorers, but the aggregator was made for one; "
+                    "give it their labels (scorers=...)"
+                )
+            passages = next(iter(passages.values()))
         return top_passage_matrix(
             passages, self.top_n, self.normalise, require_first_stage=require_first_stage
         )
 
-    def scores(self, table: PassageTable, settings: np.ndarray, names: Sequence[str]) -> np.ndarray:
+    def scores(
+        self, table: PassageTable | EvidenceTable, settings: np.ndarray, names: Sequence[str]
+    ) -> np.ndarray:
         """Document scores ``[G, D]`` for settings ``[G, P]`` whose columns are ``names``.
 
         Parameters missing from ``names`` take their :meth:`defaults`; the arithmetic is the
@@ -222,6 +349,15 @@ class AggregateSpec:
         alpha = params["alpha"]
         if np.any((alpha < 0) | (alpha > 1)):
             raise AggregateSpecError("alpha must be in [0, 1]")
+        if isinstance(table, EvidenceTable):
+            if table.labels != self.scorers:
+                raise AggregateSpecError(
+                    f"expected the scorers {list(self.scorers)}, found {list(table.labels)}"
+                )
+            try:
+                return evidence_scores(self.stage_class, table, params)
+            except EvidenceSpecError as exc:
+                raise AggregateSpecError(str(exc)) from None
         return self.stage_class.settings_scores(table, params)
 
 
@@ -252,7 +388,47 @@ def parse_aggregate(
     """
     values = parse_weights(weights) if isinstance(weights, str) else weights
     parsed = AggregateSpec.parse(spec, normalise, top_n=len(values) if values is not None else None)
-    return parsed.build(alpha=alpha, weights=values)
+    stage = parsed.build(alpha=alpha, weights=values)
+    assert isinstance(stage, Aggregator)  # one scorer
+    return stage
+
+
+def parse_evidence_aggregate(
+    spec: str,
+    scorers: Sequence[str],
+    *,
+    alpha: float | None = None,
+    weights: Sequence[float] | str | None = None,
+    evidence_weights: Mapping[str, float] | None = None,
+    normalise: Normalise | None = None,
+) -> Aggregator | MultiEvidence:
+    """:func:`parse_aggregate` for the evidence of several scorers (one label: the plain aggregator).
+
+    Args:
+        spec: the aggregator spec.
+        scorers: the scorers' labels, in order (the first one's weight is 1 minus the others').
+        alpha: the first-stage weight.
+        weights: Birch's top-n weights.
+        evidence_weights: ``{label: lambda}`` of the scorers after the first (default: equal shares).
+        normalise: ``"minmax"`` or ``"none"``.
+
+    Example:
+        >>> parse_evidence_aggregate("birch:2", ["cross", "bi"], alpha=0.4, evidence_weights={"bi": 0.3})
+        MultiEvidence(Birch(alpha=0.4, normalise='minmax', top_n=2, weights=(1.0, 0.5)), cross=0.7, bi=0.3)
+        >>> parse_evidence_aggregate("maxp", ["bi"])
+        MaxP(alpha=0.0, normalise='minmax')
+    """
+    values = parse_weights(weights) if isinstance(weights, str) else weights
+    labels = tuple(scorers)
+    parsed = AggregateSpec.parse(
+        spec,
+        normalise,
+        top_n=len(values) if values is not None else None,
+        scorers=labels if len(labels) > 1 else (),
+    )
+    if evidence_weights and len(labels) < 2:
+        raise AggregateSpecError("evidence weights are for several scorers; one scorer needs none")
+    return parsed.build(alpha=alpha, weights=values, evidence_weights=evidence_weights)
 
 
 def parse_weights(text: str) -> list[float]:

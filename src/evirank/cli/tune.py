@@ -7,6 +7,8 @@ Example:
     $ evirank tune --scores runs/scores.sqlite --run runs/bm25.txt --depth 100 \\
         --qrels qrels/test.tsv --aggregate birch:3 --k-folds 5 --seed 1 --metric AP \\
         --grid alpha=0:1:0.1 w2=0:1:0.1 w3=0:1:0.1 --output runs/birch3-cv
+    $ evirank tune --evidence cross=runs/scores.sqlite#3fa2 --evidence bi=runs/bi.passages.parquet \\
+        --run runs/bm25.txt --depth 20 --qrels qrels/test.tsv --aggregate birch:3 --output runs/two-cv
 """
 
 from __future__ import annotations
@@ -26,18 +28,26 @@ inputs: --scores STORE with --run (the first-stage run that was re-ranked; --fin
 the scorer when the store holds several), or --passages FILE (Parquet, TSV with a header, or JSON
 lines: qid, docno, pid, score, first_stage_score; --run supplies first-stage scores and the tail).
 
+several scorers: --evidence LABEL=STORE[#FINGERPRINT] or LABEL=FILE, once per scorer (each a
+score store with --run, or a passages file; a file with a score_LABEL column gives that column).
+Each scorer's passage scores are normalised and aggregated alone; the document's score is
+alpha * first-stage + (1 - alpha) * sum_k lambda_k * E_k, the lambdas summing to 1: the first
+scorer's is 1 minus the others', and each other's is a grid axis named by its label (default
+LABEL=0:1:0.1; settings whose weights sum above 1 are left out).
+
 folds: --folds FILE (the Robust04 JSON {fold: {train_qids, predict: {dev, test}}}, tuned on
 train_qids + dev by default as Birch's four folds, see --tune-on; or qid<TAB>fold lines), or
 --k-folds K --seed S (deterministic: sorted qids shuffled by the seed, dealt round-robin).
 
 grid: NAME=START:STOP:STEP (ends included), NAME=V1,V2 or NAME=V. Default: Birch's, alpha and
-w2..wN in 0:1:0.1 with w1 = 1 (1,331 settings for birch:3); alpha=0:1:0.1 for maxp/firstp/sump/meanp.
+w2..wN in 0:1:0.1 with w1 = 1 (1,331 settings for birch:3); alpha=0:1:0.1 for maxp/firstp/sump/meanp;
+plus LABEL=0:1:0.1 for each scorer after the first (14,641 settings for birch:3 with two scorers).
 Parameters left out keep the aggregator's defaults. Ties between settings: the first in grid order.
 
 output folder: run.txt (the cross-validated run: each fold's test queries ranked with the setting
 chosen on its tuning queries; documents of --run without passages follow in first-stage order),
-params.tsv (each fold's setting), grid.tsv (every setting's mean per fold), folds.json, tune.json
-(config, versions, timings, choices, evaluation of run.txt).
+params.tsv (each fold's setting, with every scorer's weight), grid.tsv (every setting's mean per
+fold), folds.json, tune.json (config, versions, timings, choices, evaluation of run.txt).
 """
 
 
@@ -56,6 +66,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     source.add_argument("--scores", metavar="STORE", help="the score store of evirank rerank --scores")
     source.add_argument("--fingerprint", metavar="PREFIX", help="the scorer's fingerprint in the store")
     source.add_argument("--passages", metavar="FILE", help="a file of scored passages instead of a store")
+    source.add_argument(
+        "--evidence",
+        action="append",
+        metavar="LABEL=SOURCE",
+        help="one scorer's passage scores, repeated for several scorers: LABEL=STORE[#FINGERPRINT] "
+        "or LABEL=FILE (instead of --scores/--passages)",
+    )
     source.add_argument("--run", metavar="RUN", help="the first-stage run that was re-ranked (TREC run)")
     source.add_argument("--depth", type=int, metavar="N", help="use the run's top N documents per query")
     parser.add_argument("--qrels", required=True, metavar="Q", help="TREC qrels or BEIR qrels TSV")
@@ -102,8 +119,14 @@ def run(args: argparse.Namespace) -> int:
     from evirank.tune.runner import RECORD_FILE, TuneConfig, run_tune
 
     check_output(args.output, args.overwrite, marker=RECORD_FILE)
-    if bool(args.scores) == bool(args.passages):
-        raise UsageError("give exactly one of --scores STORE or --passages FILE")
+    if args.evidence:
+        if args.scores or args.passages or args.fingerprint:
+            raise UsageError(
+                "give the scorers either as --evidence LABEL=SOURCE (with LABEL=STORE#FINGERPRINT) "
+                "or as --scores/--passages/--fingerprint, not both"
+            )
+    elif bool(args.scores) == bool(args.passages):
+        raise UsageError("give exactly one of --scores STORE or --passages FILE (or --evidence LABEL=SOURCE)")
     if args.scores and not args.run:
         raise UsageError("--scores needs --run (the first-stage run that was re-ranked)")
     config = TuneConfig(
@@ -124,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
         grid=tuple(args.grid) if args.grid else None,
         measures=tuple(args.measures),
         tag=args.tag,
+        evidence=tuple(args.evidence) if args.evidence else None,
     )
     outcome = run_tune(config, Path(args.output), overwrite=args.overwrite)
     sys.stdout.write(outcome.summary_markdown())

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from evirank.aggregate.evidence import SIMPLEX_TOLERANCE
 from evirank.tune.errors import GridError
 
 _AXIS = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<values>\S+)$")
@@ -44,12 +45,21 @@ class Grid:
     Attributes:
         names: axis names in order.
         axes: each axis's values, in order.
+        simplex: axes whose values must sum to at most 1 in a setting (the weights of several
+            scorers' evidence, :mod:`evirank.aggregate.evidence`); settings beyond are left out.
+
+    Example:
+        >>> len(Grid(("bi", "ce2"), ((0.0, 0.5, 1.0), (0.0, 0.5, 1.0)), simplex=("bi", "ce2")))
+        6
     """
 
     names: tuple[str, ...]
     axes: tuple[tuple[float, ...], ...]
+    simplex: tuple[str, ...] = ()
 
     def __len__(self) -> int:
+        if self.simplex:
+            return len(self.settings)
         return math.prod(len(a) for a in self.axes) if self.axes else 1
 
     @property
@@ -58,7 +68,12 @@ class Grid:
         if not self.axes:
             return np.zeros((1, 0))
         mesh = np.meshgrid(*[np.asarray(a, dtype=np.float64) for a in self.axes], indexing="ij")
-        return np.stack([m.reshape(-1) for m in mesh], axis=1)
+        settings = np.stack([m.reshape(-1) for m in mesh], axis=1)
+        if self.simplex:
+            columns = [self.names.index(n) for n in self.simplex if n in self.names]
+            keep = settings[:, columns].sum(axis=1) <= 1 + SIMPLEX_TOLERANCE
+            settings = settings[keep]
+        return settings
 
     def setting(self, index: int) -> dict[str, float]:
         """Setting number ``index`` as ``{name: value}``."""
@@ -78,7 +93,26 @@ class Grid:
     def with_defaults(self, defaults: Mapping[str, float]) -> Grid:
         """This grid plus a fixed axis for each name of ``defaults`` it does not set."""
         extra = [(n, (float(v),)) for n, v in defaults.items() if n not in self.names]
-        return Grid(self.names + tuple(n for n, _ in extra), self.axes + tuple(a for _, a in extra))
+        return Grid(
+            self.names + tuple(n for n, _ in extra), self.axes + tuple(a for _, a in extra), self.simplex
+        )
+
+    def on_simplex(self, names: Iterable[str]) -> Grid:
+        """This grid keeping only the settings where the axes ``names`` sum to at most 1.
+
+        Raises:
+            GridError: no setting is left.
+
+        Example:
+            >>> parse_grid("alpha=0,1 bi=0:1:0.5 ce2=0:1:0.5").on_simplex(["bi", "ce2"]).settings[:3].tolist()
+            [[0.0, 0.0, 0.0], [0.0, 0.0, 0.5], [0.0, 0.0, 1.0]]
+        """
+        grid = Grid(self.names, self.axes, tuple(names))
+        if not len(grid):
+            raise GridError(
+                f"no setting of the grid has weights of {', '.join(grid.simplex)} summing to 1 or less"
+            )
+        return grid
 
 
 def parse_grid(spec: str | Iterable[str]) -> Grid:

@@ -10,6 +10,9 @@ Two sources:
   (``.gz`` allowed), with columns qid, docno, score and first_stage_score (or a run to take it
   from), optionally pid, query, text and first_stage_rank.
 
+Several scorers (:mod:`evirank.aggregate.evidence`) are read one source each
+(:class:`EvidenceSource`: ``LABEL=STORE[#FINGERPRINT]`` or ``LABEL=FILE``, :func:`load_evidence`).
+
 Both join the first-stage run with :func:`attach_first_stage`, which keeps the documents of the
 run's top ``depth`` and warns about documents there without passages.
 
@@ -26,6 +29,8 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -206,3 +211,115 @@ def passages_from_store(
         found[0][:12],
     )
     return passages, str(found[0])
+
+
+@dataclass(frozen=True)
+class EvidenceSource:
+    """Where one scorer's passage scores are read from: ``LABEL=STORE[#FINGERPRINT]`` or ``LABEL=FILE``.
+
+    Attributes:
+        label: the scorer's label (its weight's name in the grid).
+        path: a score store (SQLite file, folder or URL of Parquet shards) or a scored-passages file.
+        fingerprint: the scorer's fingerprint (a unique prefix) in a store.
+
+    Example:
+        >>> EvidenceSource.parse("bi=runs/scores.sqlite#7c551be5")
+        EvidenceSource(label='bi', path='runs/scores.sqlite', fingerprint='7c551be5')
+    """
+
+    label: str
+    path: str
+    fingerprint: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> EvidenceSource:
+        """Parse ``LABEL=PATH[#FINGERPRINT]``.
+
+        Raises:
+            TuneError: no ``LABEL=``, an empty path, or a bad label.
+        """
+        from evirank.aggregate.evidence import EvidenceSpecError, check_labels
+
+        label, sep, rest = str(text).partition("=")
+        if not sep or not rest:
+            raise TuneError(
+                f"--evidence {text!r}: expected LABEL=STORE[#FINGERPRINT] or LABEL=FILE "
+                "(e.g. cross=runs/scores.sqlite#3fa2, bi=runs/bi.passages.parquet)"
+            )
+        path, hash_sep, fingerprint = rest.rpartition("#") if "#" in rest else (rest, "", "")
+        if hash_sep and not fingerprint:
+            raise TuneError(f"--evidence {text!r}: an empty fingerprint after '#'")
+        if not path:
+            raise TuneError(f"--evidence {text!r}: expected a path before '#'")
+        try:
+            check_labels([label.strip()])
+        except EvidenceSpecError as exc:
+            raise TuneError(f"--evidence {text!r}: {exc}") from None
+        return cls(label.strip(), path, fingerprint or None)
+
+    @property
+    def is_passages_file(self) -> bool:
+        """Whether :attr:`path` is a scored-passages file (else a score store)."""
+        file = Path(self.path)
+        suffixes = [s.lower() for s in file.suffixes]
+        if suffixes and suffixes[-1] == ".gz":
+            suffixes = suffixes[:-1]
+        return (
+            "://" not in self.path and file.is_file() and bool(suffixes) and suffixes[-1] in PASSAGE_FORMATS
+        )
+
+    def read(self, run: pd.DataFrame | None, depth: int | None) -> tuple[pd.DataFrame, str | None]:
+        """This scorer's passages with first-stage scores, and its fingerprint (None for a file).
+
+        A passages file with a ``score_<label>`` column (``evirank rerank --save-passages`` with
+        several scorers) gives that column; otherwise its ``score``.
+        """
+        from evirank.aggregate.evidence import evidence_column
+
+        if self.is_passages_file:
+            if self.fingerprint:
+                raise TuneError(f"--evidence {self.label}={self.path}: a passages file takes no #FINGERPRINT")
+            frame = read_passages(self.path)
+            column = evidence_column(self.label)
+            if column in frame.columns:
+                values = pd.to_numeric(frame[column], errors="coerce")
+                bad = np.flatnonzero(values.isna().to_numpy())
+                if len(bad):
+                    raise InputFormatError(
+                        self.path, None, f"a number in column {column!r}", repr(frame[column].iloc[bad[0]])
+                    )
+                frame[SCORE] = values.astype(np.float64)
+            frame = frame.drop(columns=[c for c in frame.columns if c.startswith(f"{SCORE}_")])
+            if run is not None:
+                frame = attach_first_stage(frame, run, depth)
+            return frame, None
+        if run is None:
+            raise TuneError(f"--evidence {self.label}: a score store needs the first-stage run (--run)")
+        try:
+            return passages_from_store(self.path, run, fingerprint=self.fingerprint, depth=depth)
+        except TuneError as exc:
+            raise TuneError(
+                f"--evidence {self.label}: {exc} (write {self.label}=STORE#FINGERPRINT)"
+            ) from None
+
+
+def load_evidence(
+    sources: Sequence[EvidenceSource], run: pd.DataFrame | None, depth: int | None = None
+) -> tuple[dict[str, pd.DataFrame], dict[str, str | None]]:
+    """Each scorer's passages by label, in the order given, and each one's fingerprint.
+
+    Raises:
+        TuneError: a repeated label, or a source that cannot be read.
+    """
+    labels = [s.label for s in sources]
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        raise TuneError(
+            f"--evidence: the label {', '.join(repeated)} is given twice; give each scorer its own"
+        )
+    frames: dict[str, pd.DataFrame] = {}
+    fingerprints: dict[str, str | None] = {}
+    for source in sources:
+        frames[source.label], fingerprints[source.label] = source.read(run, depth)
+        logger.info("evidence %s: %d passages from %s", source.label, len(frames[source.label]), source.path)
+    return frames, fingerprints

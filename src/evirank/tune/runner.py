@@ -70,6 +70,10 @@ class TuneConfig:
         grid: axes (``alpha=0:1:0.1``...), or None for the aggregator's default grid.
         measures: measures reported for the cross-validated run.
         tag: run tag.
+        evidence: several scorers' sources instead of ``scores`` / ``passages``:
+            ``LABEL=STORE[#FINGERPRINT]`` or ``LABEL=FILE`` each
+            (:class:`~evirank.tune.inputs.EvidenceSource`); the first scorer's weight is 1 minus the
+            others', which the grid searches by label.
     """
 
     qrels: str | Path
@@ -89,6 +93,22 @@ class TuneConfig:
     grid: tuple[str, ...] | None = None
     measures: tuple[str, ...] = ("AP", "P@20", "nDCG@20", "nDCG@10")
     tag: str | None = None
+    evidence: tuple[str, ...] | None = None
+
+    def sources(self) -> list[Any]:
+        """The parsed :attr:`evidence` sources (empty without them)."""
+        from evirank.tune.inputs import EvidenceSource
+
+        return [EvidenceSource.parse(text) for text in self.evidence or ()]
+
+    def aggregate_spec(self) -> AggregateSpec:
+        """The aggregator to tune, with the scorers' labels when there are several."""
+        labels = tuple(source.label for source in self.sources())
+        return AggregateSpec.parse(
+            self.aggregate,
+            self.normalise,  # type: ignore[arg-type]
+            scorers=labels if len(labels) > 1 else (),
+        )
 
 
 @dataclass
@@ -107,6 +127,8 @@ class TuneOutcome:
         result = self.result
         names = [n for n in result.grid.names if len(result.grid.axes[result.grid.names.index(n)]) > 1]
         names = names or list(result.grid.names)
+        if result.aggregator.multi:  # every scorer's weight, the first one's implied, in their order
+            names = [n for n in names if n not in result.aggregator.scorers] + list(result.aggregator.scorers)
         choices = [asdict(c) for c in [*result.choices, result.best]]
         lines = [choices_markdown(choices, names, result.metric)]
         means = self.evaluation["means"]
@@ -151,22 +173,44 @@ def choices_markdown(choices: Sequence[Mapping[str, Any]], names: Sequence[str],
 def default_grid(aggregator: AggregateSpec) -> Grid:
     """Birch's grid: alpha and w2..wN in 0:1:0.1, w1 = 1; alpha in 0:1:0.1 for the others.
 
+    With several scorers, each extra scorer's weight (named by its label) in 0:1:0.1 too, where
+    they sum to 1 or less.
+
     Example:
         >>> len(default_grid(AggregateSpec.parse("birch:3"))), len(default_grid(AggregateSpec.parse("maxp")))
         (1331, 11)
+        >>> len(default_grid(AggregateSpec.parse("birch:3", scorers=("cross", "bi"))))
+        14641
     """
     axes = ["alpha=0:1:0.1"]
     if aggregator.stage_class.numbered:
         axes += ["w1=1"] + [f"w{i}=0:1:0.1" for i in range(2, aggregator.top_n + 1)]
-    return parse_grid(axes)
+    axes += [f"{label}=0:1:0.1" for label in aggregator.evidence_parameters]
+    grid = parse_grid(axes)
+    return grid.on_simplex(aggregator.evidence_parameters) if aggregator.multi else grid
 
 
-def load_passages(config: TuneConfig) -> tuple[pd.DataFrame, pd.DataFrame | None, str | None]:
-    """The scored passages of ``config`` (with first-stage scores), the first-stage run, the fingerprint."""
+def load_passages(config: TuneConfig) -> tuple[Any, pd.DataFrame | None, Any]:
+    """The scored passages of ``config`` (with first-stage scores), the first-stage run, the fingerprint.
+
+    With :attr:`TuneConfig.evidence`, the passages are ``{label: frame}`` and the fingerprints
+    ``{label: fingerprint or None}`` (one source: its frame and fingerprint, as with ``scores``).
+    """
     from evirank.io import read_run
-    from evirank.tune.inputs import attach_first_stage, passages_from_store, read_passages
+    from evirank.tune.inputs import attach_first_stage, load_evidence, passages_from_store, read_passages
 
     first_stage = read_run(config.run) if config.run else None
+    if config.evidence:
+        if config.scores is not None or config.passages is not None:
+            raise TuneError(
+                "give the scorers' sources either as --evidence or as --scores/--passages, not both"
+            )
+        if config.fingerprint is not None:
+            raise TuneError("with --evidence, give each store's fingerprint as LABEL=STORE#FINGERPRINT")
+        frames, fingerprints = load_evidence(config.sources(), first_stage, config.depth)
+        if len(frames) == 1:
+            return next(iter(frames.values())), first_stage, next(iter(fingerprints.values()))
+        return frames, first_stage, fingerprints
     if (config.scores is None) == (config.passages is None):
         raise TuneError("give exactly one source of scored passages: a score store or a passages file")
     if config.scores is not None:
@@ -190,7 +234,7 @@ def run_tune(config: TuneConfig, output: str | Path, *, overwrite: bool = False)
 
     started = time.perf_counter()
     out = Path(output)
-    aggregator = AggregateSpec.parse(config.aggregate, config.normalise)  # type: ignore[arg-type]
+    aggregator = config.aggregate_spec()
     grid = parse_grid(config.grid) if config.grid else default_grid(aggregator)
     aggregator.check(grid.names)
     folds: Folds | None = read_folds(config.folds, config.tune_on) if config.folds else None
@@ -200,8 +244,9 @@ def run_tune(config: TuneConfig, output: str | Path, *, overwrite: bool = False)
     qrels = read_qrels(config.qrels)
     read_seconds = time.perf_counter() - clock
 
+    frames = list(passages.values()) if isinstance(passages, dict) else [passages]
     if folds is None:
-        judged = sorted(set(passages[QID]) & set(qrels[QID]))
+        judged = sorted(set().union(*(set(f[QID]) for f in frames)) & set(qrels[QID]))
         folds = k_folds(judged, k=config.k_folds, seed=config.seed)
     result = cross_validate(
         passages, qrels, aggregator, grid, folds, metric=config.metric, relevance_level=config.relevance_level
@@ -227,6 +272,7 @@ def run_tune(config: TuneConfig, output: str | Path, *, overwrite: bool = False)
         "aggregate": aggregator.name,
         "normalise": aggregator.normalise,
         "parameters": list(aggregator.parameters),
+        "scorers": list(aggregator.scorers) or None,
         "grid": result.grid.spec(),
         "settings": len(result.grid),
         "metric": result.metric,
@@ -234,9 +280,9 @@ def run_tune(config: TuneConfig, output: str | Path, *, overwrite: bool = False)
         "fingerprint": fingerprint,
         "folds_source": folds.source,
         "inputs": {
-            "passages": len(passages),
-            "documents": int(passages[[QID, "docno"]].drop_duplicates().shape[0]),
-            "queries_with_passages": int(passages[QID].nunique()),
+            "passages": sum(len(f) for f in frames),
+            "documents": int(pd.concat([f[[QID, "docno"]] for f in frames]).drop_duplicates().shape[0]),
+            "queries_with_passages": int(pd.concat([f[QID] for f in frames]).nunique()),
             "queries_evaluated": len(result.qids),
             "queries_predicted": len(result.folds.qids),
         },
@@ -287,12 +333,18 @@ def _params_table(result: TuneResult) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _resolved(config: TuneConfig) -> dict[str, str | None]:
+def _resolved(config: TuneConfig) -> dict[str, Any]:
     """The input paths made absolute, so the record is usable from another folder."""
-    out: dict[str, str | None] = {}
+    out: dict[str, Any] = {}
     for name in ("qrels", "scores", "passages", "run", "folds"):
         value = getattr(config, name)
         out[name] = None if value is None else str(Path(value).resolve())
+    if config.evidence:
+        out["evidence"] = [
+            f"{s.label}={s.path if '://' in s.path else Path(s.path).resolve()}"
+            + (f"#{s.fingerprint}" if s.fingerprint else "")
+            for s in config.sources()
+        ]
     return out
 
 
@@ -310,12 +362,24 @@ def load_record(folder: str | Path) -> tuple[TuneConfig, dict[str, Any]]:
     record = json.loads(path.read_text(encoding="utf-8"))
     values = dict(record["config"])
     for name, resolved in record.get("resolved", {}).items():
+        if name == "evidence" and resolved and values.get("evidence"):
+            values[name] = [
+                new if not Path(_source_path(old)).exists() and Path(_source_path(new)).exists() else old
+                for old, new in zip(values["evidence"], resolved, strict=False)
+            ]
+            continue
         if resolved is not None and not Path(str(values.get(name))).exists() and Path(resolved).exists():
             values[name] = resolved
-    for name in ("tune_on", "grid", "measures"):
+    for name in ("tune_on", "grid", "measures", "evidence"):
         if values.get(name) is not None:
             values[name] = tuple(values[name])
     return TuneConfig(**values), record
+
+
+def _source_path(text: str) -> str:
+    """The path of an ``--evidence LABEL=PATH[#FINGERPRINT]`` source."""
+    path = text.partition("=")[2]
+    return path.rpartition("#")[0] if "#" in path else path
 
 
 def _tag(name: str) -> str:

@@ -32,14 +32,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from evirank.aggregate import PassageTable
+from evirank.aggregate import EvidenceTable, PassageTable
 from evirank.aggregate.registry import AggregateSpec
 from evirank.evaluate.fast import FastEvaluator, Layout
 from evirank.evaluate.measures import MeasureLike, measure_name, parse_measure
@@ -65,7 +65,8 @@ class FoldChoice:
     Attributes:
         fold: the fold's name.
         index: the setting's position in the grid.
-        params: the setting as ``{name: value}`` (every parameter of the aggregator).
+        params: the setting as ``{name: value}`` (every parameter of the aggregator, and with
+            several scorers the first one's implied weight too).
         tune_mean: the metric's mean over the fold's tuning queries with this setting.
         test_mean: the metric's mean over the fold's test queries with this setting.
         tied: how many settings reached the same tuning mean (1: no tie).
@@ -135,6 +136,10 @@ class TuneResult:
             idx = [position[q] for q in fold.tune]
             columns[fold.name] = self.values[:, idx].mean(axis=1)
         frame = pd.DataFrame(self.grid.settings, columns=list(self.grid.names))
+        if self.aggregator.multi:  # the first scorer's weight, implied, beside the others'
+            rest = frame[list(self.aggregator.evidence_parameters)].sum(axis=1)
+            position = list(frame.columns).index(self.aggregator.evidence_parameters[0])
+            frame.insert(position, self.aggregator.scorers[0], (1.0 - rest).clip(lower=0.0).round(12))
         for name, means in columns.items():
             frame[f"tune_mean[{name}]"] = means
         frame["mean[all]"] = self.values.mean(axis=1)
@@ -143,7 +148,7 @@ class TuneResult:
 
 def grid_values(
     aggregator: AggregateSpec,
-    table: PassageTable,
+    table: PassageTable | EvidenceTable,
     grid: Grid,
     evaluator: FastEvaluator,
     layout: Layout,
@@ -163,7 +168,9 @@ def grid_values(
     name = measure or evaluator.names[0]
     settings = grid.settings
     out = np.empty((len(settings), len(layout.qids)))
-    block = max(1, _BLOCK_ELEMENTS // max(layout.n_docs, 1))
+    # Several scorers keep one [settings, documents] array per scorer besides the scores.
+    arrays = 1 + len(aggregator.scorers) if aggregator.multi else 1
+    block = max(1, _BLOCK_ELEMENTS // max(layout.n_docs * arrays, 1))
     bar = progress_bar(desc="grid search", total=len(settings), unit="setting")
     try:
         for start in range(0, len(settings), block):
@@ -194,7 +201,7 @@ def choose(values: np.ndarray, qids: Sequence[str], tune: Sequence[str]) -> tupl
 
 
 def cross_validate(
-    passages: pd.DataFrame,
+    passages: pd.DataFrame | Mapping[str, pd.DataFrame],
     qrels: pd.DataFrame,
     aggregator: AggregateSpec,
     grid: Grid,
@@ -208,9 +215,11 @@ def cross_validate(
     """Tune ``aggregator``'s parameters by cross-validation over ``grid`` (see the module docstring).
 
     Args:
-        passages: scored Passages [qid, docno, score, first_stage_score] (+ pid, query).
+        passages: scored Passages [qid, docno, score, first_stage_score] (+ pid, query); with
+            several scorers (``aggregator.scorers``), ``{label: Passages}`` in their order.
         qrels: Qrels [qid, docno, label].
-        aggregator: what to tune (:func:`evirank.aggregate.AggregateSpec.parse`).
+        aggregator: what to tune (:func:`evirank.aggregate.AggregateSpec.parse`); with several
+            scorers the grid's settings whose extra scorer weights sum above 1 are left out.
         grid: settings of some of its parameters; the others keep their defaults.
         folds: the folds; ``None`` draws ``k`` folds with ``seed`` over the evaluated queries.
         metric: the measure maximised (AP, P@k, nDCG@k, RR@k, R@k, ...).
@@ -225,6 +234,8 @@ def cross_validate(
     clock = time.perf_counter()
     aggregator.check(grid.names)
     full_grid = grid.with_defaults(aggregator.defaults())
+    if aggregator.multi:
+        full_grid = full_grid.on_simplex(aggregator.evidence_parameters)
     needs_first_stage = _needs_first_stage(aggregator, full_grid)
     table = aggregator.table(passages, require_first_stage=needs_first_stage)
     timings["table"] = time.perf_counter() - clock
@@ -257,7 +268,7 @@ def cross_validate(
     clock = time.perf_counter()
     name = measure_name(measure)
     position = {q: i for i, q in enumerate(qids)}
-    choices = [_choice(values, qids, fold, full_grid, position) for fold in used]
+    choices = [_choice(values, qids, fold, full_grid, position, aggregator) for fold in used]
     for choice in choices:
         logger.info(
             "fold %s: %s (tuning %s %.4f over %d queries, test %.4f over %d)",
@@ -270,7 +281,7 @@ def cross_validate(
             choice.n_test,
         )
     everything = Fold("all", tuple(qids), ())
-    best = _choice(values, qids, everything, full_grid, position)
+    best = _choice(values, qids, everything, full_grid, position, aggregator)
     run = _cv_run(aggregator, table, full_grid, used, choices)
     timings["choose_and_run"] = time.perf_counter() - clock
     result = TuneResult(aggregator, full_grid, name, used, choices, run, qids, values, best, timings)
@@ -355,18 +366,26 @@ class CrossValidatedTuner(Estimator):
 
 
 def _choice(
-    values: np.ndarray, qids: Sequence[str], fold: Fold, grid: Grid, position: dict[str, int]
+    values: np.ndarray,
+    qids: Sequence[str],
+    fold: Fold,
+    grid: Grid,
+    position: dict[str, int],
+    aggregator: AggregateSpec,
 ) -> FoldChoice:
     index, tune_mean, tied = choose(values, qids, fold.tune)
     test_idx = [position[q] for q in fold.test]
     test_mean = float(values[index, test_idx].mean()) if test_idx else float("nan")
-    return FoldChoice(
-        fold.name, index, grid.setting(index), tune_mean, test_mean, tied, len(fold.tune), len(test_idx)
-    )
+    params = aggregator.with_first_weight(grid.setting(index))
+    return FoldChoice(fold.name, index, params, tune_mean, test_mean, tied, len(fold.tune), len(test_idx))
 
 
 def _cv_run(
-    aggregator: AggregateSpec, table: PassageTable, grid: Grid, folds: Folds, choices: list[FoldChoice]
+    aggregator: AggregateSpec,
+    table: PassageTable | EvidenceTable,
+    grid: Grid,
+    folds: Folds,
+    choices: list[FoldChoice],
 ) -> pd.DataFrame:
     keys_qid = table.keys[QID].to_numpy()
     parts = []
