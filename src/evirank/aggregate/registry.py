@@ -232,6 +232,12 @@ class AggregateSpec:
         if evidence_weights:
             if not self.multi:
                 raise AggregateSpecError("evidence weights are for several scorers; one scorer needs none")
+            unknown = [k for k in evidence_weights if k not in self.scorers]
+            if unknown:
+                raise AggregateSpecError(
+                    f"no scorer labelled {', '.join(map(repr, unknown))}; the scorers are "
+                    f"{', '.join(self.scorers)}"
+                )
             params.update({str(k): float(v) for k, v in evidence_weights.items()})
         if alpha is not None:
             params["alpha"] = float(alpha)

@@ -40,6 +40,13 @@ rerank resumes and scores only what is missing, `evirank explain --scores STORE`
 document's passages, and `evirank tune --scores STORE --run RUN` re-aggregates without a model.
 OUTPUT.json records the configuration, the versions, the counts and the time of each stage.
 
+--evidence (repeated) combines several scorers: each scores the same passages (kept in the store
+under its own fingerprint), its scores are normalised and aggregated alone into E_k, and the
+document's score is alpha * first-stage + (1 - alpha) * sum_k lambda_k * E_k, the lambdas summing
+to 1 (--evidence-weights LABEL=W for all scorers but the first, which gets the rest). `evirank tune
+--evidence LABEL=STORE#FINGERPRINT ...` searches the weights; --save-passages keeps a score_LABEL
+column per scorer.
+
 --scorer bi with stored passage vectors (an index built with `evirank index --embed`, or
 --vectors VDIR from `evirank embed`) embeds only the queries: passages are scored by lookup
 (vectors of another model or segmenter are refused; --vectors none embeds every passage).
@@ -49,6 +56,9 @@ document's N best passages, and only those are scored and aggregated.
 examples:
   evirank rerank --run run.dl19.bm25.txt --corpus corpus.jsonl --topics topics.dl19.tsv \\
       --scorer bi --aggregate maxp --output runs/dl19.bi.maxp.txt
+  evirank rerank --run runs/scifact.bm25.txt --index indexes/scifact --topics scifact --split test \\
+      --evidence cross:models/minilm-scifact --evidence bi --evidence-weights bi=0.3 \\
+      --segment sentences:prepend --depth 20 --output runs/scifact.cross+bi.txt
   evirank rerank --run runs/robust04.bm25.txt --index indexes/robust04 --topics topics.robust04.txt \\
       --model models/minilm-mb --segment sentences:skip --aggregate birch:3 --alpha 0.6 \\
       --weights 1 0.4 0.2 --normalise none --depth 1000 --output runs/robust04.birch.txt
@@ -118,6 +128,20 @@ def _add_inputs(inputs: Any) -> None:
 def _add_scoring(model: Any) -> None:
     model.add_argument(
         "--scorer", choices=("cross", "bi"), default="cross", help="cross-encoder (default) or bi-encoder"
+    )
+    model.add_argument(
+        "--evidence",
+        action="append",
+        metavar="SCORER",
+        help="several scorers' evidence in one ranking, repeated: [LABEL=]cross:MODEL or [LABEL=]bi[:MODEL] "
+        "(instead of --scorer/--model; label default: the kind)",
+    )
+    model.add_argument(
+        "--evidence-weights",
+        nargs="+",
+        metavar="LABEL=W",
+        help="weights of the scorers after the first (the first gets 1 minus their sum; default: "
+        "equal shares), e.g. bi=0.3",
     )
     model.add_argument(
         "--model",
@@ -261,6 +285,8 @@ def config_from_args(args: argparse.Namespace) -> RerankConfig:
         ray_cpus=args.ray_cpus,
         ray_gpus=args.ray_gpus,
         query_block=args.query_block,
+        evidence=tuple(args.evidence or ()),
+        evidence_weights=tuple(args.evidence_weights) if args.evidence_weights else None,
     )
 
 

@@ -49,6 +49,7 @@ from evirank.frames import (
 from evirank.outputs import atomic_output
 from evirank.rerank.fetch import AddQueries
 from evirank.rerank.timing import StageTimings
+from evirank.score.multi import Scorers
 from evirank.stage import Stage
 
 logger = logging.getLogger(__name__)
@@ -121,7 +122,8 @@ class Rerank(Stage):
     Args:
         segmenter: documents -> passages (:class:`~evirank.segment.Sentences`, ``Windows``).
         scorer: passages -> scored passages (:class:`~evirank.score.CrossEncoder`, ``BiEncoder``, or
-            any Stage that adds ``score``).
+            any Stage that adds ``score``; :class:`~evirank.score.multi.Scorers` for several, each
+            timed as one scorer).
         aggregator: scored passages -> Run (:class:`~evirank.aggregate.Birch`, MaxP, ...).
         fetch: adds title and text (:class:`~evirank.rerank.FetchText`); None when runs have ``text``.
         depth: documents re-ranked per query.
@@ -228,7 +230,10 @@ class Rerank(Stage):
             with step(str(getattr(stage, "timing_name", "pruning"))):
                 passages = stage(passages)
         with step.scoring():
-            scored = step.score(self.scorer, passages)
+            if isinstance(self.scorer, Scorers):  # several scorers: each timed as one
+                scored = self.scorer.transform(passages, run=step.score)
+            else:
+                scored = step.score(self.scorer, passages)
         require_columns(scored, (QID, DOCNO, PID, SCORE), "scorer output")
         with step("aggregation"):
             final = merge_tail(self.aggregator(scored), ranked)
@@ -367,6 +372,9 @@ def describe_stage(stage: Any) -> str:
 def save_passages(passages: pd.DataFrame, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
     """Write scored passages as Parquet, the columns of :data:`PASSAGE_FILE_COLUMNS` that exist.
 
+    With several scorers, each one's ``score_<label>`` column is kept too (``score`` is the first's);
+    ``evirank tune --evidence LABEL=FILE`` reads the label's column.
+
     ``evirank tune --passages FILE`` reads this file (and so does pandas: ``pd.read_parquet``).
 
     Example:
@@ -377,7 +385,8 @@ def save_passages(passages: pd.DataFrame, path: str | os.PathLike[str], *, overw
         ['qid', 'docno', 'pid', 'score']
     """
     require_columns(passages, (QID, DOCNO, SCORE), "save_passages")
-    frame = passages[[c for c in PASSAGE_FILE_COLUMNS if c in passages.columns]].copy()
+    evidence = [c for c in passages.columns if str(c).startswith(f"{SCORE}_")]  # several scorers'
+    frame = passages[[c for c in PASSAGE_FILE_COLUMNS if c in passages.columns] + evidence].copy()
     frame[QID] = frame[QID].astype(str)
     frame[DOCNO] = frame[DOCNO].astype(str)
     frame[SCORE] = frame[SCORE].astype(np.float64)

@@ -77,6 +77,11 @@ class RerankConfig:
         ray_cpus: cores per replica.
         ray_gpus: GPUs per replica.
         query_block: re-rank this many queries at a time (None: all at once).
+        evidence: several scorers instead of ``scorer``/``model``, each ``[LABEL=]cross:MODEL`` or
+            ``[LABEL=]bi[:MODEL]`` (:class:`~evirank.score.multi.ScorerSpec`); their evidence is
+            combined by :class:`~evirank.aggregate.MultiEvidence`.
+        evidence_weights: ``LABEL=W`` weights of the scorers after the first (the first gets 1
+            minus their sum; None: equal shares).
     """
 
     topics: str | Path
@@ -115,6 +120,26 @@ class RerankConfig:
     ray_cpus: float = 1.0
     ray_gpus: float = 0.0
     query_block: int | None = None
+    evidence: tuple[str, ...] = ()
+    evidence_weights: tuple[str, ...] | None = None
+
+    def scorer_specs(self) -> tuple[Any, ...]:
+        """The scorers: :attr:`evidence` parsed, or the one of ``scorer`` and ``model``.
+
+        Example:
+            >>> RerankConfig("t", "o", corpus="c", evidence=("cross:m", "bi")).scorer_specs()
+            (ScorerSpec(label='cross', kind='cross', model='m'), ScorerSpec(label='bi', kind='bi', model=None))
+        """
+        from evirank.score.multi import ScorerSpec, parse_scorers
+
+        if self.evidence:
+            return parse_scorers(self.evidence)
+        return (ScorerSpec(self.scorer, self.scorer, self.model),)
+
+    @property
+    def multi(self) -> bool:
+        """Whether several scorers' evidence is combined."""
+        return len(self.evidence) > 1
 
     def check(self) -> None:
         """Refuse inconsistent settings and bad specs before anything is loaded.
@@ -128,12 +153,20 @@ class RerankConfig:
             raise RerankConfigError("give exactly one text source: --index DIR or --corpus PATH")
         if self.scorer not in ("cross", "bi"):
             raise RerankConfigError(f"--scorer must be cross or bi, found {self.scorer!r}")
-        if self.scorer == "cross" and not self.model:
+        if self.evidence and self.model:
+            raise RerankConfigError(
+                "with --evidence, give each scorer's model there (cross:MODEL, bi:MODEL), not --model"
+            )
+        if self.scorer == "cross" and not self.model and not self.evidence:
             raise RerankConfigError(
                 "--scorer cross needs --model (a Hugging Face model id or a local folder)"
             )
+        if self.evidence_weights and not self.multi:
+            raise RerankConfigError("--evidence-weights needs two scorers or more (--evidence, repeated)")
         try:
             from evirank.rerank.prune import check_prune
+
+            self.scorer_specs()
 
             check_prune(self.aggregator(), self.prune)
             self.segment_spec()
@@ -141,9 +174,23 @@ class RerankConfig:
             raise RerankConfigError(str(exc)) from exc
 
     def aggregator(self) -> Any:
-        """The aggregator stage of ``aggregate``, ``alpha``, ``weights`` and ``normalise``."""
-        from evirank.aggregate import parse_aggregate
+        """The aggregator stage of ``aggregate``, ``alpha``, ``weights`` and ``normalise``.
 
+        With several scorers, a :class:`~evirank.aggregate.MultiEvidence` with ``evidence_weights``.
+        """
+        from evirank.aggregate import parse_aggregate, parse_evidence_aggregate
+
+        if self.multi:
+            from evirank.score.multi import parse_evidence_weights
+
+            return parse_evidence_aggregate(
+                self.aggregate,
+                [spec.label for spec in self.scorer_specs()],
+                alpha=self.alpha,
+                weights=None if self.weights is None else list(self.weights),
+                evidence_weights=parse_evidence_weights(self.evidence_weights),
+                normalise=self.normalise,  # type: ignore[arg-type]
+            )
         return parse_aggregate(
             self.aggregate,
             alpha=self.alpha,
@@ -185,8 +232,12 @@ class RerankConfig:
         return [Path(self.output), sidecar(self.output), *extra]
 
     def run_tag(self) -> str:
-        """The run tag: ``tag``, else ``evirank-SCORER-AGGREGATE`` (``evirank-cross-birch3``)."""
-        return self.tag or f"evirank-{self.scorer}-{self.aggregate.replace(':', '')}"
+        """The run tag: ``tag``, else ``evirank-SCORER-AGGREGATE`` (``evirank-cross-birch3``).
+
+        With several scorers, their labels joined by ``+`` (``evirank-cross+bi-birch3``).
+        """
+        scorer = "+".join(s.label for s in self.scorer_specs()) if self.evidence else self.scorer
+        return self.tag or f"evirank-{scorer}-{self.aggregate.replace(':', '')}"
 
 
 def default_store(output: str | Path) -> Path:
@@ -195,10 +246,17 @@ def default_store(output: str | Path) -> Path:
     return path.with_name(path.name + ".scores.sqlite")
 
 
-def build_scorer(config: RerankConfig, store: str | Path | None, vectors: Any = None) -> Any:
-    """The scorer the config asks for (nothing heavy is loaded yet); a bi-encoder reads ``vectors``."""
+def build_scorer(
+    config: RerankConfig, store: str | Path | None, vectors: Any = None, spec: Any = None
+) -> Any:
+    """The scorer the config asks for (nothing heavy is loaded yet); a bi-encoder reads ``vectors``.
+
+    ``spec`` (a :class:`~evirank.score.multi.ScorerSpec`) picks one of several scorers' kind and model.
+    """
     from evirank.score import BiEncoder, CrossEncoder
 
+    kind = config.scorer if spec is None else spec.kind
+    model = config.model if spec is None else spec.model
     kwargs: dict[str, Any] = {
         "batch_tokens": config.batch_tokens,
         "device": config.device,
@@ -206,11 +264,25 @@ def build_scorer(config: RerankConfig, store: str | Path | None, vectors: Any = 
         "backend": config.backend,
         "ray": config.ray_options(),
     }
-    if config.scorer == "bi":
-        return BiEncoder(config.model, max_length=config.max_length, vectors=vectors, **kwargs)
+    if kind == "bi":
+        return BiEncoder(model, max_length=config.max_length, vectors=vectors, **kwargs)
     if config.max_length is not None:
         kwargs["max_length"] = config.max_length
-    return CrossEncoder(config.model, **kwargs)  # type: ignore[arg-type]
+    return CrossEncoder(model, **kwargs)  # type: ignore[arg-type]
+
+
+def build_scorers(config: RerankConfig, store: str | Path | None, vectors: Any = None) -> Any:
+    """The :class:`~evirank.score.multi.Scorers` of several scorers, each with the score store.
+
+    A bi-encoder reads ``vectors`` when given (its scores are then lookups, not kept in the store).
+    """
+    from evirank.score.multi import Scorers
+
+    pairs = []
+    for spec in config.scorer_specs():
+        reads = vectors if spec.kind == "bi" else None
+        pairs.append((spec.label, build_scorer(config, None if reads is not None else store, reads, spec)))
+    return Scorers(pairs)
 
 
 def build_pipeline(config: RerankConfig, store: str | Path | None) -> Any:
@@ -228,16 +300,32 @@ def build_pipeline(config: RerankConfig, store: str | Path | None) -> Any:
     from evirank.rerank.prune import cascade_from_flags
 
     aggregator = config.aggregator()
-    cascade = cascade_from_flags(config, aggregator, RerankConfigError)
-    bi_vectors = cascade.vectors if config.scorer == "bi" else None
-    scorer = build_scorer(config, None if bi_vectors is not None else store, bi_vectors)
+    if config.multi:
+        from dataclasses import replace
+
+        has_bi = any(spec.kind == "bi" for spec in config.scorer_specs())
+        flags = replace(config, scorer="bi" if has_bi else "cross", evidence=())
+        cascade = cascade_from_flags(flags, aggregator, RerankConfigError)
+        bi_vectors = cascade.vectors if has_bi else None
+        scorer = build_scorers(config, store, bi_vectors)
+        scorer_is_bi = False
+    else:
+        if config.evidence:  # one scorer given as --evidence: the same as --scorer/--model
+            from dataclasses import replace
+
+            one = config.scorer_specs()[0]
+            config = replace(config, scorer=one.kind, model=one.model, evidence=())
+        cascade = cascade_from_flags(config, aggregator, RerankConfigError)
+        bi_vectors = cascade.vectors if config.scorer == "bi" else None
+        scorer = build_scorer(config, None if bi_vectors is not None else store, bi_vectors)
+        scorer_is_bi = config.scorer == "bi"
     budget = passage_budget(scorer)
     segmenter = (
         config.segment_spec()
         .build(tokenizer=budget[0] if budget else None, max_tokens=budget[1] if budget else None)
         .with_max_passages(config.max_passages or None)
     )
-    prune = cascade.stage(segmenter, scorer if config.scorer == "bi" else None)
+    prune = cascade.stage(segmenter, scorer if scorer_is_bi else None)
     return Rerank(
         segmenter,
         scorer,
@@ -344,6 +432,7 @@ def run_rerank(config: RerankConfig) -> dict[str, Any]:
             prune=[describe_stage(stage) for stage in pipeline.passage_stages] or None,
             vectors=describe_vectors(pipeline),
             scorer={**_describe(scorer), "fingerprint": _fingerprint(scorer)},
+            evidence=_evidence_record(pipeline) if config.multi else None,
             aggregate=pipeline.aggregator.spec,
             aggregator=describe_stage(pipeline.aggregator),
             scores=store,
@@ -372,6 +461,16 @@ def run_rerank(config: RerankConfig) -> dict[str, Any]:
 def _describe(scorer: Any) -> dict[str, Any]:
     describe = getattr(scorer, "describe", None)
     return dict(describe()) if describe is not None else {"stage": repr(scorer)}
+
+
+def _evidence_record(pipeline: Any) -> dict[str, Any]:
+    """The scorers' labels, weights (lambda, summing to 1) and fingerprints, for the record."""
+    from evirank.aggregate.evidence import describe_evidence
+
+    return {
+        "weights": describe_evidence(pipeline.aggregator),
+        "fingerprints": pipeline.scorer.fingerprints(),
+    }
 
 
 def _fingerprint(scorer: Any) -> str | None:
