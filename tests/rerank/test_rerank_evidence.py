@@ -114,7 +114,7 @@ def test_the_ranking_is_the_documented_combination_of_the_two_scorers(two_scorer
             norm = query.assign(v=(query[f"score_{label}"] - query[f"score_{label}"].min()))
             norm["v"] /= query[f"score_{label}"].max() - query[f"score_{label}"].min()
             for docno, doc in norm.groupby(DOCNO):
-                top = sorted(doc["v"], reverse=True)[:2] + [0.0]
+                top = [*sorted(doc["v"], reverse=True)[:2], 0.0]
                 evidence.setdefault(docno, {})[label] = top[0] + 0.5 * top[1]
         for docno, e in evidence.items():
             expected = 0.4 * s_doc[docno] + 0.6 * (0.7 * e["cross"] + 0.3 * e["bi"])

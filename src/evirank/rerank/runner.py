@@ -127,8 +127,9 @@ class RerankConfig:
         """The scorers: :attr:`evidence` parsed, or the one of ``scorer`` and ``model``.
 
         Example:
-            >>> RerankConfig("t", "o", corpus="c", evidence=("cross:m", "bi")).scorer_specs()
-            (ScorerSpec(label='cross', kind='cross', model='m'), ScorerSpec(label='bi', kind='bi', model=None))
+            >>> config = RerankConfig("t", "o", corpus="c", evidence=("cross:m", "bi"))
+            >>> [str(s) for s in config.scorer_specs()]
+            ['cross=cross:m', 'bi=bi']
         """
         from evirank.score.multi import ScorerSpec, parse_scorers
 

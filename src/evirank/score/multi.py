@@ -142,7 +142,8 @@ class Scorers(Stage):
         ...     def transform(self, p):
         ...         return p.assign(score=p["text"].str.split().str.len().astype(float))
         >>> p = pd.DataFrame({"qid": ["1"], "docno": ["a"], "pid": [0], "text": ["two words"]})
-        >>> Scorers([("chars", Length()), ("words", Words())])(p)[["score", "score_chars", "score_words"]].values.tolist()
+        >>> scored = Scorers([("chars", Length()), ("words", Words())])(p)
+        >>> scored[["score", "score_chars", "score_words"]].values.tolist()
         [[9.0, 9.0, 2.0]]
     """
 

@@ -138,8 +138,8 @@ class TuneResult:
         frame = pd.DataFrame(self.grid.settings, columns=list(self.grid.names))
         if self.aggregator.multi:  # the first scorer's weight, implied, beside the others'
             rest = frame[list(self.aggregator.evidence_parameters)].sum(axis=1)
-            position = list(frame.columns).index(self.aggregator.evidence_parameters[0])
-            frame.insert(position, self.aggregator.scorers[0], (1.0 - rest).clip(lower=0.0).round(12))
+            where = list(frame.columns).index(self.aggregator.evidence_parameters[0])
+            frame.insert(where, self.aggregator.scorers[0], (1.0 - rest).clip(lower=0.0).round(12))
         for name, means in columns.items():
             frame[f"tune_mean[{name}]"] = means
         frame["mean[all]"] = self.values.mean(axis=1)
