@@ -13,7 +13,6 @@ import itertools
 import numpy as np
 import pandas as pd
 import pytest
-from test_aggregate_registry import FIRST_STAGE, PASSAGE_ROWS, settings_of, specs
 
 from evirank.aggregate import AggregateSpec, AggregateSpecError, MultiEvidence, merge_tail
 from evirank.aggregate.evidence import EvidenceSpecError, check_labels, simplex_weights
@@ -23,6 +22,7 @@ from evirank.tune.errors import TuneError
 from evirank.tune.inputs import EvidenceSource
 from evirank.tune.runner import default_grid
 from evirank.tune.search import cross_validate
+from test_aggregate_registry import FIRST_STAGE, PASSAGE_ROWS, settings_of, specs
 
 LAMBDAS = (0.0, 0.3, 1.0)
 
