@@ -26,6 +26,11 @@ scores it must reach. :func:`check_conditions` runs the commands, evaluates the 
 pipefail`` from the working folder, with the variables exported, and ``evirank`` and ``python``
 on ``PATH`` running this Python and this evirank (so a checkout runs its own code).
 
+Several scorers' evidence is written as the commands write it (``evirank rerank --evidence
+cross:$MODELS/minilm --evidence bi --evidence-weights bi=0.3``, ``evirank tune --evidence
+cross=$OUT/ce.sqlite --evidence bi=$OUT/bi.passages.parquet``); those flags are parsed when the
+file is read, as ``--segment`` and ``--aggregate`` are.
+
 A condition may list ``needs``: extras (``lucene``, ``torch``, ``onnx``, ...) and files that are
 not in the repository, such as a trained model (``$MODELS/minilm-mb``, or
 ``{path: $MODELS/minilm-mb, hint: "made by condition microblog-train"}``). A condition whose
@@ -318,6 +323,7 @@ def _check_specs(
                 raise InputFormatError(
                     file, line, f"condition {name!r}: {flag} {grammar}", repr(value)
                 ) from None
+    _check_evidence(file, name, commands, line)
     for part, (_, parse, _) in ((k[0], k) for k in kinds.values()):
         text = parts.get(part, "")
         head = re.split(r"[\s,]+", text.strip(), maxsplit=1)[0] if text.strip() else ""
@@ -333,6 +339,52 @@ def _check_specs(
                 f"({', '.join(sorted(used[part]))})",
                 repr(head),
             )
+
+
+def _check_evidence(file: Path, name: str, commands: Sequence[str], line: int | None) -> None:
+    """Parse the several-scorer flags of ``rerank`` (``--evidence [LABEL=]KIND[:MODEL]``,
+    ``--evidence-weights LABEL=W``) and ``tune`` (``--evidence LABEL=SOURCE``) when the file is read."""
+    from evirank.score.multi import parse_evidence_weights, parse_scorers
+    from evirank.tune.inputs import EvidenceSource
+
+    for command in commands:
+        try:
+            words = shlex.split(command)
+        except ValueError:
+            continue
+        command_name = next((b for a, b in itertools.pairwise(words) if Path(a).name == "evirank"), None)
+        if command_name not in ("rerank", "tune"):
+            continue
+        evidence = [b for a, b in itertools.pairwise(words) if a == "--evidence"]
+        weights: list[str] = []
+        if "--evidence-weights" in words:
+            for word in words[words.index("--evidence-weights") + 1 :]:
+                if word.startswith("--"):
+                    break
+                weights.append(word)
+        try:
+            if command_name == "rerank":
+                labels = [s.label for s in parse_scorers(evidence)]
+                unknown = [k for k in parse_evidence_weights(weights) if k not in labels[1:]]
+                if unknown:
+                    raise ValueError(
+                        f"--evidence-weights for {', '.join(unknown)}, not a scorer after the first"
+                    )
+            else:
+                for text in evidence:
+                    EvidenceSource.parse(text)
+        except ValueError as exc:
+            raise InputFormatError(
+                file,
+                line,
+                f"condition {name!r}: {command_name} --evidence "
+                + (
+                    "[LABEL=]cross:MODEL or [LABEL=]bi[:MODEL]"
+                    if command_name == "rerank"
+                    else "LABEL=SOURCE"
+                ),
+                str(exc),
+            ) from None
 
 
 def _needs(file: Path, name: str, value: Any, line: int | None) -> tuple[tuple[str, ...], dict[str, str]]:
