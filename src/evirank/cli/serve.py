@@ -39,6 +39,19 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--scorer", choices=("cross", "bi"), default="bi", help="passage scorer (default: bi)"
     )
     parser.add_argument(
+        "--evidence-scorer",
+        action="append",
+        metavar="SCORER",
+        help="several scorers' evidence, repeated (evirank rerank's --evidence): [LABEL=]cross:MODEL or "
+        "[LABEL=]bi[:MODEL], instead of --scorer/--model",
+    )
+    parser.add_argument(
+        "--evidence-weights",
+        nargs="+",
+        metavar="LABEL=W",
+        help="weights of the scorers after the first (the first gets 1 minus their sum), e.g. bi=0.3",
+    )
+    parser.add_argument(
         "--segment",
         default="sentences:prepend",
         help=f"{SEGMENT_GRAMMAR}, as evirank rerank (default: sentences:prepend)",
@@ -164,6 +177,8 @@ def run(args: argparse.Namespace) -> int:
             vectors=args.vectors,
             prune=args.prune,
             prune_by=args.prune_by,
+            scorers=args.evidence_scorer,
+            scorer_weights=args.evidence_weights,
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from exc

@@ -109,6 +109,8 @@ def build_searcher(
     vectors: str | None = None,
     prune: int | None = None,
     prune_by: str = "bm25",
+    scorers: Sequence[str] | None = None,
+    scorer_weights: Sequence[str] | str | None = None,
 ) -> Searcher:
     """The Lucene + model pipeline behind the service.
 
@@ -131,10 +133,24 @@ def build_searcher(
             query, and passages are read from the stored table instead of being split per query.
         prune: cross-encoder cascade: keep each document's ``prune`` best passages by ``prune_by``
             (``bm25`` or ``bi``) and score only those.
+        scorers: several scorers' evidence instead of ``scorer``/``model``, each
+            ``[LABEL=]cross:MODEL`` or ``[LABEL=]bi[:MODEL]`` as ``evirank rerank --evidence``
+            (:mod:`evirank.score.multi`); a bi-encoder reads the stored vectors when there are some.
+        scorer_weights: ``LABEL=W`` weights of the scorers after the first (default: equal shares).
 
     Raises:
         ValueError: on a bad spec; FileNotFoundError when the index is missing.
     """
+    if scorers and len(scorers) > 1:
+        return _build_multi_searcher(
+            index, scorers, scorer_weights, segment, title, aggregate, alpha, weights, scores, device,
+            evidence, max_depth, vectors, prune,
+        )  # fmt: skip
+    if scorers:  # one scorer given as a spec: the same as scorer and model
+        from evirank.score.multi import ScorerSpec
+
+        one = ScorerSpec.parse(scorers[0])
+        scorer, model = one.kind, one.model
     if scorer not in ("bi", "cross"):
         raise ValueError(f"--scorer must be bi or cross, found {scorer!r}")
     if scorer == "cross" and model is None:
@@ -188,5 +204,98 @@ def build_searcher(
             "aggregate": aggregator.spec,
             "store": Path(scores).name if scores else None,
             **fast.info,
+        },
+    )
+
+
+def _build_multi_searcher(
+    index: str | os.PathLike[str],
+    scorers: Sequence[str],
+    scorer_weights: Sequence[str] | str | None,
+    segment: str,
+    title: str | None,
+    aggregate: str,
+    alpha: float | None,
+    weights: str | Sequence[float] | None,
+    scores: str | os.PathLike[str] | None,
+    device: str | None,
+    evidence: int,
+    max_depth: int,
+    vectors: str | None,
+    prune: int | None,
+) -> Searcher:
+    """:func:`build_searcher` with several scorers (:class:`~evirank.score.multi.Scorers`)."""
+    from evirank import score as scoring
+    from evirank.aggregate import parse_evidence_aggregate
+    from evirank.lucene import LuceneDocs
+    from evirank.rerank.prune import check_prune
+    from evirank.score.multi import Scorers, parse_evidence_weights, parse_scorers
+    from evirank.vectors import VectorsMismatchError
+    from evirank.vectors.index import resolve_vectors
+
+    if not Path(index).is_dir():
+        raise FileNotFoundError(
+            f"no index folder at {index}: build one with `evirank index --corpus ... --index {index}`"
+        )
+    if prune is not None:
+        raise ValueError("--prune is for one cross-encoder; with several scorers every passage is scored")
+    specs = parse_scorers(scorers)
+    segment_spec = serve_segmenter(segment, title)
+    try:
+        aggregator = parse_evidence_aggregate(
+            aggregate,
+            [s.label for s in specs],
+            alpha=alpha,
+            weights=weights,
+            evidence_weights=parse_evidence_weights(scorer_weights),
+        )
+    except ValueError as exc:
+        raise ValueError(f"--aggregate: {exc}") from None
+    check_prune(aggregator, prune)
+    segmenter = segment_spec.build()
+    stored = resolve_vectors(vectors, index)
+    pairs: list[tuple[str, Any]] = []
+    for spec in specs:
+        kwargs: dict[str, Any] = {"device": device or "auto"}
+        if spec.kind == "cross":
+            if scores is not None:
+                kwargs["store"] = scores
+            pairs.append((spec.label, scoring.CrossEncoder(spec.model, **kwargs)))  # type: ignore[arg-type]
+            continue
+        bi = scoring.BiEncoder(spec.model, **kwargs)
+        if stored is not None:
+            try:
+                stored.check_scorer(bi, segmenter)
+            except VectorsMismatchError as exc:
+                raise VectorsMismatchError(f"{exc}; or serve with --vectors none") from None
+            bi.vectors = stored
+        elif scores is not None:
+            bi.store = scores
+        pairs.append((spec.label, bi))
+    docs = LuceneDocs(index)
+
+    def lookup(docno: str) -> Document | None:
+        try:
+            return docs[docno]
+        except KeyError:
+            return None
+
+    shares = aggregator.evidence_weights() if hasattr(aggregator, "evidence_weights") else {}
+    return Searcher(
+        BucketedBm25(index, max_depth=max_depth),
+        segmenter,
+        Scorers(pairs),
+        aggregator,
+        lookup,
+        evidence=evidence,
+        info={
+            "index": Path(index).name,
+            "model": ", ".join(str(s) for s in specs),
+            "scorer": "+".join(s.label for s in specs),
+            "evidence_weights": ", ".join(f"{k}={v:g}" for k, v in shares.items()),
+            "segment": segment_spec.spec,
+            "aggregate": aggregator.spec,
+            "store": Path(scores).name if scores else None,
+            **({"vectors": f"{stored.path.name} ({len(stored):,} passages)"} if stored is not None else {}),
         },
     )
