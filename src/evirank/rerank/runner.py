@@ -468,9 +468,17 @@ def _evidence_record(pipeline: Any) -> dict[str, Any]:
     """The scorers' labels, weights (lambda, summing to 1) and fingerprints, for the record."""
     from evirank.aggregate.evidence import describe_evidence
 
+    from evirank.rerank.prune import Cascade
+
+    by_lookup = {
+        label: Cascade(scorer.vectors).describe()
+        for label, scorer in pipeline.scorer.items()
+        if hasattr(getattr(scorer, "vectors", None), "manifest")
+    }
     return {
         "weights": describe_evidence(pipeline.aggregator),
         "fingerprints": pipeline.scorer.fingerprints(),
+        "vectors": by_lookup or None,
     }
 
 
