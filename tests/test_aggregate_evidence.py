@@ -170,6 +170,7 @@ def test_three_scorers_search_only_the_simplex() -> None:
         (lambda: AggregateSpec.parse("maxp").build(evidence_weights={"bi": 0.2}), "several scorers"),
         (lambda: AggregateSpec.parse("maxp", scorers=("a", "b")).stage({"a": 0.3}), "1 minus the others"),
         (lambda: AggregateSpec.parse("maxp", scorers=("a", "b")).table(scorer_a()), "score_a"),
+        (lambda: parse_grid("alpha=0 bi=0.5:1.5:0.5").on_simplex(["bi"]), "must be in [0, 1], found 1.5"),
         (lambda: EvidenceSource.parse("runs/scores.sqlite"), "expected LABEL=STORE"),
         (lambda: EvidenceSource.parse("bi=runs/s.sqlite#"), "empty fingerprint"),
         (lambda: EvidenceSource.parse("Bi=x"), "lower-case letters"),

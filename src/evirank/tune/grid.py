@@ -101,13 +101,18 @@ class Grid:
         """This grid keeping only the settings where the axes ``names`` sum to at most 1.
 
         Raises:
-            GridError: no setting is left.
+            GridError: a value outside [0, 1], or no setting left.
 
         Example:
             >>> parse_grid("alpha=0,1 bi=0:1:0.5 ce2=0:1:0.5").on_simplex(["bi", "ce2"]).settings[:3].tolist()
             [[0.0, 0.0, 0.0], [0.0, 0.0, 0.5], [0.0, 0.0, 1.0]]
         """
         grid = Grid(self.names, self.axes, tuple(names))
+        for name in grid.simplex:
+            if name in self.names:
+                bad = [v for v in self.axes[self.names.index(name)] if not 0.0 <= v <= 1.0]
+                if bad:
+                    raise GridError(f"grid axis {name}: a scorer's weight must be in [0, 1], found {bad[0]:g}")
         if not len(grid):
             raise GridError(
                 f"no setting of the grid has weights of {', '.join(grid.simplex)} summing to 1 or less"
