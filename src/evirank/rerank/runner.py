@@ -467,7 +467,6 @@ def _describe(scorer: Any) -> dict[str, Any]:
 def _evidence_record(pipeline: Any) -> dict[str, Any]:
     """The scorers' labels, weights (lambda, summing to 1) and fingerprints, for the record."""
     from evirank.aggregate.evidence import describe_evidence
-
     from evirank.rerank.prune import Cascade
 
     by_lookup = {

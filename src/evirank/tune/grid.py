@@ -112,7 +112,9 @@ class Grid:
             if name in self.names:
                 bad = [v for v in self.axes[self.names.index(name)] if not 0.0 <= v <= 1.0]
                 if bad:
-                    raise GridError(f"grid axis {name}: a scorer's weight must be in [0, 1], found {bad[0]:g}")
+                    raise GridError(
+                        f"grid axis {name}: a scorer's weight must be in [0, 1], found {bad[0]:g}"
+                    )
         if not len(grid):
             raise GridError(
                 f"no setting of the grid has weights of {', '.join(grid.simplex)} summing to 1 or less"
