@@ -120,6 +120,11 @@ def pruned_run(name: str, tune_folder: str | Path, *, stem: bool = True) -> Prun
 
     config, record = load_record(tune_folder)
     passages, first_stage, _ = load_passages(config)
+    if isinstance(passages, dict):
+        raise ValueError(
+            f"{tune_folder}: it combines several scorers ({', '.join(passages)}); the pruned analysis "
+            "reads one scorer's passages"
+        )
     if QUERY not in passages.columns or TEXT not in passages.columns:
         raise ValueError(
             f"{tune_folder}: its passages have no query or text columns; the pruned analysis needs both"
