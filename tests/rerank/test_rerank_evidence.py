@@ -223,6 +223,7 @@ def test_one_evidence_scorer_is_the_plain_scorer(
         (["--evidence", "bi", "--evidence-weights", "bi=0.5"], "needs two scorers"),
         (["--evidence", "alpha=bi", "--evidence", "bi"], "name of an aggregator parameter"),
         (["--evidence", "bi", "--model", "m"], "not --model"),
+        (["--evidence", "bi", "--scorer", "bi"], "not both"),
     ],
 )
 def test_bad_scorer_specs_say_what_was_expected(

@@ -127,7 +127,7 @@ def _add_inputs(inputs: Any) -> None:
 
 def _add_scoring(model: Any) -> None:
     model.add_argument(
-        "--scorer", choices=("cross", "bi"), default="cross", help="cross-encoder (default) or bi-encoder"
+        "--scorer", choices=("cross", "bi"), default=None, help="cross-encoder (default) or bi-encoder"
     )
     model.add_argument(
         "--evidence",
@@ -259,7 +259,7 @@ def config_from_args(args: argparse.Namespace) -> RerankConfig:
         missing_docs=args.missing_docs,
         k=args.k,
         rm3=args.rm3,
-        scorer=args.scorer,
+        scorer=args.scorer or "cross",
         model=args.model,
         max_length=args.max_length,
         batch_tokens=args.batch_tokens,
@@ -292,7 +292,12 @@ def config_from_args(args: argparse.Namespace) -> RerankConfig:
 
 def run(args: argparse.Namespace) -> int:
     """Turn the flags into a config and run it (:func:`evirank.rerank.runner.run_rerank`)."""
-    from evirank.rerank.runner import run_rerank
+    from evirank.rerank.runner import RerankConfigError, run_rerank
+
+    if args.evidence and args.scorer:
+        raise RerankConfigError(
+            "give the scorers either as --evidence (repeated) or as --scorer/--model, not both"
+        )
 
     run_rerank(config_from_args(args))  # a RerankConfigError is a UsageError: `evirank rerank: error: ...`
     return 0
