@@ -137,7 +137,7 @@ def simplex_weights(labels: Sequence[str], weights: Mapping[str, ArrayLike]) -> 
             f"the weights of {', '.join(labels[1:])} sum above 1; the first scorer ({labels[0]}) gets "
             "1 minus their sum"
         )
-    first = np.clip(1.0 - total, 0.0, 1.0)
+    first = np.round(np.clip(1.0 - total, 0.0, 1.0), 12)  # 1 - 0.9 is 0.1, not 0.09999999999999998
     if labels[0] in weights:
         given = np.asarray(weights[labels[0]], dtype=np.float64)
         if np.any(np.abs(given - first) > SIMPLEX_TOLERANCE):
