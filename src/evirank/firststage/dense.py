@@ -16,7 +16,8 @@ Two layers, so that an approximate index can replace exact search without touchi
   collection is exhausted), so with an exact searcher the top ``k`` documents are exact.
 
 Ties: passages of equal score are ordered by row; documents by :func:`evirank.frames.sort_run`
-(score descending, then docno descending).
+(score descending, then docno descending), which also decides which of the documents tied at the
+``k``-th place are kept.
 
 Example:
     >>> from evirank.frames import make_topics
@@ -219,7 +220,12 @@ class DenseRetriever(Stage):
         return np.asarray(scorer.embed([prefix + q for q in queries]), dtype=np.float32)
 
     def search_vectors(self, query_vectors: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Each query's top ``k`` documents: (document positions, scores), best first."""
+        """Each query's top ``k`` documents, and any tied with the ``k``-th: (positions, scores), best first.
+
+        Passages are asked for until the ``k``-th best document scores strictly above the last
+        passage returned (or every passage was returned), so no document that could reach the top
+        ``k``, ties included, is left out; :meth:`transform` cuts ties by docno.
+        """
         vectors, _, searcher = self._open()
         n = len(searcher)
         per_doc = max(1, int(np.ceil(n / max(vectors.documents, 1))))
@@ -231,14 +237,17 @@ class DenseRetriever(Stage):
             scores, rows = searcher.search(query_vectors[todo], depth)
             short = []
             for i, query in enumerate(todo.tolist()):
-                docs, best = max_pool(vectors.document_of(rows[i]), scores[i], self.k)
-                if len(docs) < self.k and depth < n:
+                docs, best = max_pool(vectors.document_of(rows[i]), scores[i], len(rows[i]))
+                if depth < n and (len(docs) < self.k or scores[i][-1] >= best[self.k - 1]):
                     short.append(query)
-                else:
-                    out[query] = (docs, best)
+                    continue
+                if len(best) > self.k:
+                    keep = best >= best[self.k - 1]  # the top k and any tied with the k-th
+                    docs, best = docs[keep], best[keep]
+                out[query] = (docs, best)
             if short:
                 logger.debug(
-                    "%d queries have fewer than %d documents in %d passages", len(short), self.k, depth
+                    "%d queries need more than %d passages for %d documents", len(short), depth, self.k
                 )
                 depth *= 4
             todo = np.array(short, dtype=np.int64)
@@ -281,7 +290,8 @@ class DenseRetriever(Stage):
                 bar.update(len(found))
         finally:
             bar.close()
-        return sort_run(pd.concat(parts, ignore_index=True))[columns]
+        run = sort_run(pd.concat(parts, ignore_index=True))
+        return run[run[RANK] <= self.k].reset_index(drop=True)[columns]
 
 
 def max_pool(documents: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
