@@ -123,3 +123,29 @@ def test_dense_search_needs_vectors(
     collection = {"index": index, "topics": tmp_path / "topics.tsv"}
     assert search(collection, tiny_bi_encoder_path, tmp_path / "run.txt", "--dense") == 2
     assert "has no passage vectors" in caplog.text and "evirank embed" in caplog.text
+
+
+def test_rerank_retrieves_hybrid_candidates_itself(
+    collection: dict[str, Path], tiny_bi_encoder_path: Path, tmp_path: Path
+) -> None:
+    hybrid = tmp_path / "hybrid.txt"
+    assert search(collection, tiny_bi_encoder_path, hybrid, "--fuse", "interp:0.3") == 0
+    args = ["-q", "rerank", "--index", str(collection["index"]), "--topics", str(collection["topics"])]
+    args += ["--scorer", "bi", "--model", str(tiny_bi_encoder_path), "--device", "cpu", "--k", "4"]
+    args += ["--segment", "sentences:prepend", "--depth", "4", "--aggregate", "maxp"]
+    out = tmp_path / "reranked.txt"
+    assert main([*args, "--first-stage", "interp:0.3", "--output", str(out)]) == 0
+    record = json.loads((tmp_path / "reranked.txt.json").read_text())
+    assert record["first_stage"]["first_stage"] == "interp:0.3"
+    by_query = read_run(out).groupby("qid")["docno"].apply(set).to_dict()
+    assert by_query == read_run(hybrid).groupby("qid")["docno"].apply(set).to_dict()
+    # the same with the run given: the same re-ranked run
+    again = tmp_path / "again.txt"
+    assert main([*args, "--run", str(hybrid), "--output", str(again)]) == 0
+    assert (
+        read_run(again)[["qid", "docno"]].values.tolist() == read_run(out)[["qid", "docno"]].values.tolist()
+    )
+    assert main([*args, "--first-stage", "best", "--output", str(tmp_path / "x.txt")]) == 2
+    assert (
+        main([*args, "--first-stage", "rrf", "--run", str(hybrid), "--output", str(tmp_path / "x.txt")]) == 2
+    )

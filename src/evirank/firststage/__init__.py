@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+from evirank.firststage.build import build_first_stage, parse_first_stage
 from evirank.firststage.dense import DenseRetriever, ExactSearcher, PassageSearcher, max_pool
 from evirank.firststage.fusion import RRF_K, Fusion, Hybrid, fusion_table, interpolate, rrf
 
@@ -27,8 +28,10 @@ __all__ = [
     "Fusion",
     "Hybrid",
     "PassageSearcher",
+    "build_first_stage",
     "fusion_table",
     "interpolate",
     "max_pool",
+    "parse_first_stage",
     "rrf",
 ]
