@@ -20,7 +20,8 @@ candidate tweets of a query-likelihood run, again a pool, not the full Tweets201
 ``--segment``), and ``evirank tune`` chooses MaxP's and Birch's (birch:3) weights by the same
 5-fold cross-validation on nDCG@10. The interpolated hybrid's weight and the re-ranker's weights
 are chosen on the same folds (``k_folds`` over the same queries and seed), so no test query of a
-fold enters any of its choices.
+fold enters any of its choices. Each cell has the paired t-test's p against BM25's candidates at the
+same depth (two-sided, uncorrected).
 
 Build the indexes first (the embedding takes minutes to an hour on a small CPU):
 
@@ -39,7 +40,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
 import logging
 import shutil
 import sys
@@ -58,6 +58,7 @@ logger = logging.getLogger("benchmarks.first_stage_quality")
 
 MEASURES = ("R@100", "R@1000", "nDCG@10")
 GRID = "alpha=0:1:0.05"
+AGGREGATES = ("maxp", "birch:3")
 
 
 @dataclass(frozen=True)
@@ -182,8 +183,14 @@ def pipeline(index: Path, args: argparse.Namespace, work: Path, data: Path) -> s
         "RRF(BM25, dense)": work / "scifact.rrf-bm25-dense.txt",
         "interp(BM25, dense), CV": work / "scifact.BM25.interp.txt",
     }
+    from evirank.evaluate import compare
+    from evirank.io import read_qrels, read_run
+
+    qrels = read_qrels(collection.qrels)
     rows = []
     for depth in args.depths:
+        tuned_runs: dict[tuple[str, str], pd.DataFrame] = {}
+        cells_of: dict[str, list[str]] = {}
         for name, run in candidates.items():
             out = work / f"rerank.{_slug(name)}.{depth}.txt"
             passages = work / f"rerank.{_slug(name)}.{depth}.parquet"
@@ -193,9 +200,8 @@ def pipeline(index: Path, args: argparse.Namespace, work: Path, data: Path) -> s
             rerank += ["--aggregate", "maxp", "--device", args.device, "--no-scores"]
             if main([*rerank, "--output", str(out), "--save-passages", str(passages), "--overwrite"]) != 0:
                 raise SystemExit(f"evirank rerank failed on {name} at depth {depth}")
-            rerank_s = time.perf_counter() - started
-            cells = [name, str(depth), f"{rerank_s:.0f}"]
-            for aggregate in ("maxp", "birch:3"):
+            cells_of[name] = [name, str(depth), f"{time.perf_counter() - started:.0f}"]
+            for aggregate in AGGREGATES:
                 tuned = work / f"tune.{_slug(name)}.{depth}.{aggregate.replace(':', '')}"
                 tune = ["-q", "tune", "--passages", str(passages), "--run", str(run), "--depth", str(depth)]
                 tune += ["--qrels", collection.qrels, "--aggregate", aggregate, "--metric", "nDCG@10"]
@@ -204,9 +210,17 @@ def pipeline(index: Path, args: argparse.Namespace, work: Path, data: Path) -> s
                     status = main([*tune, "--output", str(tuned), "--overwrite"])
                 if status != 0:
                     raise SystemExit(f"evirank tune failed on {name} at depth {depth}")
-                record = json.loads((tuned / "tune.json").read_text(encoding="utf-8"))
-                cells.append(f"{record['evaluation']['means']['nDCG@10']:.4f}")
-            rows.append(cells)
+                tuned_runs[(name, aggregate)] = read_run(tuned / "run.txt")
+        for aggregate in AGGREGATES:
+            runs = {name: tuned_runs[(name, aggregate)] for name in candidates}
+            comparison = compare(runs, qrels, ["nDCG@10"], baseline="BM25", correction="none")
+            p_of = {}
+            if comparison.significance is not None:
+                p_of = dict(zip(comparison.significance["run"], comparison.significance["p"], strict=True))
+            for name in candidates:
+                value = f"{comparison.means.loc[name, 'nDCG@10']:.4f}"
+                cells_of[name].append(value + (f" (p {p_of[name]:.3f})" if name in p_of else ""))
+        rows.extend(cells_of.values())
     return markdown.table(
         ["candidates", "depth", "rerank s", "bi MaxP nDCG@10 (CV)", "bi birch:3 nDCG@10 (CV)"], rows
     )
