@@ -13,6 +13,12 @@ Example (Birch's recipe: Microblog 2011-12, validated on 2013)::
         --epochs 1 --max-length 96
 
 Sequential transfer (Microblog, then SciFact): ``--init models/minilm-mb``.
+
+Hard negatives mined from the bi-encoder's ranking over an index's stored passage vectors:
+``--hard-negatives vectors:indexes/scifact``. A recipe search, every run validated on the same
+held-out queries, the best named (``--output`` is then the sweep folder; rerun to resume)::
+
+    $ evirank train --output sweeps/scifact ... --sweep lr=2e-5,4e-5 negatives=given,vectors:indexes/scifact
 """
 
 from __future__ import annotations
@@ -20,15 +26,20 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from pathlib import Path
+from typing import Any
 
 from evirank.cli import DefaultsHelpFormatter
 from evirank.cli._training import (
+    TrainingData,
     add_data_arguments,
     add_optimisation_arguments,
     build_data,
+    hard_negatives_of,
     optimisation_config,
     set_threads,
 )
+from evirank.errors import UsageError
 from evirank.train.config import TrainConfig
 
 logger = logging.getLogger(__name__)
@@ -81,16 +92,40 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     add_data_arguments(parser)
     add_optimisation_arguments(parser, TrainConfig())
+    parser.add_argument(
+        "--sweep",
+        nargs="+",
+        metavar="AXIS=V1,V2",
+        default=None,
+        help="a recipe search over the grid of these axes: lr, epochs, group, batch, negatives (given: "
+        "the data flags' runs, or a --hard-negatives source); --output is then the sweep folder with "
+        "one model per point, every run validated on the same held-out queries, the results table "
+        "(sweep.md, sweep.tsv, evirank-sweep.json) and the best run named; rerunning the same "
+        "command resumes it",
+    )
     return parser
 
 
-def run(args: argparse.Namespace) -> int:
-    """Build the examples, train, and print the result as JSON on stdout."""
-    from evirank.train.trainer import check_train_output, train_cross_encoder
+# Flags that may change between a sweep and its continuation (where and how fast it runs).
+_SWEEP_FREE = {
+    "output",
+    "overwrite",
+    "resume",
+    "threads",
+    "device",
+    "eval_batch_size",
+    "keep_checkpoints",
+    "examples_out",
+    "verbose",
+    "quiet",
+    "command",
+    "_run",
+    "sweep",
+}
 
-    check_train_output(args.output, overwrite=args.overwrite, resume=args.resume)  # before any work
-    set_threads(args)
-    config = optimisation_config(
+
+def _optimisation(args: argparse.Namespace) -> TrainConfig:
+    return optimisation_config(
         args,
         model=args.model,
         init=args.init,
@@ -99,6 +134,57 @@ def run(args: argparse.Namespace) -> int:
         group_size=args.group_size,
         negatives_from=args.negatives_from,
     )
+
+
+def run_sweep_command(args: argparse.Namespace) -> int:
+    """``--sweep``: train every point of the grid, print the table and the best run."""
+    from evirank.train.sweep import parse_sweep, run_sweep
+    from evirank.train.trainer import train_cross_encoder
+
+    axes = parse_sweep(args.sweep)
+    if "negatives" in axes and args.hard_negatives:
+        raise UsageError("give the negatives either by --hard-negatives or as the sweep axis negatives=...")
+    has_validation = any(getattr(args, f"val_{k}") for k in ("short_texts", "documents", "evidence", "pairs"))
+    if not has_validation and args.validation_fraction <= 0:
+        raise UsageError(
+            "a sweep compares its runs on validation queries: give --val-* data or --validation-fraction"
+        )
+    if args.examples_out:
+        raise UsageError("--examples-out writes one run's examples; it does not combine with --sweep")
+    set_threads(args)
+    base = _optimisation(args)
+    data = TrainingData(args)
+    examples: dict[str | None, Any] = {}
+    identity = {"flags": {k: v for k, v in sorted(vars(args).items()) if k not in _SWEEP_FREE}}
+
+    def train_one(point: Any, config: TrainConfig, folder: Path) -> Any:
+        source = point.negatives if "negatives" in axes else args.hard_negatives
+        if source not in examples:
+            examples[source] = data.examples(hard_negatives_of(args, source) if source else None)
+        train, validation, provenance = examples[source]
+        provenance = {
+            **provenance,
+            "sweep": {"folder": str(args.output), "run": point.name, "values": point.values},
+        }
+        return train_cross_encoder(
+            train, config, folder, validation=validation, resume=True, provenance=provenance
+        )
+
+    result = run_sweep(args.output, axes, base, train_one, identity=identity, overwrite=args.overwrite)
+    print(result.table, end="")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the examples, train, and print the result as JSON on stdout."""
+    from evirank.train.trainer import check_train_output, train_cross_encoder
+
+    if args.sweep:
+        return run_sweep_command(args)
+    check_train_output(args.output, overwrite=args.overwrite, resume=args.resume)  # before any work
+    set_threads(args)
+    config = _optimisation(args)
+    hard_negatives_of(args)  # bad mining flags fail before the data is read
     train, validation, provenance = build_data(args)
     result = train_cross_encoder(
         train,
