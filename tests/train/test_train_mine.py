@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from train_helpers import toy_collection
 
 from evirank.cli._training import add_data_arguments, build_data
 from evirank.errors import UsageError
@@ -87,32 +87,6 @@ def test_dense_ranking_ranks_documents_by_their_best_stored_passage(
 
 
 # --- the data flags ----------------------------------------------------------------------
-def toy_collection(folder: Path) -> dict[str, Path]:
-    """8 queries, 10 documents each (d0 relevant), a 'given' run and a 'mined' run in reverse order."""
-    corpus, topics, qrels, given, mined = [], [], [], [], []
-    for q in range(1, 9):
-        topics.append(f"{q}\tapple fruit {q}\n")
-        qrels.append(f"{q} 0 q{q}-d0 1\n")
-        for d in range(10):
-            corpus.append(
-                json.dumps({"_id": f"q{q}-d{d}", "title": "", "text": f"the fruit {d} is good"}) + "\n"
-            )
-            given.append(f"{q} Q0 q{q}-d{d} {d + 1} {10 - d} given\n")
-            mined.append(f"{q} Q0 q{q}-d{9 - d} {d + 1} {10 - d} mined\n")
-    paths = {"topics": "topics.tsv", "qrels": "qrels.txt", "given": "given.txt", "mined": "mined.txt"}
-    out = {k: folder / v for k, v in paths.items()}
-    out["corpus"] = folder / "corpus.jsonl"
-    for key, lines in (
-        ("topics", topics),
-        ("qrels", qrels),
-        ("given", given),
-        ("mined", mined),
-        ("corpus", corpus),
-    ):
-        out[key].write_text("".join(lines))
-    return out
-
-
 def data_args(files: dict[str, Path], *more: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     add_data_arguments(parser)
