@@ -286,7 +286,8 @@ class HardNegatives:
     pick: Pick = "top"
     seed: int = 42
     device: str | None = None
-    _rankings: dict[tuple[str, ...], pd.DataFrame] = field(default_factory=dict, repr=False)
+    _rankings: list[pd.DataFrame] = field(default_factory=list, repr=False)
+    _ranked_qids: set[str] = field(default_factory=set, repr=False)
     _described: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def options(self) -> dict[str, Any]:
@@ -301,10 +302,16 @@ class HardNegatives:
         }
 
     def ranking(self, queries: Mapping[str, str]) -> pd.DataFrame:
-        """The source's ranking of ``queries`` (qid -> text), top ``depth``; cached."""
-        key = tuple(sorted(queries))
-        if key in self._rankings:
-            return self._rankings[key]
+        """The source's ranking of ``queries`` (qid -> text); queries ranked before are not ranked again."""
+        wanted = {str(q) for q in queries}
+        todo = {q: t for q, t in queries.items() if str(q) not in self._ranked_qids}
+        if todo:
+            self._rankings.append(self._rank(todo))
+            self._ranked_qids |= {str(q) for q in todo}
+        run = pd.concat(self._rankings, ignore_index=True) if self._rankings else make_run([])
+        return run[run[QID].isin(wanted)].reset_index(drop=True)
+
+    def _rank(self, queries: Mapping[str, str]) -> pd.DataFrame:
         if self.source.kind == "run":
             from evirank.io import read_run
 
@@ -319,19 +326,18 @@ class HardNegatives:
                     len(queries),
                 )
             self._described = {"kind": "run", "file": self.source.path, "tag": run.attrs.get("tag")}
-        else:
-            vectors = open_vectors(self.source.path)
-            logger.info("ranking %d queries by %s", len(queries), vectors)
-            run = dense_ranking(vectors, queries, self.depth, device=self.device)
-            self._described = {
-                "kind": "vectors",
-                "folder": str(vectors.path),
-                "fingerprint": vectors.identity.fingerprint,
-                "model": vectors.identity.model,
-                "segment": vectors.identity.segment,
-                "aggregation": "maxp",
-            }
-        self._rankings[key] = run
+            return run[[QID, DOCNO, SCORE, RANK]]
+        vectors = open_vectors(self.source.path)
+        logger.info("ranking %d queries by %s", len(queries), vectors)
+        run = dense_ranking(vectors, queries, self.depth, device=self.device)
+        self._described = {
+            "kind": "vectors",
+            "folder": str(vectors.path),
+            "fingerprint": vectors.identity.fingerprint,
+            "model": vectors.identity.model,
+            "segment": vectors.identity.segment,
+            "aggregation": "maxp",
+        }
         return run
 
     def mine(
