@@ -12,7 +12,7 @@ from train_helpers import toy_collection, toy_examples
 from evirank.cli import main
 from evirank.errors import UsageError
 from evirank.train import write_examples
-from evirank.train.sweep import SWEEP_JSON, parse_sweep, plan_sweep
+from evirank.train.sweep import SWEEP_JSON, plan_sweep, sweep_axes
 from evirank.train.trainer import TRAIN_JSON
 
 pytest.importorskip("torch")
@@ -25,7 +25,7 @@ def pairs(tmp_path: Path) -> Path:
     return write_examples(toy_examples(n_queries=8, per_query=12), tmp_path / "pairs.jsonl")
 
 
-def command(model: Path, pairs: Path, out: Path, *sweep: str) -> list[str]:
+def command(model: Path, pairs: Path, out: Path, *lrs: str) -> list[str]:
     return [
         "-q",
         "train",
@@ -36,13 +36,14 @@ def command(model: Path, pairs: Path, out: Path, *sweep: str) -> list[str]:
         "--pairs",
         str(pairs),
         *QUICK,
-        "--sweep",
-        *sweep,
+        "--sweep-lr",
+        *lrs,
     ]
 
 
 def test_the_grid_is_the_product_of_the_axes_in_a_fixed_order() -> None:
-    axes = parse_sweep(["lr=1e-3,5e-3", "epochs=1,2", "negatives=given,run:mined.txt"])
+    axes = sweep_axes({"negatives": ["given", "run:mined.txt"], "epochs": [1, 2], "lr": [1e-3, 5e-3]})
+    assert list(axes) == ["lr", "epochs", "negatives"]
     names = [p.name for p in plan_sweep(axes)]
     assert (
         len(names) == 8
@@ -51,21 +52,21 @@ def test_the_grid_is_the_product_of_the_axes_in_a_fixed_order() -> None:
     )
     assert plan_sweep(axes)[-1].negatives == "run:mined.txt" and plan_sweep(axes)[0].negatives is None
     for bad, message in (
-        ("speed=1", "AXIS one of"),
-        ("lr=", "an empty value"),
-        ("lr=fast", "not a float"),
-        ("epochs=1,1", "given twice"),
-        ("negatives=model:x", "run:FILE"),
+        ({"speed": [1]}, "unknown sweep axes"),
+        ({"lr": None}, "at least one axis"),
+        ({"lr": [0.0]}, "must be positive"),
+        ({"epochs": [1, 1]}, "given twice"),
+        ({"negatives": ["model:x"]}, "run:FILE"),
     ):
         with pytest.raises(UsageError, match=message):
-            parse_sweep([bad])
+            sweep_axes(bad)
 
 
 def test_a_sweep_writes_the_table_and_names_the_best_run_by_the_validation_measure(
     tiny_encoder: Path, pairs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "sweep"
-    assert main(command(tiny_encoder, pairs, out, "lr=1e-4,5e-3")) == 0
+    assert main(command(tiny_encoder, pairs, out, "1e-4", "5e-3")) == 0
     printed = capsys.readouterr().out
     record = json.loads((out / SWEEP_JSON).read_text())
     runs = record["runs"]
@@ -91,7 +92,7 @@ def test_an_interrupted_sweep_skips_finished_runs_and_resumes_the_unfinished_one
     from evirank.train import trainer
 
     reference = tmp_path / "reference"
-    assert main(command(tiny_encoder, pairs, reference, "lr=1e-3,5e-3")) == 0
+    assert main(command(tiny_encoder, pairs, reference, "1e-3", "5e-3")) == 0
     out = tmp_path / "sweep"
     real = trainer.train_cross_encoder
 
@@ -105,7 +106,7 @@ def test_an_interrupted_sweep_skips_finished_runs_and_resumes_the_unfinished_one
         return real(*args, **kwargs, step_callback=stop)
 
     monkeypatch.setattr(trainer, "train_cross_encoder", interrupted)
-    assert main(command(tiny_encoder, pairs, out, "lr=1e-3,5e-3")) == 130
+    assert main(command(tiny_encoder, pairs, out, "1e-3", "5e-3")) == 130
     assert (out / "runs" / "01-lr0.001" / TRAIN_JSON).is_file()
     assert not (out / "runs" / "02-lr0.005" / TRAIN_JSON).exists()
     assert (out / "runs" / "02-lr0.005" / "checkpoint" / "last").is_dir()
@@ -117,7 +118,7 @@ def test_an_interrupted_sweep_skips_finished_runs_and_resumes_the_unfinished_one
         return real(*args, **kwargs, step_callback=lambda step: steps.append((name, step)))
 
     monkeypatch.setattr(trainer, "train_cross_encoder", watched)
-    assert main(command(tiny_encoder, pairs, out, "lr=1e-3,5e-3")) == 0
+    assert main(command(tiny_encoder, pairs, out, "1e-3", "5e-3")) == 0
     assert (out / "runs" / "01-lr0.001" / TRAIN_JSON).stat().st_mtime_ns == first  # not trained again
     assert steps[0] == ("02-lr0.005", 3)  # resumed after the checkpoint of step 2
     assert {name for name, _ in steps} == {"02-lr0.005"}
@@ -134,19 +135,19 @@ def test_another_sweep_is_not_mixed_into_an_existing_folder_without_overwrite(
     tiny_encoder: Path, pairs: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     out = tmp_path / "sweep"
-    assert main(command(tiny_encoder, pairs, out, "lr=5e-3")) == 0
+    assert main(command(tiny_encoder, pairs, out, "5e-3")) == 0
     before = (out / SWEEP_JSON).read_text()
-    assert main(command(tiny_encoder, pairs, out, "lr=5e-3,1e-3")) == 2
+    assert main(command(tiny_encoder, pairs, out, "5e-3", "1e-3")) == 2
     assert "holds another sweep (differing: axes)" in caplog.text
     assert (out / SWEEP_JSON).read_text() == before
-    assert main([*command(tiny_encoder, pairs, out, "lr=5e-3"), "--max-length", "24"]) == 2
+    assert main([*command(tiny_encoder, pairs, out, "5e-3"), "--max-length", "24"]) == 2
     assert "differing: config, flags" in caplog.text
-    assert main([*command(tiny_encoder, pairs, out, "lr=5e-3,1e-3"), "--overwrite"]) == 0
+    assert main([*command(tiny_encoder, pairs, out, "5e-3", "1e-3"), "--overwrite"]) == 0
     assert list(json.loads((out / SWEEP_JSON).read_text())["runs"]) == ["01-lr0.005", "02-lr0.001"]
     model = tmp_path / "model"
     model.mkdir()
     (model / "notes.txt").write_text("mine")
-    assert main([*command(tiny_encoder, pairs, model, "lr=5e-3"), "--overwrite"]) == 2
+    assert main([*command(tiny_encoder, pairs, model, "5e-3"), "--overwrite"]) == 2
     assert (model / "notes.txt").read_text() == "mine"
 
 
@@ -158,7 +159,7 @@ def test_a_sweep_over_the_negatives_source_mines_for_training_and_validates_alik
     documents = [str(files[k]) for k in ("topics", "qrels", "given", "corpus")]
     args = ["-q", "train", "--model", str(tiny_encoder), "--output", str(out), "--documents", *documents]
     args += [*QUICK, "--negatives-per-query", "3", "--loss", "listwise", "--batch-size", "2"]
-    args += ["--sweep", "group=2,4", f"negatives=given,run:{files['mined']}"]
+    args += ["--sweep-group", "2", "4", "--sweep-negatives", "given", f"run:{files['mined']}"]
     assert main(args) == 0
     assert "neg1" in capsys.readouterr().out
     record = json.loads((out / SWEEP_JSON).read_text())
@@ -171,3 +172,15 @@ def test_a_sweep_over_the_negatives_source_mines_for_training_and_validates_alik
     assert all(docs == [f"q{q}-d9", f"q{q}-d8", f"q{q}-d7"] for q, docs in chosen.items())
     assert given["validation"] == mined["validation"]  # the same validation examples
     assert metas["04-group4-neg1"]["config"]["group_size"] == 4
+
+
+def test_a_sweep_without_validation_or_with_two_negatives_settings_is_refused(
+    tiny_encoder: Path, pairs: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    out = tmp_path / "sweep"
+    assert main([*command(tiny_encoder, pairs, out, "5e-3"), "--validation-fraction", "0"]) == 2
+    assert "compares its runs on validation queries" in caplog.text
+    both = [*command(tiny_encoder, pairs, out, "5e-3"), "--hard-negatives", "run:x.txt"]
+    assert main([*both, "--sweep-negatives", "given", "run:y.txt"]) == 2
+    assert "either by --hard-negatives or by --sweep-negatives" in caplog.text
+    assert not out.exists()

@@ -18,7 +18,8 @@ Hard negatives mined from the bi-encoder's ranking over an index's stored passag
 ``--hard-negatives vectors:indexes/scifact``. A recipe search, every run validated on the same
 held-out queries, the best named (``--output`` is then the sweep folder; rerun to resume)::
 
-    $ evirank train --output sweeps/scifact ... --sweep lr=2e-5,4e-5 negatives=given,vectors:indexes/scifact
+    $ evirank train --output sweeps/scifact ... --sweep-lr 2e-5 4e-5 \\
+        --sweep-negatives given vectors:indexes/scifact
 """
 
 from __future__ import annotations
@@ -92,18 +93,30 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     add_data_arguments(parser)
     add_optimisation_arguments(parser, TrainConfig())
-    parser.add_argument(
-        "--sweep",
+    sweep = parser.add_argument_group(
+        "recipe search",
+        "Any --sweep-* flag trains one model per point of the grid of the given axes (the other "
+        "flags as given) into --output/runs/, every run validated on the same held-out queries; "
+        "the table goes to sweep.md, sweep.tsv and evirank-sweep.json, and the best run by the "
+        "first --measures is named. Rerunning the same command resumes an interrupted sweep.",
+    )
+    sweep.add_argument("--sweep-lr", type=float, nargs="+", metavar="LR", help="learning rates")
+    sweep.add_argument("--sweep-epochs", type=int, nargs="+", metavar="N", help="epochs")
+    sweep.add_argument("--sweep-group", type=int, nargs="+", metavar="N", help="listwise group sizes")
+    sweep.add_argument("--sweep-batch", type=int, nargs="+", metavar="N", help="batch sizes")
+    sweep.add_argument(
+        "--sweep-negatives",
         nargs="+",
-        metavar="AXIS=V1,V2",
-        default=None,
-        help="a recipe search over the grid of these axes: lr, epochs, group, batch, negatives (given: "
-        "the data flags' runs, or a --hard-negatives source); --output is then the sweep folder with "
-        "one model per point, every run validated on the same held-out queries, the results table "
-        "(sweep.md, sweep.tsv, evirank-sweep.json) and the best run named; rerunning the same "
-        "command resumes it",
+        metavar="SOURCE",
+        help="negatives sources: given (the data flags' runs) or a --hard-negatives source",
     )
     return parser
+
+
+def _swept(args: argparse.Namespace) -> dict[str, Any]:
+    from evirank.train.sweep import AXES
+
+    return {axis: getattr(args, f"sweep_{axis}", None) for axis in AXES}
 
 
 # Flags that may change between a sweep and its continuation (where and how fast it runs).
@@ -120,7 +133,6 @@ _SWEEP_FREE = {
     "quiet",
     "command",
     "_run",
-    "sweep",
 }
 
 
@@ -138,12 +150,12 @@ def _optimisation(args: argparse.Namespace) -> TrainConfig:
 
 def run_sweep_command(args: argparse.Namespace) -> int:
     """``--sweep``: train every point of the grid, print the table and the best run."""
-    from evirank.train.sweep import parse_sweep, run_sweep
+    from evirank.train.sweep import run_sweep, sweep_axes
     from evirank.train.trainer import train_cross_encoder
 
-    axes = parse_sweep(args.sweep)
+    axes = sweep_axes(_swept(args))
     if "negatives" in axes and args.hard_negatives:
-        raise UsageError("give the negatives either by --hard-negatives or as the sweep axis negatives=...")
+        raise UsageError("give the negatives either by --hard-negatives or by --sweep-negatives")
     has_validation = any(getattr(args, f"val_{k}") for k in ("short_texts", "documents", "evidence", "pairs"))
     if not has_validation and args.validation_fraction <= 0:
         raise UsageError(
@@ -155,7 +167,10 @@ def run_sweep_command(args: argparse.Namespace) -> int:
     base = _optimisation(args)
     data = TrainingData(args)
     examples: dict[str | None, Any] = {}
-    identity = {"flags": {k: v for k, v in sorted(vars(args).items()) if k not in _SWEEP_FREE}}
+    flags = {
+        k: v for k, v in sorted(vars(args).items()) if k not in _SWEEP_FREE and not k.startswith("sweep")
+    }
+    identity = {"flags": flags}  # the axes are compared as such
 
     def train_one(point: Any, config: TrainConfig, folder: Path) -> Any:
         source = point.negatives if "negatives" in axes else args.hard_negatives
@@ -179,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
     """Build the examples, train, and print the result as JSON on stdout."""
     from evirank.train.trainer import check_train_output, train_cross_encoder
 
-    if args.sweep:
+    if any(_swept(args).values()):
         return run_sweep_command(args)
     check_train_output(args.output, overwrite=args.overwrite, resume=args.resume)  # before any work
     set_threads(args)

@@ -17,7 +17,7 @@ unfinished one from its last checkpoint. A different sweep (other axes, data or 
 refused in an existing folder unless ``overwrite``, which replaces the whole folder.
 
 Example:
-    >>> axes = parse_sweep(["lr=2e-5,4e-5", "group=8"])
+    >>> axes = sweep_axes({"lr": [2e-5, 4e-5], "group": [8]})
     >>> [p.name for p in plan_sweep(axes)]
     ['01-lr2e-05-group8', '02-lr4e-05-group8']
 """
@@ -73,37 +73,32 @@ class SweepMismatchError(OutputExistsError):
         )
 
 
-def parse_sweep(items: Sequence[str]) -> dict[str, list[Any]]:
-    """``["lr=2e-5,4e-5", "negatives=given,vectors:idx"]`` -> ``{axis: values}``, in the given order.
+def sweep_axes(given: Mapping[str, Sequence[Any] | None]) -> dict[str, list[Any]]:
+    """The axes of a sweep from ``{axis: values}`` (None or empty: not swept), checked, in :data:`AXES` order.
 
     Raises:
-        UsageError: an unknown axis, an axis given twice, no value, a repeated or malformed value.
+        UsageError: an unknown axis, no axis at all, a repeated value, a number that is not
+            positive, or a negatives source that is neither ``given`` nor a valid source.
 
     Example:
-        >>> parse_sweep(["epochs=1,2", "negatives=given,run:x.txt"])
+        >>> sweep_axes({"negatives": ["given", "run:x.txt"], "epochs": [1, 2], "lr": None})
         {'epochs': [1, 2], 'negatives': ['given', 'run:x.txt']}
     """
+    unknown = sorted(set(given) - set(AXES))
+    if unknown:
+        raise UsageError(f"unknown sweep axes {unknown}: the axes are {', '.join(AXES)}")
     axes: dict[str, list[Any]] = {}
-    for item in items:
-        name, sep, text = item.partition("=")
-        name = name.strip()
-        if not sep or name not in AXES:
-            raise UsageError(f"--sweep {item!r}: expected AXIS=V1,V2,... with AXIS one of {', '.join(AXES)}")
-        if name in axes:
-            raise UsageError(f"--sweep: the axis {name!r} is given twice")
-        kind = AXES[name][1]
+    for name, (_, kind) in AXES.items():
+        raw = given.get(name)
+        if not raw:
+            continue
         values: list[Any] = []
-        for raw in (v.strip() for v in text.split(",")):
-            if not raw:
-                raise UsageError(f"--sweep {item!r}: an empty value")
-            try:
-                value = kind(raw)
-            except ValueError:
-                raise UsageError(f"--sweep {item!r}: {raw!r} is not a {kind.__name__}") from None
+        for value in raw:
+            value = kind(value)
             if kind is not str and (not math.isfinite(value) or value <= 0):
-                raise UsageError(f"--sweep {item!r}: {raw!r} must be positive")
+                raise UsageError(f"--sweep-{name}: {value!r} must be positive")
             if value in values:
-                raise UsageError(f"--sweep {item!r}: {raw!r} is given twice")
+                raise UsageError(f"--sweep-{name}: {value!r} is given twice")
             values.append(value)
         if name == "negatives":
             from evirank.train.mine import NegativeSource
@@ -113,7 +108,7 @@ def parse_sweep(items: Sequence[str]) -> dict[str, list[Any]]:
                     NegativeSource.parse(value)  # fails early on a bad source
         axes[name] = values
     if not axes:
-        raise UsageError("--sweep needs at least one AXIS=V1,V2,...")
+        raise UsageError(f"a sweep needs at least one axis ({', '.join(f'--sweep-{a}' for a in AXES)})")
     return axes
 
 
@@ -122,7 +117,7 @@ class SweepPoint:
     """One run of a sweep: its folder name and its value on every axis.
 
     Example:
-        >>> point = plan_sweep({"lr": [4e-5], "negatives": ["given"]})[0]
+        >>> point = plan_sweep(sweep_axes({"lr": [4e-5], "negatives": ["given"]}))[0]
         >>> point.config(TrainConfig()).learning_rate, point.negatives
         (4e-05, None)
     """
@@ -271,7 +266,7 @@ def run_sweep(
 
     Args:
         folder: the sweep folder.
-        axes: from :func:`parse_sweep`.
+        axes: from :func:`sweep_axes`.
         base: the configuration the points vary.
         train_one: ``(point, config, run_folder) -> TrainResult``; it must resume an unfinished
             ``run_folder`` and return a finished one's result (``train_cross_encoder(...,
@@ -286,7 +281,7 @@ def run_sweep(
     out = Path(folder)
     points = plan_sweep(axes)
     if "group" in axes and base.loss != "listwise":
-        raise UsageError("--sweep group=... needs --loss listwise (the group size is the listwise group's)")
+        raise UsageError("--sweep-group needs --loss listwise (the group size is the listwise group's)")
     base_fields = {k: v for k, v in base.to_dict().items() if k not in ("device", "eval_batch_size")}
     full_identity = {"axes": dict(axes), "config": base_fields, **(identity or {})}
     record = open_sweep(out, full_identity, overwrite=overwrite)
