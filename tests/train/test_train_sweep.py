@@ -113,8 +113,11 @@ def test_an_interrupted_sweep_skips_finished_runs_and_resumes_the_unfinished_one
     first = (out / "runs" / "01-lr0.001" / TRAIN_JSON).stat().st_mtime_ns
     steps: list[tuple[str, int]] = []
 
+    called: list[str] = []
+
     def watched(*args: Any, **kwargs: Any) -> Any:
         name = Path(args[2]).name
+        called.append(name)
         return real(*args, **kwargs, step_callback=lambda step: steps.append((name, step)))
 
     monkeypatch.setattr(trainer, "train_cross_encoder", watched)
@@ -122,6 +125,7 @@ def test_an_interrupted_sweep_skips_finished_runs_and_resumes_the_unfinished_one
     assert (out / "runs" / "01-lr0.001" / TRAIN_JSON).stat().st_mtime_ns == first  # not trained again
     assert steps[0] == ("02-lr0.005", 3)  # resumed after the checkpoint of step 2
     assert {name for name, _ in steps} == {"02-lr0.005"}
+    assert called == ["02-lr0.005"]  # a finished run is read back, its data not even prepared
     for name in ("01-lr0.001", "02-lr0.005"):
         got = (out / "runs" / name / "model.safetensors").read_bytes()
         assert got == (reference / "runs" / name / "model.safetensors").read_bytes(), name

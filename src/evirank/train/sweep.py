@@ -40,6 +40,7 @@ from evirank.markdown import table
 from evirank.outputs import atomic_output, check_output
 from evirank.record import compact_json, plain, versions
 from evirank.train.config import TrainConfig
+from evirank.train.trainer import TRAIN_JSON, result_from_json
 
 logger = logging.getLogger(__name__)
 
@@ -296,7 +297,10 @@ def run_sweep(
         previous = record["runs"].get(point.name, {})
         state = "finished" if previous.get("complete") else "resumed" if run_folder.exists() else "new"
         logger.info("sweep run %d/%d %s (%s)", number, len(points), point.name, state)
-        result = train_one(point, point.config(base), run_folder)
+        if state == "finished" and (run_folder / TRAIN_JSON).is_file():
+            result = result_from_json(run_folder)  # no data to prepare for a finished run
+        else:
+            result = train_one(point, point.config(base), run_folder)
         if result.best is None:
             raise UsageError("a sweep compares runs by validation: give validation data or a fraction")
         record["runs"][point.name] = {
