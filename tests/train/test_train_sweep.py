@@ -76,7 +76,8 @@ def test_a_sweep_writes_the_table_and_names_the_best_run_by_the_validation_measu
     assert f"Best by validation AP: {record['best']}" in printed
     assert printed == (out / "sweep.md").read_text()
     tsv = (out / "sweep.tsv").read_text().splitlines()
-    assert tsv[0].split("\t")[:4] == ["run", "lr", "steps", "best step"] and len(tsv) == 3
+    assert tsv[0].split("\t") == ["run", "lr", "steps", "best step", "AP", "nDCG@10", "val loss", "minutes"]
+    assert len(tsv) == 3 and all(cell for line in tsv for cell in line.split("\t"))  # no empty cell
     validation = set()
     for name in runs:
         meta = json.loads((out / "runs" / name / TRAIN_JSON).read_text())

@@ -245,8 +245,8 @@ def _tables(rows: list[dict[str, Any]], axes: Sequence[str], measures: Sequence[
                 _cell(row.get("steps")),
                 _cell(row.get("best_step")),
                 *(_cell(best.get(m)) for m in measures),
-                _cell(best.get("loss")),
-                _cell(round(row["wall_time_s"] / 60, 1) if row.get("wall_time_s") is not None else None),
+                _cell(best.get("val_loss")),
+                f"{row['wall_time_s'] / 60:.1f}" if row.get("wall_time_s") is not None else "",
             ]
         )
     markdown = table(header, cells, align="l" * (1 + len(axes)) + "r" * (len(header) - 1 - len(axes)))
