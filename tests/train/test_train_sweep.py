@@ -188,4 +188,6 @@ def test_a_sweep_without_validation_or_with_two_negatives_settings_is_refused(
     both = [*command(tiny_encoder, pairs, out, "5e-3"), "--hard-negatives", "run:x.txt"]
     assert main([*both, "--sweep-negatives", "given", "run:y.txt"]) == 2
     assert "either by --hard-negatives or by --sweep-negatives" in caplog.text
+    assert main([*command(tiny_encoder, pairs, out, "5e-3"), "--negative-skip", "2"]) == 2
+    assert "apply to --hard-negatives" in caplog.text
     assert not out.exists()
