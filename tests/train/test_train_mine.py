@@ -11,7 +11,7 @@ import pytest
 from train_helpers import toy_collection
 
 from evirank.cli._training import add_data_arguments, build_data
-from evirank.errors import UsageError
+from evirank.errors import InputPathError, UsageError
 from evirank.frames import Document, make_run
 from evirank.train.mine import NegativeSource, dense_ranking, mine_negatives
 
@@ -147,7 +147,9 @@ def test_mining_flags_without_a_source_or_for_other_data_are_refused(tmp_path: P
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text("apple\tgood fruit\t1\napple\tbad fruit\t0\n")
     args = parser.parse_args(
-        ["--pairs", str(pairs), "--validation-fraction", "0", "--hard-negatives", "run:x"]
+        ["--pairs", str(pairs), "--validation-fraction", "0", "--hard-negatives", f"run:{files['given']}"]
     )
     with pytest.raises(UsageError, match="--documents and --evidence"):
         build_data(args)
+    with pytest.raises(InputPathError, match="expected a TREC run file, found nothing"):
+        build_data(data_args(files, "--hard-negatives", f"run:{tmp_path / 'nothing.txt'}"))

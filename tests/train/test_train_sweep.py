@@ -191,3 +191,19 @@ def test_a_sweep_without_validation_or_with_two_negatives_settings_is_refused(
     assert main([*command(tiny_encoder, pairs, out, "5e-3"), "--negative-skip", "2"]) == 2
     assert "apply to --hard-negatives" in caplog.text
     assert not out.exists()
+
+
+def test_mining_options_apply_to_the_mined_points_of_a_negatives_axis(
+    tiny_encoder: Path, tmp_path: Path
+) -> None:
+    files = toy_collection(tmp_path)
+    out = tmp_path / "sweep"
+    documents = [str(files[k]) for k in ("topics", "qrels", "given", "corpus")]
+    args = ["-q", "train", "--model", str(tiny_encoder), "--output", str(out), "--documents", *documents]
+    args += [*QUICK, "--negatives-per-query", "2", "--negative-skip", "1", "--max-steps", "1"]
+    assert main([*args, "--sweep-negatives", "given", f"run:{files['mined']}"]) == 0
+    meta = json.loads((out / "runs" / "02-neg1" / TRAIN_JSON).read_text())
+    chosen = meta["data"]["provenance"]["train_sources"][0]["hard_negatives"]["negatives_by_query"]
+    assert chosen["1"] == ["q1-d8", "q1-d7"]  # d9 skipped
+    assert main([*args, "--sweep-negatives", "given", f"run:{tmp_path / 'nothing.txt'}", "--overwrite"]) == 2
+    assert (out / SWEEP_JSON).is_file()  # refused before the folder was replaced

@@ -291,8 +291,10 @@ def hard_negatives_of(args: argparse.Namespace, source: str | None = None) -> Ha
             f"--negative-skip must be in [0, --negative-depth), found {args.negative_skip} "
             f"with depth {args.negative_depth}"
         )
+    source = NegativeSource.parse(spec)
+    source.check()
     return HardNegatives(
-        NegativeSource.parse(spec),
+        source,
         depth=args.negative_depth,
         skip=args.negative_skip,
         per_query=args.negatives_per_query or None,

@@ -150,14 +150,16 @@ def _optimisation(args: argparse.Namespace) -> TrainConfig:
 
 def run_sweep_command(args: argparse.Namespace) -> int:
     """The ``--sweep-*`` flags: train every point of the grid, print the table and the best run."""
-    from evirank.train.sweep import run_sweep, sweep_axes
+    from evirank.train.sweep import GIVEN, run_sweep, sweep_axes
     from evirank.train.trainer import train_cross_encoder
 
     axes = sweep_axes(_swept(args))
     if "negatives" in axes and args.hard_negatives:
         raise UsageError("give the negatives either by --hard-negatives or by --sweep-negatives")
-    if "negatives" not in axes:
-        hard_negatives_of(args)  # bad mining flags fail before any work
+    # bad mining flags and sources fail before any work
+    for source in axes.get("negatives", [args.hard_negatives]):
+        if source != GIVEN:
+            hard_negatives_of(args, source)
     has_validation = any(getattr(args, f"val_{k}") for k in ("short_texts", "documents", "evidence", "pairs"))
     if not has_validation and args.validation_fraction <= 0:
         raise UsageError(

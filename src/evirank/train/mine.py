@@ -48,7 +48,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from evirank.errors import UsageError
+from evirank.errors import InputPathError, UsageError
 from evirank.frames import DOCNO, QID, RANK, SCORE, make_run, natural_order, require_columns, sort_run
 
 logger = logging.getLogger(__name__)
@@ -92,6 +92,22 @@ class NegativeSource:
     def spec(self) -> str:
         """The source as given (``kind:path``)."""
         return f"{self.kind}:{self.path}"
+
+    def check(self) -> None:
+        """Raise :class:`~evirank.errors.InputPathError` unless the path exists as its kind needs.
+
+        Example:
+            >>> NegativeSource.parse("run:no/such/run.txt").check()
+            Traceback (most recent call last):
+            ...
+            evirank.errors.InputPathError: no/such/run.txt: expected a TREC run file, found nothing
+        """
+        path = Path(self.path)
+        if self.kind == "run" and not path.is_file():
+            raise InputPathError(path, "a TREC run file", "a folder" if path.is_dir() else "nothing")
+        if self.kind == "vectors" and not path.is_dir():
+            expected = "an index with passage vectors or a vector folder"
+            raise InputPathError(path, expected, "a file" if path.exists() else "nothing")
 
 
 def open_vectors(path: str | os.PathLike[str]) -> Any:
