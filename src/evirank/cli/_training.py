@@ -278,6 +278,7 @@ def hard_negatives_of(args: argparse.Namespace, source: str | None = None) -> Ha
 
     Raises:
         UsageError: a bad source, or mining options without a source.
+        InputPathError: the source's file or folder does not exist.
     """
     from evirank.train.mine import HardNegatives, NegativeSource
 
@@ -291,10 +292,10 @@ def hard_negatives_of(args: argparse.Namespace, source: str | None = None) -> Ha
             f"--negative-skip must be in [0, --negative-depth), found {args.negative_skip} "
             f"with depth {args.negative_depth}"
         )
-    source = NegativeSource.parse(spec)
-    source.check()
+    parsed = NegativeSource.parse(spec)
+    parsed.check()
     return HardNegatives(
-        source,
+        parsed,
         depth=args.negative_depth,
         skip=args.negative_skip,
         per_query=args.negatives_per_query or None,
