@@ -342,6 +342,14 @@ class Searcher:
             self.scorer(passage)
         return time.perf_counter() - began
 
+    def close(self) -> None:
+        """Release what the pieces hold (a piece with a ``close()`` method is closed; the service
+        calls this on shutdown)."""
+        for piece in (self.retrieve, self.segmenter, self.scorer, self.aggregator):
+            close = getattr(type(piece), "close", None)
+            if callable(close):
+                close(piece)
+
     def document(self, docno: str) -> Document:
         """The stored document ``docno``.
 
