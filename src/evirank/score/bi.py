@@ -34,6 +34,11 @@ DEFAULT_BI_ENCODER_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 _OFFLINE = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 
 
+#: Texts shorter than this (in tokens, special tokens included) are embedded one per model call by
+#: :meth:`BiEncoder.embed_exact`: on CPU, a batch of a few rows takes other kernels than many rows.
+EXACT_MIN_TOKENS = 8
+
+
 def default_bi_encoder() -> str:
     """The default bi-encoder, all-MiniLM-L6-v2: its offline copy, else its Hugging Face id.
 
@@ -280,8 +285,11 @@ class BiEncoder(TransformerScorer):
         """Unit float32 embeddings of ``texts``, each bitwise what embedding it alone gives.
 
         Texts are grouped by token length and each group runs unpadded (padding changes a vector's
-        last bits), so several queries share a model call without changing any answer. On CPU with
-        one torch thread the vectors equal those of embedding each text alone bit for bit.
+        last bits), so several queries share a model call without changing any answer; texts of
+        fewer than :data:`EXACT_MIN_TOKENS` tokens run one per call (the CPU's matrix kernels for a
+        few rows round differently from those for many). On CPU with one torch thread the vectors
+        then equal those of embedding each text alone bit for bit (``evirank serve`` checks this at
+        start-up and embeds each query alone where it does not hold).
 
         Example:
             >>> BiEncoder().embed_exact(["a cat", "a dog", "cats purr"]).shape  # doctest: +SKIP
@@ -290,11 +298,12 @@ class BiEncoder(TransformerScorer):
         self._prepare()
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        room = self.max_length_ - self.encoder_.single_template.n_special
-        lengths = [len(ids) for ids in self.encoder_.token_ids(texts, room)]
-        groups: dict[int, list[int]] = {}
+        n_special = self.encoder_.single_template.n_special
+        lengths = [len(ids) for ids in self.encoder_.token_ids(texts, self.max_length_ - n_special)]
+        groups: dict[int | tuple[int], list[int]] = {}
         for i, length in enumerate(lengths):
-            groups.setdefault(length, []).append(i)
+            alone = length + n_special < EXACT_MIN_TOKENS
+            groups.setdefault((i,) if alone else length, []).append(i)
         out: np.ndarray | None = None
         for rows in groups.values():
             vectors = self._compute_embeddings([texts[i] for i in rows], ScoringStats(), None)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -164,6 +165,7 @@ class BatchedQueries(Stage):
         self._model = threading.Lock()
         self._local = threading.local()
         self._last_stats: Any = None
+        self._checked = False
         self._batcher: MicroBatcher[str, Any] | None = None
         self._started = threading.Lock()
 
@@ -188,10 +190,24 @@ class BatchedQueries(Stage):
     def transform(self, frame: Any) -> Any:
         batcher = self._start()
 
-        def embed(texts: list[str]) -> Any:
-            return np.stack(batcher.submit(texts))
+        waited = [0.0]
 
-        scored, stats = self.scorer.score_by_lookup(frame, embed, self._embed_together)
+        def embed(texts: list[str]) -> Any:
+            began = time.perf_counter()
+            try:
+                return np.stack(batcher.submit(texts))
+            finally:
+                waited[0] += time.perf_counter() - began
+
+        def embed_together(texts: list[str]) -> Any:
+            began = time.perf_counter()
+            try:
+                return self._embed_together(texts)
+            finally:
+                waited[0] += time.perf_counter() - began
+
+        scored, stats = self.scorer.score_by_lookup(frame, embed, embed_together)
+        stats.model_s += waited[0]  # the model call, with the wait for its batch
         self._local.stats = self._last_stats = stats
         return scored
 
@@ -209,6 +225,9 @@ class BatchedQueries(Stage):
                     self.scorer._prepare()
                     self.scorer._load_backend()
                     self.scorer.passage_vectors()
+                if self.max_batch > 1 and not self._checked:
+                    self.check_exact()
+                    self._checked = True
                 self._batcher = MicroBatcher(
                     self._embed_batch,
                     max_batch=self.max_batch,
@@ -216,6 +235,39 @@ class BatchedQueries(Stage):
                     name="evirank-query-batcher",
                 )
             return self._batcher
+
+    def check_exact(self) -> bool:
+        """Whether this machine embeds a query bitwise the same in a batch as alone (probe texts of
+        8 to 40 tokens); when not, each query runs alone from then on (``max_batch`` 1).
+        """
+        words = [
+            "evidence",
+            "passage",
+            "query",
+            "ranking",
+            "vaccine",
+            "virus",
+            "cell",
+            "risk",
+            "study",
+            "dose",
+            "mat",
+            "cat",
+        ]
+        with self._model:
+            for n_words in (6, 10, 14, 20, 38):
+                base = (words * 4)[:n_words]  # rotations: the same tokens, so one length, one call
+                texts = [" ".join(base[k:] + base[:k]) for k in range(4)]
+                together = self.scorer.embed_exact(texts)
+                alone = np.stack([self.scorer.embed_exact([t])[0] for t in texts])
+                if not np.array_equal(together, alone):
+                    logger.warning(
+                        "query batching is off: on this machine a query's embedding in a batch differs "
+                        "in its last bits from its embedding alone (each query runs alone instead)"
+                    )
+                    self.max_batch = 1
+                    return False
+        return True
 
     def _embed_batch(self, texts: list[str]) -> list[Any]:
         with self._model:
