@@ -81,7 +81,17 @@ def server_command(args: argparse.Namespace, port: int) -> list[str]:
         "--index", args.index, "--port", str(port), "--host", "127.0.0.1",
         "--scorer", args.scorer, "--depth", str(args.depth), "--timeout", str(args.timeout),
     ]  # fmt: skip
-    flags = ("model", "aggregate", "scores", "vectors", "prune", "prune_by", "workers", "max_pending")
+    flags = (
+        "model",
+        "aggregate",
+        "scores",
+        "vectors",
+        "prune",
+        "prune_by",
+        "workers",
+        "max_pending",
+        "batch",
+    )
     for flag in (*flags, "model_threads"):
         value = getattr(args, flag)
         if value is not None:
@@ -223,6 +233,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=None, help="the server's --workers")
     parser.add_argument("--model-threads", type=int, default=None, help="the server's --model-threads")
     parser.add_argument("--max-pending", type=int, default=None, help="the server's --max-pending")
+    parser.add_argument(
+        "--batch", type=int, default=None, help="the server's --batch (1: each query embedded alone)"
+    )
     parser.add_argument("--scores", default=None, help="score store for the server (off by default)")
     parser.add_argument("--timeout", type=float, default=30.0, help="the server's --timeout")
     parser.add_argument("--startup", type=float, default=300.0, help="seconds to wait for the server")
@@ -252,7 +265,8 @@ def main(argv: list[str] | None = None) -> int:
         + (f" ({args.model})" if args.model else "")
         + (f", --prune {args.prune} by {args.prune_by or 'bm25'}" if args.prune else "")
         + f", vectors {args.vectors or 'the index own (if any)'}"
-        + f", score store {'on' if args.scores else 'off'}",
+        + f", score store {'on' if args.scores else 'off'}"
+        + (f", --batch {args.batch}" if args.batch is not None else ""),
         packages=("torch", "transformers", "fastapi", "uvicorn"),
     )
     port = free_port()
