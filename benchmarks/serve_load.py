@@ -133,6 +133,20 @@ def ask(http: Any, query: str, k: int, depth: int) -> tuple[int, float, dict[str
     return status, time.perf_counter() - start, timings
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (Linux ``/proc``; ``nan`` elsewhere).
+
+    Unlike answer times, a request's CPU time hardly depends on what else runs on the machine, so
+    ``server CPU ms per request`` compares runs made under different loads; on 2 cores a burst of
+    20 cannot finish in less than 20 x that / 2.
+    """
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
 def sequential(
     http: Any, queries: list[str], k: int, depth: int
 ) -> list[tuple[int, float, dict[str, float]]]:
@@ -151,7 +165,9 @@ def burst(http: Any, queries: list[str], k: int, depth: int) -> list[tuple[int, 
         return list(pool.map(one, queries))
 
 
-def summarise(name: str, answers: list[tuple[int, float, dict[str, float]]]) -> dict[str, Any]:
+def summarise(
+    name: str, answers: list[tuple[int, float, dict[str, float]]], cpu_s: float = float("nan")
+) -> dict[str, Any]:
     ok = [seconds for status, seconds, _ in answers if status == 200]
     stages = [t for status, _, t in answers if status == 200 and t]
     statuses: dict[int, int] = {}
@@ -167,6 +183,7 @@ def summarise(name: str, answers: list[tuple[int, float, dict[str, float]]]) -> 
         "p50_ms": 1000 * q[49] if ok else float("nan"),
         "p95_ms": 1000 * q[94] if ok else float("nan"),
         "max_ms": 1000 * max(ok) if ok else float("nan"),
+        "cpu_ms_per_request": 1000 * cpu_s / len(answers) if answers else float("nan"),
         "stages": {key: statistics.fmean(s.get(key, 0.0) for s in stages) for key in stages[0]}
         if stages
         else {},
@@ -184,6 +201,7 @@ def verdict(row: dict[str, Any], targets: bool) -> str:
 
 def table(rows: list[dict[str, Any]], targets: bool) -> str:
     columns = ["scenario", "requests", "ok", "503", "p50 ms", "p95 ms", "max ms", "target", "verdict"]
+    columns.append("server CPU ms per request")
     columns.append(
         "server mean ms: first stage / segmentation / pruning / scoring / aggregation / queue / total"
     )
@@ -207,10 +225,11 @@ def table(rows: list[dict[str, Any]], targets: bool) -> str:
                 f"{r['max_ms']:.0f}",
                 target if targets else "",
                 verdict(r, targets),
+                f"{r.get('cpu_ms_per_request', float('nan')):.0f}",
                 server,
             ]
         )
-    return markdown.table(columns, lines, align="lrrrrrrlll")
+    return markdown.table(columns, lines, align="lrrrrrrllrl")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -282,18 +301,24 @@ def main(argv: list[str] | None = None) -> int:
             print(f"server ready in {time.monotonic() - began:.1f} s: {info['info']}", file=sys.stderr)
             sequential(http, warm, args.k, args.depth)  # first requests after start-up, not measured
             seq = queries[: args.sequential]
+            cpu = cpu_seconds(server.pid)
+            answered = sequential(http, seq, args.k, args.depth)
             rows.append(
-                summarise(f"sequential ({len(seq)} queries)", sequential(http, seq, args.k, args.depth))
+                summarise(f"sequential ({len(seq)} queries)", answered, cpu_seconds(server.pid) - cpu)
             )
             print(f"sequential: p50 {rows[-1]['p50_ms']:.0f} ms", file=sys.stderr)
             answers: list[tuple[int, float, dict[str, float]]] = []
             rest = queries[args.sequential :]
+            burst_cpu = 0.0
             for b in range(args.bursts):
                 chunk = rest[b * args.burst : (b + 1) * args.burst]
+                cpu = cpu_seconds(server.pid)
                 answers += burst(http, chunk, args.k, args.depth)
+                burst_cpu += cpu_seconds(server.pid) - cpu
                 time.sleep(1.0)  # let the server drain between bursts
             if answers:
-                rows.append(summarise(f"{args.bursts} bursts of {args.burst} at once", answers))
+                name = f"{args.bursts} bursts of {args.burst} at once"
+                rows.append(summarise(name, answers, burst_cpu))
                 print(f"bursts: {rows[-1]['503']} x 503, p95 {rows[-1]['p95_ms']:.0f} ms", file=sys.stderr)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
