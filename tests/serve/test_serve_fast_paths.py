@@ -72,3 +72,13 @@ def test_merge_tail_with_a_reranked_document_the_run_lacks_equals_the_general_pa
     fast = merge_tail(reranked, original)
     monkeypatch.setattr(tail_module, "_without_tail", lambda head, first: None)
     pd.testing.assert_frame_equal(fast, merge_tail(reranked, original), check_exact=True)
+
+
+def test_one_query_with_nan_scores_or_number_docnos_sorts_as_among_others() -> None:
+    run = pd.DataFrame({QID: "7", DOCNO: ["b", "a", "c", "a"], SCORE: [1.0, np.nan, 1.0, 2.0]})
+    numbers = pd.DataFrame({QID: "7", DOCNO: [3, 1, 2], SCORE: [1.0, 1.0, 0.5]})
+    for frame in (run, numbers):
+        other = frame.assign(**{QID: "10"})
+        among = sort_run(pd.concat([other, frame], ignore_index=True))
+        expected = among[among[QID] == "7"].reset_index(drop=True)
+        pd.testing.assert_frame_equal(sort_run(frame), expected, check_exact=True)
