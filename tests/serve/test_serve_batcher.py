@@ -260,3 +260,20 @@ def test_batching_turns_itself_off_where_a_batch_would_change_the_bits(
         assert set(stage.batch_sizes) == {1}
     finally:
         searcher.close()
+
+
+def test_the_app_stops_the_batcher_when_it_shuts_down(
+    embedded_index: Path, tiny_bi_encoder_path: Path
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from evirank.serve.app import create_app
+    from evirank.serve.build import build_searcher
+
+    searcher = build_searcher(embedded_index, model=str(tiny_bi_encoder_path), device="cpu")
+    with TestClient(create_app(searcher)) as client:
+        assert client.get("/v1/search", params={"q": "cat mat", "depth": 4}).status_code == 200
+        batcher = searcher.scorer._batcher
+        assert batcher is not None and batcher._thread.is_alive()
+    assert batcher.closed and not batcher._thread.is_alive()
+    assert searcher.scorer._batcher is None
