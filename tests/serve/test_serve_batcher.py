@@ -277,3 +277,28 @@ def test_the_app_stops_the_batcher_when_it_shuts_down(
         assert batcher is not None and batcher._thread.is_alive()
     assert batcher.closed and not batcher._thread.is_alive()
     assert searcher.scorer._batcher is None
+
+
+def test_a_search_waiting_for_a_slow_batch_gives_up_at_its_deadline(
+    embedded_index: Path, tiny_bi_encoder_path: Path
+) -> None:
+    from evirank.serve.build import build_searcher
+    from evirank.serve.searcher import SearchTimeout
+
+    searcher = build_searcher(embedded_index, model=str(tiny_bi_encoder_path), device="cpu")
+    searcher.warm_up()
+    stage = searcher.scorer
+    exact = stage.scorer.embed_exact
+
+    def slow(texts: list[str]) -> Any:
+        time.sleep(2.5)
+        return exact(texts)
+
+    stage.scorer.embed_exact = slow
+    try:
+        began = time.monotonic()
+        with pytest.raises(SearchTimeout, match="waiting for the model"):
+            searcher.search("where did the cat sit", k=2, depth=4, deadline=time.monotonic() + 0.5)
+        assert time.monotonic() - began < 2.0  # not held until the batch finished
+    finally:
+        searcher.close()

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from evirank.serve.batcher import MicroBatcher
+from evirank.serve.searcher import SearchTimeout, time_left
 from evirank.stage import Stage
 
 logger = logging.getLogger(__name__)
@@ -194,8 +195,13 @@ class BatchedQueries(Stage):
 
         def embed(texts: list[str]) -> Any:
             began = time.perf_counter()
+            left = time_left()
             try:
-                return np.stack(batcher.submit(texts))
+                return np.stack(batcher.submit(texts, timeout=None if left is None else max(left, 0.0)))
+            except TimeoutError:
+                raise SearchTimeout(
+                    "the search ran out of time waiting for the model (server busy)"
+                ) from None
             finally:
                 waited[0] += time.perf_counter() - began
 
