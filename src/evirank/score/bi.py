@@ -298,15 +298,21 @@ class BiEncoder(TransformerScorer):
         self._prepare()
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
+        backend = self._load_backend()
         n_special = self.encoder_.single_template.n_special
-        lengths = [len(ids) for ids in self.encoder_.token_ids(texts, self.max_length_ - n_special)]
+        ids = self.encoder_.token_ids(texts, self.max_length_ - n_special)
         groups: dict[int | tuple[int], list[int]] = {}
-        for i, length in enumerate(lengths):
-            alone = length + n_special < EXACT_MIN_TOKENS
-            groups.setdefault((i,) if alone else length, []).append(i)
+        for i, tokens in enumerate(ids):
+            alone = len(tokens) + n_special < EXACT_MIN_TOKENS
+            groups.setdefault((i,) if alone else len(tokens), []).append(i)
         out: np.ndarray | None = None
         for rows in groups.values():
-            vectors = self._compute_embeddings([texts[i] for i in rows], ScoringStats(), None)
+            if len(rows) * (len(ids[rows[0]]) + n_special) <= self.batch_tokens_:
+                # one batch, as _compute_embeddings would build it, without its pipeline's overhead
+                batch = self.encoder_.single_batch([ids[i] for i in rows], backend.pad_multiple)
+                vectors = np.asarray(backend.forward(backend.prepare(batch)), dtype=np.float32)
+            else:
+                vectors = self._compute_embeddings([texts[i] for i in rows], ScoringStats(), None)
             if out is None:
                 out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
             out[rows] = vectors
