@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -53,3 +54,29 @@ def toy_examples(n_queries: int = 6, per_query: int = 8, seed: int = 0) -> pd.Da
             text = " ".join([*filler, "good" if label else "bad", "fruit"])
             rows.append((str(q + 1), query, f"d{q}-{i}", 0, text, label, "toy"))
     return make_examples(rows)
+
+
+def toy_collection(folder: Path) -> dict[str, Path]:
+    """8 queries, 10 documents each (d0 relevant), a 'given' run and a 'mined' run in reverse order."""
+    corpus, topics, qrels, given, mined = [], [], [], [], []
+    for q in range(1, 9):
+        topics.append(f"{q}\tapple fruit {q}\n")
+        qrels.append(f"{q} 0 q{q}-d0 1\n")
+        for d in range(10):
+            corpus.append(
+                json.dumps({"_id": f"q{q}-d{d}", "title": "", "text": f"the fruit {d} is good"}) + "\n"
+            )
+            given.append(f"{q} Q0 q{q}-d{d} {d + 1} {10 - d} given\n")
+            mined.append(f"{q} Q0 q{q}-d{9 - d} {d + 1} {10 - d} mined\n")
+    paths = {"topics": "topics.tsv", "qrels": "qrels.txt", "given": "given.txt", "mined": "mined.txt"}
+    out = {k: folder / v for k, v in paths.items()}
+    out["corpus"] = folder / "corpus.jsonl"
+    for key, lines in (
+        ("topics", topics),
+        ("qrels", qrels),
+        ("given", given),
+        ("mined", mined),
+        ("corpus", corpus),
+    ):
+        out[key].write_text("".join(lines))
+    return out

@@ -9,6 +9,10 @@ Data flags may repeat; the examples of all of them are concatenated::
 
 The same flags with a ``val-`` prefix give validation examples; without them, a fraction of
 the training queries is held out (split by query).
+
+``--hard-negatives run:FILE|vectors:PATH`` mines the negatives of ``--documents`` and
+``--evidence`` from another ranking (:mod:`evirank.train.mine`); validation examples always
+come from the data flags' own runs, so recipes with different negatives are validated alike.
 """
 
 from __future__ import annotations
@@ -16,13 +20,16 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from evirank.errors import UsageError
 from evirank.frames import QID
 from evirank.train.config import TrainConfig
+
+if TYPE_CHECKING:
+    from evirank.train.mine import HardNegatives
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +124,29 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=10,
         help="documents/evidence: negative documents per query (0: all within the depth)",
+    )
+    options.add_argument(
+        "--hard-negatives",
+        metavar="SOURCE",
+        default=None,
+        help="documents/evidence: mine the negatives from this ranking instead of the data flags' "
+        "RUN: run:FILE (any TREC run, e.g. a first-round cross-encoder's) or vectors:PATH (the "
+        "bi-encoder's ranking over an index's stored passage vectors); judged-relevant documents "
+        "and gold evidence are never negatives; validation keeps the data flags' runs",
+    )
+    options.add_argument(
+        "--negative-skip",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --hard-negatives: leave out the top N ranks (likely unjudged positives)",
+    )
+    options.add_argument(
+        "--negative-pick",
+        choices=("top", "random"),
+        default="top",
+        help="with --hard-negatives: the best-ranked --negatives-per-query documents of the window, "
+        "or a seeded random sample of it",
     )
     options.add_argument("--no-title", action="store_true", help="documents: do not prepend the title")
     options.add_argument(
@@ -243,7 +273,41 @@ def set_threads(args: argparse.Namespace) -> None:
         require("torch", "torch").set_num_threads(args.threads)
 
 
-def _load(args: argparse.Namespace, prefix: str) -> tuple[list[pd.DataFrame], list[dict[str, Any]]]:
+def hard_negatives_of(args: argparse.Namespace, source: str | None = None) -> HardNegatives | None:
+    """The miner ``--hard-negatives`` (or ``source``) asks for, with the builders' depth and count.
+
+    Raises:
+        UsageError: a bad source, or mining options without a source.
+        InputPathError: the source's file or folder does not exist.
+    """
+    from evirank.train.mine import HardNegatives, NegativeSource
+
+    spec = source if source is not None else args.hard_negatives
+    if spec is None:
+        if args.negative_skip or args.negative_pick != "top":
+            raise UsageError("--negative-skip and --negative-pick apply to --hard-negatives")
+        return None
+    if not 0 <= args.negative_skip < args.negative_depth:
+        raise UsageError(
+            f"--negative-skip must be in [0, --negative-depth), found {args.negative_skip} "
+            f"with depth {args.negative_depth}"
+        )
+    parsed = NegativeSource.parse(spec)
+    parsed.check()
+    return HardNegatives(
+        parsed,
+        depth=args.negative_depth,
+        skip=args.negative_skip,
+        per_query=args.negatives_per_query or None,
+        pick=args.negative_pick,
+        seed=args.seed,
+        device=getattr(args, "device", None),
+    )
+
+
+def _load(
+    args: argparse.Namespace, prefix: str, miner: HardNegatives | None = None
+) -> tuple[list[pd.DataFrame], list[dict[str, Any]]]:
     from evirank.segment import Windows
     from evirank.train.examples import read_pairs
     from evirank.train.sources import load_documents, load_evidence, load_short_texts
@@ -279,6 +343,7 @@ def _load(args: argparse.Namespace, prefix: str) -> tuple[list[pd.DataFrame], li
             negatives_per_query=args.negatives_per_query or None,
             relevant_grade=args.relevant_grade,
             prepend_title=not args.no_title,
+            hard_negatives=miner,
         )
         frames.append(frame)
         records.append(record)
@@ -293,6 +358,7 @@ def _load(args: argparse.Namespace, prefix: str) -> tuple[list[pd.DataFrame], li
             negatives_per_query=args.negatives_per_query or None,
             prepend_title=args.evidence_title,
             other_sentences=not args.evidence_gold_only,
+            hard_negatives=miner,
         )
         frames.append(frame)
         records.append(record)
@@ -310,37 +376,99 @@ def _load(args: argparse.Namespace, prefix: str) -> tuple[list[pd.DataFrame], li
     return frames, records
 
 
+class TrainingData:
+    """The examples the data flags describe, loaded once, with or without mined negatives.
+
+    Validation examples (the ``--val-*`` flags, or the held-out share of the training queries)
+    are the same whatever the negatives: they come from the data flags' own runs. The training
+    examples with hard negatives are built for the training queries only.
+
+    Example:
+        >>> data = TrainingData(args)  # doctest: +SKIP
+        >>> miner = hard_negatives_of(args, "run:x.txt")  # doctest: +SKIP
+        >>> train, validation, provenance = data.examples(miner)  # doctest: +SKIP
+    """
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self._base: tuple[pd.DataFrame, pd.DataFrame | None, dict[str, Any]] | None = None
+
+    def base(self) -> tuple[pd.DataFrame, pd.DataFrame | None, dict[str, Any]]:
+        """Training examples, validation examples (or None) and provenance, from the data flags.
+
+        Raises:
+            UsageError: when no training data was given.
+        """
+        if self._base is not None:
+            return self._base
+        from evirank.train.examples import split_by_query
+
+        args = self.args
+        frames, records = _load(args, "")
+        if not frames:
+            raise UsageError("give training data (--short-texts, --documents, --evidence or --pairs)")
+        train = pd.concat(frames, ignore_index=True)
+        val_frames, val_records = _load(args, "val_")
+        provenance: dict[str, Any] = {
+            "command": sys.argv,
+            "train_sources": records,
+            "validation_sources": val_records,
+        }
+        validation: pd.DataFrame | None
+        if val_frames:
+            validation = pd.concat(val_frames, ignore_index=True)
+        elif args.validation_fraction > 0:
+            train, validation = split_by_query(train, args.validation_fraction, seed=args.seed)
+            provenance["validation_split"] = {
+                "by": "query",
+                "fraction": args.validation_fraction,
+                "seed": args.seed,
+                "validation_qids": sorted(set(validation[QID])),
+            }
+        else:
+            validation = None
+        self._base = (train, validation, provenance)
+        return self._base
+
+    def examples(
+        self, miner: HardNegatives | None
+    ) -> tuple[pd.DataFrame, pd.DataFrame | None, dict[str, Any]]:
+        """:meth:`base`, its training examples rebuilt with ``miner``'s negatives (None: as given).
+
+        Raises:
+            UsageError: ``miner`` without --documents or --evidence data to mine for.
+        """
+        train, validation, provenance = self.base()
+        if miner is None:
+            return train, validation, provenance
+        args = self.args
+        if not (args.documents or args.evidence):
+            raise UsageError("--hard-negatives mines negatives for --documents and --evidence data")
+        frames, records = _load(args, "", miner)
+        mined = pd.concat(frames, ignore_index=True)
+        split = provenance.get("validation_split")
+        held_out = set(split["validation_qids"]) if split else set()
+        mined = mined[~mined[QID].astype(str).isin(held_out)].reset_index(drop=True)
+        provenance = {
+            **provenance,
+            "train_sources": records,
+            "hard_negatives": {
+                **miner.options(),
+                "validation": "the data flags' own runs (not mined)",
+            },
+        }
+        return mined, validation, provenance
+
+
 def build_data(args: argparse.Namespace) -> tuple[pd.DataFrame, pd.DataFrame | None, dict[str, Any]]:
     """Training examples, validation examples (or None) and the provenance record, from the flags.
 
     Raises:
         UsageError: when no training data was given.
     """
-    from evirank.train.examples import split_by_query, write_examples
+    from evirank.train.examples import write_examples
 
-    frames, records = _load(args, "")
-    if not frames:
-        raise UsageError("give training data (--short-texts, --documents, --evidence or --pairs)")
-    train = pd.concat(frames, ignore_index=True)
-    val_frames, val_records = _load(args, "val_")
-    provenance: dict[str, Any] = {
-        "command": sys.argv,
-        "train_sources": records,
-        "validation_sources": val_records,
-    }
-    validation: pd.DataFrame | None
-    if val_frames:
-        validation = pd.concat(val_frames, ignore_index=True)
-    elif args.validation_fraction > 0:
-        train, validation = split_by_query(train, args.validation_fraction, seed=args.seed)
-        provenance["validation_split"] = {
-            "by": "query",
-            "fraction": args.validation_fraction,
-            "seed": args.seed,
-            "validation_qids": sorted(set(validation[QID])),
-        }
-    else:
-        validation = None
+    train, validation, provenance = TrainingData(args).examples(hard_negatives_of(args))
     if args.examples_out:
         write_examples(train, args.examples_out, overwrite=args.overwrite or args.resume)
         provenance["examples_out"] = args.examples_out

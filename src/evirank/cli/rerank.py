@@ -113,6 +113,13 @@ def _add_inputs(inputs: Any) -> None:
         "--k", type=positive_int, default=1000, help="without --run: BM25 depth (default 1000)"
     )
     inputs.add_argument("--rm3", action="store_true", help="without --run: BM25+RM3 (Anserini's defaults)")
+    inputs.add_argument(
+        "--first-stage",
+        default="bm25",
+        metavar="SPEC",
+        help="without --run: bm25 (default), dense (the index's passage vectors), or both fused: "
+        "rrf[:K] or interp[:WEIGHT] (as evirank search --fuse)",
+    )
 
 
 def _add_scoring(model: Any) -> None:
@@ -261,6 +268,7 @@ def config_from_args(args: argparse.Namespace) -> RerankConfig:
         ray_cpus=args.ray_cpus,
         ray_gpus=args.ray_gpus,
         query_block=args.query_block,
+        first_stage=args.first_stage,
     )
 
 

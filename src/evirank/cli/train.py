@@ -13,6 +13,13 @@ Example (Birch's recipe: Microblog 2011-12, validated on 2013)::
         --epochs 1 --max-length 96
 
 Sequential transfer (Microblog, then SciFact): ``--init models/minilm-mb``.
+
+Hard negatives mined from the bi-encoder's ranking over an index's stored passage vectors:
+``--hard-negatives vectors:indexes/scifact``. A recipe search, every run validated on the same
+held-out queries, the best named (``--output`` is then the sweep folder; rerun to resume)::
+
+    $ evirank train --output sweeps/scifact ... --sweep-lr 2e-5 4e-5 \\
+        --sweep-negatives given vectors:indexes/scifact
 """
 
 from __future__ import annotations
@@ -20,15 +27,20 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from pathlib import Path
+from typing import Any
 
 from evirank.cli import DefaultsHelpFormatter
 from evirank.cli._training import (
+    TrainingData,
     add_data_arguments,
     add_optimisation_arguments,
     build_data,
+    hard_negatives_of,
     optimisation_config,
     set_threads,
 )
+from evirank.errors import UsageError
 from evirank.train.config import TrainConfig
 
 logger = logging.getLogger(__name__)
@@ -81,16 +93,51 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     add_data_arguments(parser)
     add_optimisation_arguments(parser, TrainConfig())
+    sweep = parser.add_argument_group(
+        "recipe search",
+        "Any --sweep-* flag trains one model per point of the grid of the given axes (the other "
+        "flags as given) into --output/runs/, every run validated on the same held-out queries; "
+        "the table goes to sweep.md, sweep.tsv and evirank-sweep.json, and the best run by the "
+        "first --measures is named. Rerunning the same command resumes an interrupted sweep.",
+    )
+    sweep.add_argument("--sweep-lr", type=float, nargs="+", metavar="LR", help="learning rates")
+    sweep.add_argument("--sweep-epochs", type=int, nargs="+", metavar="N", help="epochs")
+    sweep.add_argument("--sweep-group", type=int, nargs="+", metavar="N", help="listwise group sizes")
+    sweep.add_argument("--sweep-batch", type=int, nargs="+", metavar="N", help="batch sizes")
+    sweep.add_argument(
+        "--sweep-negatives",
+        nargs="+",
+        metavar="SOURCE",
+        help="negatives sources: given (the data flags' runs) or a --hard-negatives source",
+    )
     return parser
 
 
-def run(args: argparse.Namespace) -> int:
-    """Build the examples, train, and print the result as JSON on stdout."""
-    from evirank.train.trainer import check_train_output, train_cross_encoder
+def _swept(args: argparse.Namespace) -> dict[str, Any]:
+    from evirank.train.sweep import AXES
 
-    check_train_output(args.output, overwrite=args.overwrite, resume=args.resume)  # before any work
-    set_threads(args)
-    config = optimisation_config(
+    return {axis: getattr(args, f"sweep_{axis}", None) for axis in AXES}
+
+
+# Flags that may change between a sweep and its continuation (where and how fast it runs).
+_SWEEP_FREE = {
+    "output",
+    "overwrite",
+    "resume",
+    "threads",
+    "device",
+    "eval_batch_size",
+    "keep_checkpoints",
+    "examples_out",
+    "verbose",
+    "quiet",
+    "command",
+    "_run",
+}
+
+
+def _optimisation(args: argparse.Namespace) -> TrainConfig:
+    return optimisation_config(
         args,
         model=args.model,
         init=args.init,
@@ -99,6 +146,64 @@ def run(args: argparse.Namespace) -> int:
         group_size=args.group_size,
         negatives_from=args.negatives_from,
     )
+
+
+def run_sweep_command(args: argparse.Namespace) -> int:
+    """The ``--sweep-*`` flags: train every point of the grid, print the table and the best run."""
+    from evirank.train.sweep import GIVEN, run_sweep, sweep_axes
+    from evirank.train.trainer import train_cross_encoder
+
+    axes = sweep_axes(_swept(args))
+    if "negatives" in axes and args.hard_negatives:
+        raise UsageError("give the negatives either by --hard-negatives or by --sweep-negatives")
+    # bad mining flags and sources fail before any work
+    for source in axes.get("negatives", [args.hard_negatives]):
+        if source != GIVEN:
+            hard_negatives_of(args, source)
+    has_validation = any(getattr(args, f"val_{k}") for k in ("short_texts", "documents", "evidence", "pairs"))
+    if not has_validation and args.validation_fraction <= 0:
+        raise UsageError(
+            "a sweep compares its runs on validation queries: give --val-* data or --validation-fraction"
+        )
+    if args.examples_out:
+        raise UsageError("--examples-out writes one run's examples; it does not combine with a sweep")
+    set_threads(args)
+    base = _optimisation(args)
+    data = TrainingData(args)
+    examples: dict[str | None, Any] = {}
+    flags = {
+        k: v for k, v in sorted(vars(args).items()) if k not in _SWEEP_FREE and not k.startswith("sweep")
+    }
+    identity = {"flags": flags}  # the axes are compared as such
+
+    def train_one(point: Any, config: TrainConfig, folder: Path) -> Any:
+        source = point.negatives if "negatives" in axes else args.hard_negatives
+        if source not in examples:
+            examples[source] = data.examples(hard_negatives_of(args, source) if source else None)
+        train, validation, provenance = examples[source]
+        provenance = {
+            **provenance,
+            "sweep": {"folder": str(args.output), "run": point.name, "values": point.values},
+        }
+        return train_cross_encoder(
+            train, config, folder, validation=validation, resume=True, provenance=provenance
+        )
+
+    result = run_sweep(args.output, axes, base, train_one, identity=identity, overwrite=args.overwrite)
+    print(result.table, end="")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the examples, train, and print the result as JSON on stdout."""
+    from evirank.train.trainer import check_train_output, train_cross_encoder
+
+    if any(_swept(args).values()):
+        return run_sweep_command(args)
+    check_train_output(args.output, overwrite=args.overwrite, resume=args.resume)  # before any work
+    set_threads(args)
+    config = _optimisation(args)
+    hard_negatives_of(args)  # bad mining flags fail before the data is read
     train, validation, provenance = build_data(args)
     result = train_cross_encoder(
         train,

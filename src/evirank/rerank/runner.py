@@ -77,6 +77,8 @@ class RerankConfig:
         ray_cpus: cores per replica.
         ray_gpus: GPUs per replica.
         query_block: re-rank this many queries at a time (None: all at once).
+        first_stage: without ``run``: ``bm25``, ``dense`` (the index's passage vectors, or
+            ``vectors``), ``rrf[:K]`` or ``interp[:WEIGHT]`` (the two fused; :mod:`evirank.firststage`).
     """
 
     topics: str | Path
@@ -115,6 +117,7 @@ class RerankConfig:
     ray_cpus: float = 1.0
     ray_gpus: float = 0.0
     query_block: int | None = None
+    first_stage: str = "bm25"
 
     def check(self) -> None:
         """Refuse inconsistent settings and bad specs before anything is loaded.
@@ -124,6 +127,15 @@ class RerankConfig:
         """
         if self.run is None and self.index is None:
             raise RerankConfigError("give --run RUN, or --index DIR to retrieve the first stage with BM25")
+        if self.first_stage != "bm25":
+            from evirank.firststage import parse_first_stage
+
+            try:
+                parse_first_stage(self.first_stage)
+            except ValueError as exc:
+                raise RerankConfigError(f"--first-stage: {exc}") from exc
+            if self.run is not None or self.index is None:
+                raise RerankConfigError("--first-stage retrieves from --index: give --index, and no --run")
         if (self.index is None) == (self.corpus is None):
             raise RerankConfigError("give exactly one text source: --index DIR or --corpus PATH")
         if self.scorer not in ("cross", "bi"):
@@ -257,9 +269,43 @@ def read_first_stage(config: RerankConfig) -> tuple[Any, Any, dict[str, Any]]:
         return topics, read_run(config.run), {"run": str(config.run)}
     from evirank.lucene import Bm25, Rm3
 
+    if config.first_stage != "bm25":
+        return topics, *_retrieve(config, topics)
     with Bm25(config.index, rm3=Rm3() if config.rm3 else None, k=config.k) as bm25:  # type: ignore[arg-type]
         first = bm25(topics)
     return topics, first, {"bm25": bm25.config.to_dict(), "index": str(config.index)}
+
+
+def _retrieve(config: RerankConfig, topics: Any) -> tuple[Any, dict[str, Any]]:
+    """A dense or fused first stage (``--first-stage``) from the index and its passage vectors."""
+    from evirank.firststage import build_first_stage, parse_first_stage
+    from evirank.lucene import Rm3
+    from evirank.score import BiEncoder
+    from evirank.vectors.index import resolve_vectors
+
+    assert config.index is not None
+    vectors = resolve_vectors(None if config.vectors in (None, "none") else str(config.vectors), config.index)
+    bi = config.scorer == "bi"  # the query encoder is the re-ranking bi-encoder, or the default one
+    scorer = BiEncoder(
+        config.model if bi else None, max_length=config.max_length if bi else None, device=config.device
+    )
+    try:
+        stage = build_first_stage(
+            config.first_stage,
+            config.index,
+            k=config.k,
+            rm3=Rm3() if config.rm3 else None,
+            vectors=vectors,
+            scorer=scorer,
+        )
+    except ValueError as exc:
+        raise RerankConfigError(str(exc)) from exc
+    first = stage(topics)
+    close = getattr(getattr(stage, "first", stage), "close", None)
+    if close is not None:
+        close()
+    spec = parse_first_stage(config.first_stage)
+    return first, {"first_stage": spec, "index": str(config.index), "rm3": config.rm3, "k": config.k}
 
 
 def run_rerank(config: RerankConfig) -> dict[str, Any]:

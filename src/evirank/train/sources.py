@@ -20,12 +20,12 @@ import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from evirank.errors import InputFormatError
-from evirank.frames import DOCNO, LABEL, QID, RANK, Document
+from evirank.frames import DOCNO, LABEL, QID, QUERY, RANK, Document
 from evirank.io import corpus_file, parse_document, read_qrels, read_run, read_topics
 from evirank.io._common import iter_lines
 from evirank.train.examples import (
@@ -37,6 +37,9 @@ from evirank.train.examples import (
     read_evidence,
     short_text_examples,
 )
+
+if TYPE_CHECKING:
+    from evirank.train.mine import HardNegatives
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +92,18 @@ def _maybe_wanted(line: str, wanted: set[str]) -> bool:
 
 def _ranked(run: pd.DataFrame, depth: int | None) -> pd.DataFrame:
     return run if depth is None else run[run[RANK] <= depth]
+
+
+def _mined(
+    miner: HardNegatives,
+    topics: pd.DataFrame,
+    qids: Iterable[str],
+    exclude: Iterable[tuple[str, str]],
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The miner's negatives for ``qids`` (those with a topic), excluding ``exclude``."""
+    table = dict(zip(topics[QID].astype(str), topics[QUERY].astype(str), strict=True))
+    queries = {q: table[q] for q in sorted({str(q) for q in qids}) if q in table}
+    return miner.mine(queries, exclude)
 
 
 def load_short_texts(
@@ -154,12 +169,26 @@ def load_documents(
     relevant_grade: int = 1,
     prepend_title: bool = True,
     topics_field: str = "title",
+    hard_negatives: HardNegatives | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """:func:`~evirank.train.examples.document_examples` from files (document-level qrels)."""
+    """:func:`~evirank.train.examples.document_examples` from files (document-level qrels).
+
+    With ``hard_negatives``, the negatives are mined from its ranking instead of ``run``'s
+    (:mod:`evirank.train.mine`; its depth and count replace ``negative_depth`` and
+    ``negatives_per_query``); the judged-relevant documents are never negatives.
+    """
     topic_frame = read_topics(topics, field=topics_field)
     qrel_frame = read_qrels(qrels)
-    candidates = read_run(run)
     qids = set(qrel_frame[QID])
+    mined: dict[str, Any] | None = None
+    if hard_negatives is not None:
+        relevant = qrel_frame[qrel_frame[LABEL] >= relevant_grade]
+        candidates, mined = _mined(
+            hard_negatives, topic_frame, qids, zip(relevant[QID], relevant[DOCNO], strict=True)
+        )
+        negative_depth, negatives_per_query = int(candidates[RANK].max()) if len(candidates) else 1, None
+    else:
+        candidates = read_run(run)
     candidates = candidates[candidates[QID].isin(qids)]
     wanted = set(qrel_frame.loc[qrel_frame[LABEL] >= relevant_grade, DOCNO])
     wanted |= set(_ranked(candidates, negative_depth)[DOCNO])
@@ -195,6 +224,8 @@ def load_documents(
         "source": source,
         "rows": len(examples),
     }
+    if mined is not None:
+        record["hard_negatives"] = mined
     return examples, record
 
 
@@ -213,12 +244,26 @@ def load_evidence(
     max_sentences: int | None = None,
     prepend_title: bool = False,
     topics_field: str = "title",
+    hard_negatives: HardNegatives | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """:func:`~evirank.train.examples.evidence_examples` from files (e.g. SciFact's rationales)."""
+    """:func:`~evirank.train.examples.evidence_examples` from files (e.g. SciFact's rationales).
+
+    With ``hard_negatives``, the negative documents are mined from its ranking instead of
+    ``run``'s (:mod:`evirank.train.mine`); documents relevant in the qrels or holding gold
+    sentences are never negatives.
+    """
     topic_frame = read_topics(topics, field=topics_field)
     gold = read_evidence(evidence)
     qrel_frame = read_qrels(qrels)
-    candidates = read_run(run)
+    mined: dict[str, Any] | None = None
+    if hard_negatives is not None:
+        relevant = qrel_frame[qrel_frame[LABEL] >= 1]
+        exclude = set(zip(relevant[QID].astype(str), relevant[DOCNO].astype(str), strict=True))
+        exclude |= set(zip(gold[QID].astype(str), gold[DOCNO].astype(str), strict=True))
+        candidates, mined = _mined(hard_negatives, topic_frame, set(gold[QID].astype(str)), exclude)
+        negative_depth, negatives_per_query = int(candidates[RANK].max()) if len(candidates) else 1, None
+    else:
+        candidates = read_run(run)
     candidates = candidates[candidates[QID].isin(set(gold[QID]))]
     wanted = set(gold[DOCNO]) | set(_ranked(candidates, negative_depth)[DOCNO])
     texts = load_texts(corpus, wanted)
@@ -258,6 +303,8 @@ def load_evidence(
         "source": source,
         "rows": len(examples),
     }
+    if mined is not None:
+        record["hard_negatives"] = mined
     return examples, record
 
 

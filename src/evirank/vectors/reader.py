@@ -153,6 +153,29 @@ class PassageVectors:
         ok = found & (pid >= 0) & (pid < (self._counts[safe] if len(self._counts) else 0))
         return np.where(ok, (self._starts[safe] if len(self._starts) else 0) + pid, -1).astype(np.int64)
 
+    def document_of(self, rows: np.ndarray) -> np.ndarray:
+        """The document position (0 .. :attr:`documents` - 1, in row order) of each of ``rows``.
+
+        A document's passages are consecutive rows, so this is a binary search over their first rows.
+
+        Example:
+            >>> vectors.docnos(vectors.document_of(np.array([0, 1])))  # doctest: +SKIP
+            array(['d1', 'd1'], dtype=object)
+        """
+        index = np.asarray(rows, dtype=np.int64)
+        if len(index) and (index.min() < 0 or index.max() >= len(self)):
+            raise IndexError(f"rows must be within 0..{len(self) - 1}")
+        return (np.searchsorted(self._starts, index, side="right") - 1).astype(np.int64)
+
+    def docnos(self, positions: np.ndarray) -> np.ndarray:
+        """The docnos of document positions (see :meth:`document_of`), as an object array."""
+        return np.asarray(self._doc_index, dtype=object)[np.asarray(positions, dtype=np.int64)]
+
+    @property
+    def matrix(self) -> np.ndarray:
+        """The whole float16 matrix [passages, dim], memory-mapped (read-only; nothing is loaded)."""
+        return self._matrix
+
     def texts(self, rows: np.ndarray) -> np.ndarray:
         """The stored passage texts of ``rows`` (object array; rows must be >= 0)."""
         if self._texts is None:
