@@ -7,7 +7,9 @@ model loaded), then measures, client-side (the whole HTTP round trip), with quer
 * **bursts**: ``--bursts`` times, ``--burst`` distinct claims sent at the same instant (a barrier
   releases them together): every answer's status and time; 503s are counted, never retried.
 
-Every claim is sent once in the whole run, so nothing is answered from a cache. With an index built by
+Every claim is sent once in the whole run, so nothing is answered from a cache (the burst claims are
+sent once more at the end, one at a time, to check that each burst answer is byte-identical to the
+answer the claim gets alone; those are not timed). With an index built by
 ``evirank index --embed`` the server reads stored passages and vectors (only the query is embedded);
 ``--vectors none`` measures the per-query embedding it replaces. ``--scorer cross --model M --prune 3``
 measures a cross-encoder cascade. Prints a Markdown table with the targets, headed by the machine.
@@ -81,7 +83,17 @@ def server_command(args: argparse.Namespace, port: int) -> list[str]:
         "--index", args.index, "--port", str(port), "--host", "127.0.0.1",
         "--scorer", args.scorer, "--depth", str(args.depth), "--timeout", str(args.timeout),
     ]  # fmt: skip
-    flags = ("model", "aggregate", "scores", "vectors", "prune", "prune_by", "workers", "max_pending")
+    flags = (
+        "model",
+        "aggregate",
+        "scores",
+        "vectors",
+        "prune",
+        "prune_by",
+        "workers",
+        "max_pending",
+        "batch",
+    )
     for flag in (*flags, "model_threads"):
         value = getattr(args, flag)
         if value is not None:
@@ -111,29 +123,66 @@ def wait_healthy(http: Any, server: subprocess.Popen[bytes], limit_s: float) -> 
     raise SystemExit(f"the server was not healthy within {limit_s:.0f} s")
 
 
-def ask(http: Any, query: str, k: int, depth: int) -> tuple[int, float, dict[str, float]]:
-    """One search: (status, seconds, the server's stage timings)."""
+#: One answer: (HTTP status, seconds, the response body; {} when it failed).
+Answer = tuple[int, float, dict[str, Any]]
+
+
+def ask(http: Any, query: str, k: int, depth: int) -> Answer:
+    """One search: (status, seconds, the response body with the server's stage timings)."""
     start = time.perf_counter()
     try:
         response = http.get("/v1/search", params={"q": query, "k": k, "depth": depth})
         status = response.status_code
-        timings = response.json().get("timings", {}) if status == 200 else {}
+        body = dict(response.json()) if status == 200 else {}
     except Exception:  # a transport error counts as a failed request
-        status, timings = 599, {}
-    return status, time.perf_counter() - start, timings
+        status, body = 599, {}
+    return status, time.perf_counter() - start, body
 
 
-def sequential(
-    http: Any, queries: list[str], k: int, depth: int
-) -> list[tuple[int, float, dict[str, float]]]:
+def without_timings(body: dict[str, Any]) -> str:
+    """The answer as canonical JSON, its timings left out (what must not depend on the load)."""
+    return json.dumps({key: value for key, value in body.items() if key != "timings"}, sort_keys=True)
+
+
+def same_answers(http: Any, queries: list[str], answers: list[Answer], k: int, depth: int) -> tuple[int, int]:
+    """Ask ``queries`` again one at a time; (answers byte-identical to ``answers``, answers compared).
+
+    The service's batching of concurrent queries must not change any answer: a query answered in a
+    burst gets the bytes it gets alone (timings aside).
+    """
+    compared = same = 0
+    for query, (status, _, body) in zip(queries, answers, strict=True):
+        if status != 200:
+            continue
+        again = ask(http, query, k, depth)
+        compared += 1
+        same += again[0] == 200 and without_timings(again[2]) == without_timings(body)
+    return same, compared
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (Linux ``/proc``; ``nan`` elsewhere).
+
+    Unlike answer times, a request's CPU time hardly depends on what else runs on the machine, so
+    ``server CPU ms per request`` compares runs made under different loads; on 2 cores a burst of
+    20 cannot finish in less than 20 x that / 2.
+    """
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
+def sequential(http: Any, queries: list[str], k: int, depth: int) -> list[Answer]:
     return [ask(http, q, k, depth) for q in queries]
 
 
-def burst(http: Any, queries: list[str], k: int, depth: int) -> list[tuple[int, float, dict[str, float]]]:
+def burst(http: Any, queries: list[str], k: int, depth: int) -> list[Answer]:
     """All of ``queries`` at the same instant, one thread each."""
     gate = threading.Barrier(len(queries))
 
-    def one(query: str) -> tuple[int, float, dict[str, float]]:
+    def one(query: str) -> Answer:
         gate.wait()
         return ask(http, query, k, depth)
 
@@ -141,9 +190,9 @@ def burst(http: Any, queries: list[str], k: int, depth: int) -> list[tuple[int, 
         return list(pool.map(one, queries))
 
 
-def summarise(name: str, answers: list[tuple[int, float, dict[str, float]]]) -> dict[str, Any]:
+def summarise(name: str, answers: list[Answer], cpu_s: float = float("nan")) -> dict[str, Any]:
     ok = [seconds for status, seconds, _ in answers if status == 200]
-    stages = [t for status, _, t in answers if status == 200 and t]
+    stages = [b["timings"] for status, _, b in answers if status == 200 and b.get("timings")]
     statuses: dict[int, int] = {}
     for status, _, _ in answers:
         statuses[status] = statuses.get(status, 0) + 1
@@ -157,6 +206,7 @@ def summarise(name: str, answers: list[tuple[int, float, dict[str, float]]]) -> 
         "p50_ms": 1000 * q[49] if ok else float("nan"),
         "p95_ms": 1000 * q[94] if ok else float("nan"),
         "max_ms": 1000 * max(ok) if ok else float("nan"),
+        "cpu_ms_per_request": 1000 * cpu_s / len(answers) if answers else float("nan"),
         "stages": {key: statistics.fmean(s.get(key, 0.0) for s in stages) for key in stages[0]}
         if stages
         else {},
@@ -174,6 +224,7 @@ def verdict(row: dict[str, Any], targets: bool) -> str:
 
 def table(rows: list[dict[str, Any]], targets: bool) -> str:
     columns = ["scenario", "requests", "ok", "503", "p50 ms", "p95 ms", "max ms", "target", "verdict"]
+    columns.append("server CPU ms per request")
     columns.append(
         "server mean ms: first stage / segmentation / pruning / scoring / aggregation / queue / total"
     )
@@ -197,10 +248,11 @@ def table(rows: list[dict[str, Any]], targets: bool) -> str:
                 f"{r['max_ms']:.0f}",
                 target if targets else "",
                 verdict(r, targets),
+                f"{r.get('cpu_ms_per_request', float('nan')):.0f}",
                 server,
             ]
         )
-    return markdown.table(columns, lines, align="lrrrrrrlll")
+    return markdown.table(columns, lines, align="lrrrrrrllrl")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -223,12 +275,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=None, help="the server's --workers")
     parser.add_argument("--model-threads", type=int, default=None, help="the server's --model-threads")
     parser.add_argument("--max-pending", type=int, default=None, help="the server's --max-pending")
+    parser.add_argument(
+        "--batch", type=int, default=None, help="the server's --batch (1: each query embedded alone)"
+    )
     parser.add_argument("--scores", default=None, help="score store for the server (off by default)")
     parser.add_argument("--timeout", type=float, default=30.0, help="the server's --timeout")
     parser.add_argument("--startup", type=float, default=300.0, help="seconds to wait for the server")
     parser.add_argument("--json", default=None, help="also write the raw results to this JSON file")
     args = parser.parse_args(argv)
-    args.data = args.data or str(datasets() / "scifact")
+    if args.data is None:
+        folder = datasets()
+        assert folder is not None  # datasets() exits when the folder is not there
+        args.data = str(folder / "scifact")
 
     import httpx
 
@@ -252,12 +310,14 @@ def main(argv: list[str] | None = None) -> int:
         + (f" ({args.model})" if args.model else "")
         + (f", --prune {args.prune} by {args.prune_by or 'bm25'}" if args.prune else "")
         + f", vectors {args.vectors or 'the index own (if any)'}"
-        + f", score store {'on' if args.scores else 'off'}",
+        + f", score store {'on' if args.scores else 'off'}"
+        + (f", --batch {args.batch}" if args.batch is not None else ""),
         packages=("torch", "transformers", "fastapi", "uvicorn"),
     )
     port = free_port()
     server = start_server(args, port)
     rows = []
+    identical: tuple[int, int] | None = None
     try:
         limits = httpx.Limits(max_connections=args.burst + 4, max_keepalive_connections=args.burst + 4)
         with httpx.Client(
@@ -268,18 +328,26 @@ def main(argv: list[str] | None = None) -> int:
             print(f"server ready in {time.monotonic() - began:.1f} s: {info['info']}", file=sys.stderr)
             sequential(http, warm, args.k, args.depth)  # first requests after start-up, not measured
             seq = queries[: args.sequential]
+            cpu = cpu_seconds(server.pid)
+            answered = sequential(http, seq, args.k, args.depth)
             rows.append(
-                summarise(f"sequential ({len(seq)} queries)", sequential(http, seq, args.k, args.depth))
+                summarise(f"sequential ({len(seq)} queries)", answered, cpu_seconds(server.pid) - cpu)
             )
             print(f"sequential: p50 {rows[-1]['p50_ms']:.0f} ms", file=sys.stderr)
-            answers: list[tuple[int, float, dict[str, float]]] = []
+            answers: list[Answer] = []
             rest = queries[args.sequential :]
+            burst_cpu = 0.0
             for b in range(args.bursts):
                 chunk = rest[b * args.burst : (b + 1) * args.burst]
+                cpu = cpu_seconds(server.pid)
                 answers += burst(http, chunk, args.k, args.depth)
+                burst_cpu += cpu_seconds(server.pid) - cpu
                 time.sleep(1.0)  # let the server drain between bursts
             if answers:
-                rows.append(summarise(f"{args.bursts} bursts of {args.burst} at once", answers))
+                name = f"{args.bursts} bursts of {args.burst} at once"
+                rows.append(summarise(name, answers, burst_cpu))
+                asked = rest[: args.bursts * args.burst]
+                identical = same_answers(http, asked, answers, args.k, args.depth)
                 print(f"bursts: {rows[-1]['503']} x 503, p95 {rows[-1]['p95_ms']:.0f} ms", file=sys.stderr)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
@@ -290,9 +358,15 @@ def main(argv: list[str] | None = None) -> int:
     print(top)
     print(f"server: {info['info']}\n")
     print(table(rows, targets))
+    if identical is not None:
+        print(
+            f"\nburst answers byte-identical (timings aside) to the same claims asked again one at a "
+            f"time: {identical[0]} of {identical[1]}"
+        )
     print(footer())
     if args.json:
-        Path(args.json).write_text(json.dumps({"header": top, "rows": rows}, indent=2), encoding="utf-8")
+        raw = {"header": top, "rows": rows, "identical": identical}
+        Path(args.json).write_text(json.dumps(raw, indent=2), encoding="utf-8")
     return 0
 
 

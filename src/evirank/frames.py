@@ -136,6 +136,18 @@ def sort_run(run: pd.DataFrame) -> pd.DataFrame:
     Returns a new frame.
     """
     require_columns(run, (QID, DOCNO, SCORE), "sort_run")
+    if len(pd.unique(run[QID].astype(str))) <= 1:
+        # One query (every request of the service): the same order without the qid key and groupby.
+        scores, docnos = run[SCORE].tolist(), run[DOCNO].tolist()
+        if all(isinstance(d, str) for d in docnos) and not any(s != s for s in scores):
+            # Python's sort is stable with reverse=True too: rows tied on both keep their order
+            order = sorted(range(len(run)), key=lambda i: (scores[i], docnos[i]), reverse=True)
+            out = run.take(order)
+        else:  # NaN scores or docnos of other types: pandas' rules for them
+            out = run.sort_values([SCORE, DOCNO], ascending=[False, False], kind="mergesort")
+        out = out.reset_index(drop=True)
+        out[RANK] = np.arange(1, len(out) + 1, dtype=np.int64)
+        return out
     out = run.copy()
     out["_qkey"] = natural_key(out[QID])
     out = out.sort_values(["_qkey", SCORE, DOCNO], ascending=[True, False, False], kind="mergesort")

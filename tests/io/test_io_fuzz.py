@@ -12,7 +12,7 @@ import contextlib
 import gzip
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,10 @@ FUZZ = settings(
 )
 ROUND_TRIP = settings(
     derandomize=_FIXED,
-    max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=40,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
 )
 
 SAMPLES: dict[str, tuple[str, bytes]] = {
@@ -110,17 +113,24 @@ def _reader(kind: str) -> Callable[[Path], Any]:
     return READERS[kind.split("-")[0]]
 
 
-def _write(name: str, data: bytes) -> Path:
-    folder = Path(tempfile.mkdtemp(prefix="evirank-fuzz-"))
-    path = folder / name
-    path.write_bytes(data)
-    return path
+@contextlib.contextmanager
+def _written(name: str, data: bytes | None) -> Iterator[Path]:
+    """A file ``name`` holding ``data`` (no file when None) in a folder removed afterwards.
+
+    Hypothesis runs a test body hundreds of times within one test, so ``tmp_path`` (one folder per
+    test) would mix the examples' files: each example gets its own folder, and leaves nothing behind.
+    """
+    with tempfile.TemporaryDirectory(prefix="evirank-fuzz-") as folder:
+        path = Path(folder) / name
+        if data is not None:
+            path.write_bytes(data)
+        yield path
 
 
 def _only_our_errors(kind: str, name: str, data: bytes) -> None:
     for file_name, payload in ((name, data), (name + ".gz", gzip.compress(data)), (name + ".gz", data)):
-        with contextlib.suppress(EvirankError):  # anything else fails the test
-            _reader(kind)(_write(file_name, payload))
+        with _written(file_name, payload) as path, contextlib.suppress(EvirankError):
+            _reader(kind)(path)  # any other error fails the test
 
 
 KINDS = sorted(SAMPLES)
@@ -195,7 +205,8 @@ def test_valid_files_with_random_edits_give_our_error_or_a_result(
 
 def test_every_sample_is_valid() -> None:
     for kind, (name, sample) in SAMPLES.items():
-        assert len(_reader(kind)(_write(name, sample))) > 0, kind
+        with _written(name, sample) as path:
+            assert len(_reader(kind)(path)) > 0, kind
 
 
 # --- round trips -----------------------------------------------------------------------------
@@ -215,11 +226,10 @@ TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Co", "Cn"
     gz=st.booleans(),
 )
 def test_a_corpus_round_trips(docs: list[tuple[str, str, str]], gz: bool) -> None:
-    path = _write("corpus.jsonl.gz" if gz else "corpus.jsonl", b"")
-    path.unlink()
-    written = [Document(*d) for d in docs]
-    write_corpus(written, path)
-    assert list(read_corpus(path)) == written
+    with _written("corpus.jsonl.gz" if gz else "corpus.jsonl", None) as path:
+        written = [Document(*d) for d in docs]
+        write_corpus(written, path)
+        assert list(read_corpus(path)) == written
 
 
 @ROUND_TRIP
@@ -233,11 +243,10 @@ def test_a_corpus_round_trips(docs: list[tuple[str, str, str]], gz: bool) -> Non
 )
 @example(rows=[("1", "what does the <top> tag mean"), ("2", '<topic number="3"> in XML')])
 def test_tsv_topics_round_trip(rows: list[tuple[str, str]]) -> None:
-    path = _write("topics.tsv", b"")
-    path.unlink()
-    write_topics(make_topics(rows), path)
-    expected = [(qid, " ".join(query.split())) for qid, query in rows]
-    assert read_topics(path).values.tolist() == [list(r) for r in expected]
+    with _written("topics.tsv", None) as path:
+        write_topics(make_topics(rows), path)
+        expected = [(qid, " ".join(query.split())) for qid, query in rows]
+        assert read_topics(path).values.tolist() == [list(r) for r in expected]
 
 
 @ROUND_TRIP
@@ -251,15 +260,14 @@ def test_tsv_topics_round_trip(rows: list[tuple[str, str]]) -> None:
     shape=st.sampled_from(["trec", "beir"]),
 )
 def test_qrels_round_trip(rows: list[tuple[str, str, int]], shape: str) -> None:
-    path = _write("qrels.txt", b"")
-    path.unlink()
-    qrels = make_qrels(rows)
-    write_qrels(qrels, path, format=shape)
-    back = read_qrels(path)
-    key = ["qid", "docno"]
-    pd.testing.assert_frame_equal(
-        back.sort_values(key).reset_index(drop=True), qrels.sort_values(key).reset_index(drop=True)
-    )
+    with _written("qrels.txt", None) as path:
+        qrels = make_qrels(rows)
+        write_qrels(qrels, path, format=shape)
+        back = read_qrels(path)
+        key = ["qid", "docno"]
+        pd.testing.assert_frame_equal(
+            back.sort_values(key).reset_index(drop=True), qrels.sort_values(key).reset_index(drop=True)
+        )
 
 
 @ROUND_TRIP
@@ -272,10 +280,9 @@ def test_qrels_round_trip(rows: list[tuple[str, str, int]], shape: str) -> None:
     )
 )
 def test_runs_round_trip_exactly(rows: list[tuple[str, str, float]]) -> None:
-    path = _write("run.txt", b"")
-    path.unlink()
-    run = make_run(rows)
-    write_run(run, path, tag="fuzz")
-    back = read_run(path)
-    assert back[["qid", "docno"]].values.tolist() == run[["qid", "docno"]].values.tolist()
-    np.testing.assert_array_equal(back["score"].to_numpy(), run["score"].to_numpy())
+    with _written("run.txt", None) as path:
+        run = make_run(rows)
+        write_run(run, path, tag="fuzz")
+        back = read_run(path)
+        assert back[["qid", "docno"]].values.tolist() == run[["qid", "docno"]].values.tolist()
+        np.testing.assert_array_equal(back["score"].to_numpy(), run["score"].to_numpy())

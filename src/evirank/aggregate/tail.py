@@ -74,6 +74,10 @@ def merge_tail(reranked: pd.DataFrame, original: pd.DataFrame) -> pd.DataFrame:
     head[QID] = head[QID].astype(str)
     head[DOCNO] = head[DOCNO].astype(str)
     first = ranked_run(original)
+    if len(first) <= len(head):  # maybe nothing below the depth (the service cuts its run to it)
+        merged = _without_tail(head, first)
+        if merged is not None:
+            return merged
 
     seen = pd.MultiIndex.from_frame(head[[QID, DOCNO]])
     in_head = pd.MultiIndex.from_frame(first[[QID, DOCNO]]).isin(seen)
@@ -104,6 +108,35 @@ def merge_tail(reranked: pd.DataFrame, original: pd.DataFrame) -> pd.DataFrame:
     merged = pd.concat([head, tail], ignore_index=True)
     merged = merged[[c for c in _RUN_OUTPUT if c in merged.columns]]
     return sort_run(merged)
+
+
+def _without_tail(head: pd.DataFrame, first: pd.DataFrame) -> pd.DataFrame | None:
+    """:func:`merge_tail`'s result when every document of ``first`` is in ``head`` (else None).
+
+    The same frame as the general path, in plain lists: this runs on every request of the service.
+    """
+    keys = list(zip(first[QID].tolist(), first[DOCNO].tolist(), strict=True))
+    position = {key: i for i, key in reversed(list(enumerate(keys)))}  # a repeated key: its first row
+    head_keys = list(zip(head[QID].tolist(), head[DOCNO].tolist(), strict=True))
+    if not set(keys) <= set(head_keys):
+        return None
+    rows = [position.get(key, -1) for key in head_keys]
+    missing = [i for i, row in enumerate(rows) if row < 0]
+
+    def pick(column: str, dtype: type) -> np.ndarray | list[object]:
+        values = first[column].to_numpy()
+        if missing:
+            return [values[r] if r >= 0 else np.nan for r in rows]
+        return np.asarray(values[rows], dtype=dtype)
+
+    if FIRST_STAGE_SCORE not in head.columns:
+        head[FIRST_STAGE_SCORE] = np.asarray(pick(SCORE, np.float64), dtype=np.float64)
+    if FIRST_STAGE_RANK not in head.columns:
+        head[FIRST_STAGE_RANK] = pick(RANK, np.int64)
+    if QUERY not in head.columns and QUERY in first.columns:
+        queries = dict(reversed(list(zip(first[QID].tolist(), first[QUERY].tolist(), strict=True))))
+        head[QUERY] = [queries.get(q) for q in head[QID].tolist()]
+    return sort_run(head[[c for c in _RUN_OUTPUT if c in head.columns]])
 
 
 class RerankTop(Stage):

@@ -133,6 +133,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "vectors: a few tokens gain nothing from more, and spinning threads slow every other request; "
         "else torch's default)",
     )
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=32,
+        metavar="N",
+        help="with stored vectors (bi-encoder): the most queries of concurrent requests embedded in one "
+        "model call (each answer is bitwise the one it gets alone; default: %(default)s)",
+    )
     parser.add_argument("--no-warmup", action="store_true", help="do not run a first search before listening")
     return parser
 
@@ -177,6 +185,7 @@ def run(args: argparse.Namespace) -> int:
             vectors=args.vectors,
             prune=args.prune,
             prune_by=args.prune_by,
+            batch=args.batch,
             scorers=args.evidence_scorer,
             scorer_weights=args.evidence_weights,
         )

@@ -34,6 +34,11 @@ DEFAULT_BI_ENCODER_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 _OFFLINE = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 
 
+#: Texts shorter than this (in tokens, special tokens included) are embedded one per model call by
+#: :meth:`BiEncoder.embed_exact`: on CPU, a batch of a few rows takes other kernels than many rows.
+EXACT_MIN_TOKENS = 8
+
+
 def default_bi_encoder() -> str:
     """The default bi-encoder, all-MiniLM-L6-v2: its offline copy, else its Hugging Face id.
 
@@ -189,7 +194,8 @@ class BiEncoder(TransformerScorer):
             return out
         self._prepare()
         if self.vectors is not None:
-            return self._transform_by_lookup(out, stats, started)
+            out, self.stats_ = self._transform_by_lookup(out, stats, started)
+            return out
         pairs = DistinctPairs.of(out)  # keyed by the raw texts: the prefixes are in the fingerprint
         store = self._use_store(out, pairs)
         missing = pairs.missing()
@@ -247,8 +253,82 @@ class BiEncoder(TransformerScorer):
             self.vectors_ = opened
         return opened
 
-    def _transform_by_lookup(self, out: pd.DataFrame, stats: ScoringStats, started: float) -> pd.DataFrame:
-        """Score with stored passage vectors; embed the distinct queries and the passages not stored."""
+    def score_by_lookup(
+        self,
+        frame: pd.DataFrame,
+        embed: Callable[[list[str]], np.ndarray],
+        embed_together: Callable[[list[str]], np.ndarray],
+    ) -> tuple[pd.DataFrame, ScoringStats]:
+        """:meth:`transform` with stored passage vectors, the model run by the caller's functions.
+
+        When every passage is stored, ``embed`` gets the distinct queries (with the query prefix);
+        when some are not (or changed since), ``embed_together`` gets the queries and those passages,
+        to embed in one call as :meth:`transform` does. Nothing of this scorer is written (the counts
+        are returned, ``stats_`` is left alone), so several threads may call it at once once the
+        model is ready (``transform`` has run), as long as the two functions are safe to share.
+
+        Example:
+            >>> scorer = BiEncoder(vectors="indexes/scifact/vectors")  # doctest: +SKIP
+            >>> scored, stats = scorer.score_by_lookup(
+            ...     passages, scorer.embed_exact, scorer.embed)  # doctest: +SKIP
+        """
+        require_columns(frame, (QID, QUERY, DOCNO, PID, TEXT), "BiEncoder")
+        started = time.perf_counter()
+        out = frame.copy()
+        stats = ScoringStats(rows=len(out))
+        if out.empty:
+            out[SCORE] = np.array([], dtype=np.float64)
+            return out, stats
+        return self._transform_by_lookup(out, stats, started, (embed, embed_together))
+
+    def embed_exact(self, texts: list[str]) -> np.ndarray:
+        """Unit float32 embeddings of ``texts``, each bitwise what embedding it alone gives.
+
+        Texts are grouped by token length and each group runs unpadded (padding changes a vector's
+        last bits), so several queries share a model call without changing any answer; texts of
+        fewer than :data:`EXACT_MIN_TOKENS` tokens run one per call (the CPU's matrix kernels for a
+        few rows round differently from those for many). On CPU with one torch thread the vectors
+        then equal those of embedding each text alone bit for bit (``evirank serve`` checks this at
+        start-up and embeds each query alone where it does not hold).
+
+        Example:
+            >>> BiEncoder().embed_exact(["a cat", "a dog", "cats purr"]).shape  # doctest: +SKIP
+            (3, 384)
+        """
+        self._prepare()
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        backend = self._load_backend()
+        n_special = self.encoder_.single_template.n_special
+        ids = self.encoder_.token_ids(texts, self.max_length_ - n_special)
+        groups: dict[int | tuple[int], list[int]] = {}
+        for i, tokens in enumerate(ids):
+            alone = len(tokens) + n_special < EXACT_MIN_TOKENS
+            groups.setdefault((i,) if alone else len(tokens), []).append(i)
+        out: np.ndarray | None = None
+        for rows in groups.values():
+            if len(rows) * (len(ids[rows[0]]) + n_special) <= self.batch_tokens_:
+                # one batch, as _compute_embeddings would build it, without its pipeline's overhead
+                batch = self.encoder_.single_batch([ids[i] for i in rows], backend.pad_multiple)
+                vectors = np.asarray(backend.forward(backend.prepare(batch)), dtype=np.float32)
+            else:
+                vectors = self._compute_embeddings([texts[i] for i in rows], ScoringStats(), None)
+            if out is None:
+                out = np.zeros((len(texts), vectors.shape[1]), dtype=np.float32)
+            out[rows] = vectors
+        assert out is not None
+        return out
+
+    def _transform_by_lookup(
+        self,
+        out: pd.DataFrame,
+        stats: ScoringStats,
+        started: float,
+        embed: tuple[Callable[[list[str]], np.ndarray], Callable[[list[str]], np.ndarray]] | None = None,
+    ) -> tuple[pd.DataFrame, ScoringStats]:
+        """Score with stored passage vectors; embed the distinct queries and the passages not stored
+        (by ``embed``'s first function when every passage is stored, else its second; by this
+        scorer's model when None)."""
         vectors = self.passage_vectors()
         texts = out[TEXT].astype(str).to_numpy(dtype=object)
         rows = vectors.lookup(out[DOCNO].astype(str).to_numpy(dtype=object), out[PID].to_numpy())
@@ -261,7 +341,11 @@ class BiEncoder(TransformerScorer):
         embedded = [self.query_prefix + q for q in q_distinct] + [self.passage_prefix + t for t in missed]
         stats.distinct = len(q_distinct) + int(hit.sum()) + len(missed)
         stats.cached = int(hit.sum())
-        fresh = self._embed_distinct(embedded, stats, None, None)
+        if embed is not None:
+            fresh = embed[1](embedded) if len(missed) else embed[0](embedded)
+            stats.computed += len(embedded)
+        else:
+            fresh = self._embed_distinct(embedded, stats, None, None)
         q_vec = fresh[: len(q_distinct)][q_distinct.get_indexer(queries)]
         p_vec = np.empty((len(out), q_vec.shape[1]), dtype=np.float32)
         p_vec[hit] = vectors.vectors(rows[hit])
@@ -275,7 +359,6 @@ class BiEncoder(TransformerScorer):
             )
         out[SCORE] = np.einsum("ij,ij->i", q_vec.astype(np.float64), p_vec.astype(np.float64))
         stats.total_s = time.perf_counter() - started
-        self.stats_ = stats
         logger.info(
             "bi-encoder: %d rows, %d passages by lookup, %d queries and %d passages embedded in %.2f s",
             stats.rows,
@@ -284,7 +367,7 @@ class BiEncoder(TransformerScorer):
             len(missed),
             stats.total_s,
         )
-        return out
+        return out, stats
 
     def _embed_distinct(
         self,

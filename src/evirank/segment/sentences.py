@@ -55,6 +55,7 @@ SPLITTERS = ("syntok", "pysbd")
 
 def _syntok_starts(text: str) -> list[int]:
     from syntok import segmenter  # a core dependency, imported when first used
+
     return [sentence[0].offset for paragraph in segmenter.analyze(text) for sentence in paragraph if sentence]
 
 

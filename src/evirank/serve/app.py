@@ -167,7 +167,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
     """
     config = config or ServeConfig()
     runner = SearchRunner(searcher, config)
-    app = _new_app(config, runner)
+    app = _new_app(config, runner, searcher)
     app.state.runner = runner
     app.state.searcher = searcher
     app.state.config = config
@@ -178,7 +178,7 @@ def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI
     return app
 
 
-def _new_app(config: ServeConfig, runner: SearchRunner) -> Any:
+def _new_app(config: ServeConfig, runner: SearchRunner, searcher: Searcher) -> Any:
     """The FastAPI object (with Swagger UI served from a local copy when available: no internet)."""
     fastapi = require("fastapi", "serve")
 
@@ -186,6 +186,7 @@ def _new_app(config: ServeConfig, runner: SearchRunner) -> Any:
     async def lifespan(_: Any) -> AsyncIterator[None]:
         yield
         runner.close()
+        searcher.close()
 
     app_kwargs: dict[str, Any] = {
         "title": f"{config.title} search API",

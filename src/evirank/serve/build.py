@@ -109,6 +109,7 @@ def build_searcher(
     vectors: str | None = None,
     prune: int | None = None,
     prune_by: str = "bm25",
+    batch: int = 32,
     scorers: Sequence[str] | None = None,
     scorer_weights: Sequence[str] | str | None = None,
 ) -> Searcher:
@@ -133,6 +134,8 @@ def build_searcher(
             query, and passages are read from the stored table instead of being split per query.
         prune: cross-encoder cascade: keep each document's ``prune`` best passages by ``prune_by``
             (``bm25`` or ``bi``) and score only those.
+        batch: with stored vectors and a bi-encoder, the most queries of concurrent requests embedded
+            in one model call (:class:`evirank.serve.fast.BatchedQueries`).
         scorers: several scorers' evidence instead of ``scorer``/``model``, each
             ``[LABEL=]cross:MODEL`` or ``[LABEL=]bi[:MODEL]`` as ``evirank rerank --evidence``
             (:mod:`evirank.score.multi`); a bi-encoder reads the stored vectors when there are some.
@@ -178,7 +181,9 @@ def build_searcher(
         model_stage: Any = scoring.CrossEncoder(model, **kwargs)
     else:
         model_stage = scoring.BiEncoder(model, **kwargs)
-    fast = evidence_stages(index, segmenter, model_stage, aggregator, vectors, prune, prune_by, device)
+    fast = evidence_stages(
+        index, segmenter, model_stage, aggregator, vectors, prune, prune_by, device, batch=batch
+    )
     segmenter, model_stage = fast.segmenter, fast.scorer
     docs = LuceneDocs(index)
 

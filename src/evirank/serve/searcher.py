@@ -89,6 +89,22 @@ Piece = Callable[[pd.DataFrame], pd.DataFrame]
 _QID = "q"
 
 
+_request = threading.local()
+
+
+def time_left() -> float | None:
+    """Seconds left before the deadline of the search running on this thread (None: no deadline).
+
+    For pieces that wait on something of their own (a shared batch) instead of their piece's lock.
+
+    Example:
+        >>> time_left() is None  # not inside a search
+        True
+    """
+    deadline = getattr(_request, "deadline", None)
+    return None if deadline is None else deadline - time.monotonic()
+
+
 class SearchTimeout(EvirankError, TimeoutError):
     """A search did not finish before its deadline (the service answers 503)."""
 
@@ -300,6 +316,13 @@ class Searcher:
         if depth < 1 or k < 1 or k > depth:
             raise ValueError(f"need 1 <= k <= depth, found k={k}, depth={depth}")
         clock = _Clock(deadline)
+        _request.deadline = deadline
+        try:
+            return self._search(query, k, depth, clock)
+        finally:
+            _request.deadline = None
+
+    def _search(self, query: str, k: int, depth: int, clock: _Clock) -> SearchResult:
         topics = make_topics([(_QID, query)])
 
         with self._guard(clock, "first_stage"), clock.timings.measure("first_stage"):
@@ -341,6 +364,14 @@ class Searcher:
         with self._locks["score"]:
             self.scorer(passage)
         return time.perf_counter() - began
+
+    def close(self) -> None:
+        """Release what the pieces hold (a piece with a ``close()`` method is closed; the service
+        calls this on shutdown)."""
+        for piece in (self.retrieve, self.segmenter, self.scorer, self.aggregator):
+            close = getattr(type(piece), "close", None)
+            if callable(close):
+                close(piece)
 
     def document(self, docno: str) -> Document:
         """The stored document ``docno``.
