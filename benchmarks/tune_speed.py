@@ -1,5 +1,8 @@
 """How long cross-validated tuning takes: Birch's full 3S grid (1,331 settings) x 5 folds.
 
+Also with two scorers' evidence (docs/evidence.md): Birch 3S x the second scorer's weight,
+14,641 settings, on the synthetic scores and a noisy copy of them as the second scorer.
+
 On SciFact-sized synthetic scores (300 queries x 100 documents x about 9 sentences) and, when
 they exist, on real cached SciFact scores (a score store filled by ``evirank rerank --scores``
 with its BM25 run, or a scored-passages file). For comparison, the same search done the plain
@@ -18,13 +21,15 @@ import argparse
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from _common import REPO, datasets, footer, header
 
 from evirank import markdown
+from evirank.aggregate import AggregateSpec
 from evirank.evaluate import Evaluator
 from evirank.frames import QID
-from evirank.tune import cross_validate, k_folds, parse_aggregate, parse_grid
+from evirank.tune import cross_validate, k_folds, parse_grid
 from evirank.tune.synthetic import synthetic_passages
 
 BIRCH_GRID = "alpha=0:1:0.1 w2=0:1:0.1 w3=0:1:0.1"
@@ -34,17 +39,23 @@ DEFAULT_RUN = REPO / "runs" / "conditions" / "scifact" / "bm25.txt"
 
 def time_search(
     name: str,
-    passages: pd.DataFrame,
+    passages: pd.DataFrame | dict[str, pd.DataFrame],
     qrels: pd.DataFrame,
     aggregate: str,
     grid: str,
     metric: str = "AP",
     plain_settings: int = 10,
 ) -> dict[str, object]:
-    """Time one cross-validated search, and the plain way on a few settings."""
-    aggregator = parse_aggregate(aggregate)
+    """Time one cross-validated search, and the plain way on a few settings.
+
+    ``passages`` as ``{label: frame}`` tunes several scorers' evidence (their labels in order).
+    """
+    frames = passages if isinstance(passages, dict) else {"one": passages}
+    scorers = tuple(frames) if len(frames) > 1 else ()
+    aggregator = AggregateSpec.parse(aggregate, scorers=scorers)
     parsed = parse_grid(grid)
-    qids = sorted(set(passages[QID]) & set(qrels[QID]))
+    first = next(iter(frames.values()))
+    qids = sorted(set(first[QID]) & set(qrels[QID]))
     folds = k_folds(qids, k=5, seed=1)
     start = time.perf_counter()
     result = cross_validate(passages, qrels, aggregator, parsed, folds, metric=metric)
@@ -63,8 +74,9 @@ def time_search(
         "settings": len(result.grid),
         "folds": len(result.folds),
         "queries": len(result.qids),
+        "scorers": len(frames),
         "documents": len(result.run),
-        "passages": len(passages),
+        "passages": sum(len(f) for f in frames.values()),
         "table s": result.timings["table"],
         "grid s": result.timings["grid"],
         "total s": total,
@@ -95,6 +107,10 @@ def main() -> None:
     rows.append(time_search("synthetic 300x100x9", passages, qrels, "birch:3", BIRCH_GRID))
     rows.append(time_search("synthetic 300x100x9", passages, qrels, "birch:2", "alpha=0:1:0.1 w2=0:1:0.1"))
     rows.append(time_search("synthetic 300x100x9", passages, qrels, "maxp", "alpha=0:1:0.1"))
+    noisy = passages.assign(score=passages["score"] + np.random.default_rng(1).normal(0, 0.5, len(passages)))
+    two = {"cross": passages, "bi": noisy}
+    rows.append(time_search("synthetic 300x100x9", two, qrels, "birch:3", f"{BIRCH_GRID} bi=0:1:0.1"))
+    rows.append(time_search("synthetic 300x100x9", two, qrels, "maxp", "alpha=0:1:0.1 bi=0:1:0.1"))
 
     real = _real_passages(args)
     if real is not None:
