@@ -19,7 +19,7 @@ def test_defaults_serve_the_offline_bi_encoder_on_localhost() -> None:
     args = parse("--index", "idx")
     assert (args.scorer, args.model, args.host, args.port) == ("bi", None, "127.0.0.1", 8080)
     assert (args.depth, args.k, args.timeout) == (20, 10, 30.0)
-    assert (args.aggregate, args.segment, args.title) == ("birch:3", "sentences:prepend", None)
+    assert (args.aggregate, args.segment, args.title) == ("birch:3", None, None)  # None: the vectors decide
     config = config_from_args(args)
     assert (config.default_depth, config.default_k, config.timeout_s) == (20, 10, 30.0)
 

@@ -78,3 +78,21 @@ def test_a_service_that_embeds_only_queries_runs_its_model_on_one_thread() -> No
         assert set_model_threads(2, {"scorer": "cross"}) == 2 and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_without_segment_the_service_follows_the_stored_vectors_segmenter(
+    embedded_index: Path, tiny_bi_encoder_path: Path, tmp_path: Path
+) -> None:
+    from evirank.cli import main
+
+    whole = tmp_path / "whole-vectors"
+    args = ["-q", "embed", "--index", str(embedded_index), "--segment", "whole", "--output", str(whole)]
+    assert main([*args, "--model", str(tiny_bi_encoder_path), "--device", "cpu"]) == 0
+    model = str(tiny_bi_encoder_path)
+    searcher = build_searcher(embedded_index, model=model, device="cpu", vectors=str(whole))
+    assert isinstance(searcher.segmenter, StoredSegments)
+    assert searcher.info["segment"] == "whole:prepend"
+    with pytest.raises(VectorsMismatchError, match="segmenter differs"):
+        build_searcher(
+            embedded_index, model=model, device="cpu", vectors=str(whole), segment="sentences:prepend"
+        )

@@ -53,8 +53,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--segment",
-        default="sentences:prepend",
-        help=f"{SEGMENT_GRAMMAR}, as evirank rerank (default: sentences:prepend)",
+        default=None,
+        help=f"{SEGMENT_GRAMMAR}, as evirank rerank (default: the stored passage vectors' segmenter "
+        "when the index has some, else sentences:prepend)",
     )
     parser.add_argument(
         "--title",

@@ -93,11 +93,41 @@ def serve_segmenter(segment: str, title: str | None = None) -> SegmentSpec:
     return changed
 
 
+#: The service's segmenter when neither ``--segment`` nor stored vectors choose one.
+DEFAULT_SEGMENT = "sentences:prepend"
+
+
+def stored_segment(index: str | os.PathLike[str], vectors: str | None) -> str | None:
+    """The segmenter spec of the passage vectors the service would read, or None (none stored).
+
+    So that ``evirank serve --index DIR`` over an index embedded with ``--segment whole`` uses
+    ``whole`` without being told.
+
+    Example:
+        >>> stored_segment("no-such-index", "none") is None
+        True
+    """
+    if vectors is not None and vectors.strip().lower() == "none":
+        return None
+    from evirank.vectors.index import resolve_vectors
+
+    try:
+        stored = resolve_vectors(vectors, index if Path(index).is_dir() else None)
+    except (OSError, ValueError):  # reported where the vectors are opened for real
+        return None
+    if stored is None:
+        return None
+    spec = str(stored.manifest.get("segment") or "") or None
+    if spec:
+        logger.info("segmenter %s: the stored passage vectors' (give --segment to choose another)", spec)
+    return spec
+
+
 def build_searcher(
     index: str | os.PathLike[str],
     model: str | None = None,
     scorer: str = "bi",
-    segment: str = "sentences:prepend",
+    segment: str | None = None,
     title: str | None = None,
     aggregate: str = "birch:3",
     alpha: float | None = None,
@@ -119,8 +149,9 @@ def build_searcher(
         index: a Lucene index built by ``evirank index`` (raw documents stored).
         model: Hugging Face id or local folder; ``None`` with ``scorer="bi"`` is the offline all-MiniLM-L6-v2.
         scorer: ``"bi"`` (cosine of embeddings) or ``"cross"`` (a sequence-classification model).
-        segment: a segmenter spec (:mod:`evirank.segment.spec`), e.g. ``sentences:prepend``
-            (default), ``windows:150:75``, ``whole``.
+        segment: a segmenter spec (:mod:`evirank.segment.spec`), e.g. ``sentences:prepend``,
+            ``windows:150:75``, ``whole``; ``None``: the stored vectors' segmenter when the
+            service reads some, else ``sentences:prepend``.
         title: deprecated: overrides the spec's title mode (``prepend``, ``segment``, ``skip``).
         aggregate: ``birch[:N] | maxp | firstp | sump | meanp`` (:mod:`evirank.aggregate.registry`).
         alpha: weight of the first-stage score in the aggregation (default: Birch 0.5, others 0).
@@ -144,6 +175,7 @@ def build_searcher(
     Raises:
         ValueError: on a bad spec; FileNotFoundError when the index is missing.
     """
+    segment = segment or stored_segment(index, vectors) or DEFAULT_SEGMENT
     if scorers and len(scorers) > 1:
         return _build_multi_searcher(
             index, scorers, scorer_weights, segment, title, aggregate, alpha, weights, scores, device,
