@@ -109,15 +109,18 @@ def stored_segment(index: str | os.PathLike[str], vectors: str | None) -> str | 
     """
     if vectors is not None and vectors.strip().lower() == "none":
         return None
-    from evirank.vectors.index import resolve_vectors
+    from evirank.vectors.index import VECTORS_DIR, vectors_entry
+    from evirank.vectors.manifest import read_manifest
 
-    try:
-        stored = resolve_vectors(vectors, index if Path(index).is_dir() else None)
+    try:  # the manifest only: the vectors are opened once, by the searcher
+        if vectors is None:
+            entry = vectors_entry(index) if Path(index).is_dir() else None
+            if entry is None:
+                return None
+            vectors = str(Path(index) / str(entry.get("path", VECTORS_DIR)))
+        spec = str(read_manifest(vectors).get("segment") or "") or None
     except (OSError, ValueError):  # reported where the vectors are opened for real
         return None
-    if stored is None:
-        return None
-    spec = str(stored.manifest.get("segment") or "") or None
     if spec:
         logger.info("segmenter %s: the stored passage vectors' (give --segment to choose another)", spec)
     return spec
