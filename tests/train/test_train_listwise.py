@@ -57,7 +57,7 @@ def test_validation_loss_is_the_softmax_cross_entropy_of_each_positive() -> None
 
 
 def test_config_rejects_an_unknown_loss_or_a_group_of_one() -> None:
-    with pytest.raises(ValueError, match="loss must be"):
+    with pytest.raises(ValueError, match="trains with loss"):
         TrainConfig(loss="pairwise")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="group_size"):
         TrainConfig(loss="listwise", group_size=1)

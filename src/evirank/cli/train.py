@@ -14,6 +14,13 @@ Example (Birch's recipe: Microblog 2011-12, validated on 2013)::
 
 Sequential transfer (Microblog, then SciFact): ``--init models/minilm-mb``.
 
+A bi-encoder instead (``--kind bi``): contrastive, each claim's gold sentence against the batch's
+other texts and a hard negative of its own; ``evirank rerank --scorer bi --model FOLDER`` uses it::
+
+    $ evirank train --kind bi --output models/bi-scifact --evidence $SF/evidence/train.jsonl \
+        $SF/queries.jsonl $SF/corpus.jsonl $SF/qrels/train.tsv bm25-train.txt \
+        --evidence-title --evidence-gold-only --group-size 2 --batch-size 32 --lr 2e-5 --epochs 3
+
 Hard negatives mined from the bi-encoder's ranking over an index's stored passage vectors:
 ``--hard-negatives vectors:indexes/scifact``. A recipe search, every run validated on the same
 held-out queries, the best named (``--output`` is then the sweep folder; rerun to resume)::
@@ -50,12 +57,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     """Register ``evirank train``."""
     parser = subparsers.add_parser(
         "train",
-        help="fine-tune a cross-encoder on relevance judgements",
-        description="Fine-tune a cross-encoder (a Hugging Face model folder) on (query, text, label) "
-        "examples built from qrels and runs, sentence-level gold, or pair files.",
+        help="fine-tune a cross-encoder or a bi-encoder on relevance judgements",
+        description="Fine-tune a cross-encoder or a bi-encoder (a Hugging Face model folder) on "
+        "(query, text, label) examples built from qrels and runs, sentence-level gold, or pair files.",
         formatter_class=DefaultsHelpFormatter,
     )
     parser.add_argument("--output", "-o", required=True, help="the model folder to create")
+    parser.add_argument(
+        "--kind",
+        choices=("cross", "bi"),
+        default="cross",
+        help="cross: a classification head reads each (query, text) pair; bi: queries and texts "
+        "embedded apart (mean-pooled, cosine), trained contrastively against in-batch and "
+        "--group-size - 1 hard negatives",
+    )
     init = parser.add_mutually_exclusive_group()
     init.add_argument(
         "--model",
@@ -78,12 +93,24 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     parser.add_argument(
         "--loss",
-        choices=("pointwise", "listwise"),
-        default="pointwise",
-        help="pointwise: each pair classified alone (the papers); listwise: each positive against "
-        "--group-size - 1 negatives of its query, softmax cross-entropy (Gao, Dai & Callan 2021)",
+        choices=("pointwise", "listwise", "contrastive"),
+        default=None,
+        help="pointwise: each pair classified alone (the papers; the cross-encoder's default); "
+        "listwise: each positive against --group-size - 1 negatives of its query, softmax "
+        "cross-entropy (Gao, Dai & Callan 2021); contrastive: the bi-encoder's (its only one)",
     )
-    parser.add_argument("--group-size", type=int, default=8, help="listwise: texts per group (one positive)")
+    parser.add_argument(
+        "--group-size",
+        type=int,
+        default=8,
+        help="listwise and contrastive: texts per query in a group (one positive, the rest its negatives)",
+    )
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=TrainConfig().scale,
+        help="contrastive: the cosines' multiplier in the softmax (1 / temperature)",
+    )
     parser.add_argument(
         "--negatives-from",
         choices=("query", "source"),
@@ -137,13 +164,22 @@ _SWEEP_FREE = {
 
 
 def _optimisation(args: argparse.Namespace) -> TrainConfig:
+    loss = args.loss or ("contrastive" if args.kind == "bi" else "pointwise")
+    if args.kind == "bi" and loss != "contrastive":
+        raise UsageError(f"a bi-encoder trains with --loss contrastive, not {loss}")
+    if args.kind == "cross" and loss == "contrastive":
+        raise UsageError("--loss contrastive trains a bi-encoder: add --kind bi")
+    if args.kind == "bi" and args.init:
+        raise UsageError("--init continues a cross-encoder; a bi-encoder starts from --model")
     return optimisation_config(
         args,
+        encoder=args.kind,
         model=args.model,
         init=args.init,
         num_labels=args.num_labels,
-        loss=args.loss,
+        loss=loss,
         group_size=args.group_size,
+        scale=args.scale,
         negatives_from=args.negatives_from,
     )
 
@@ -151,7 +187,7 @@ def _optimisation(args: argparse.Namespace) -> TrainConfig:
 def run_sweep_command(args: argparse.Namespace) -> int:
     """The ``--sweep-*`` flags: train every point of the grid, print the table and the best run."""
     from evirank.train.sweep import GIVEN, run_sweep, sweep_axes
-    from evirank.train.trainer import train_cross_encoder
+    from evirank.train.trainer import train_model
 
     axes = sweep_axes(_swept(args))
     if "negatives" in axes and args.hard_negatives:
@@ -185,9 +221,7 @@ def run_sweep_command(args: argparse.Namespace) -> int:
             **provenance,
             "sweep": {"folder": str(args.output), "run": point.name, "values": point.values},
         }
-        return train_cross_encoder(
-            train, config, folder, validation=validation, resume=True, provenance=provenance
-        )
+        return train_model(train, config, folder, validation=validation, resume=True, provenance=provenance)
 
     result = run_sweep(args.output, axes, base, train_one, identity=identity, overwrite=args.overwrite)
     print(result.table, end="")
@@ -196,7 +230,7 @@ def run_sweep_command(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Build the examples, train, and print the result as JSON on stdout."""
-    from evirank.train.trainer import check_train_output, train_cross_encoder
+    from evirank.train.trainer import check_train_output, train_model
 
     if any(_swept(args).values()):
         return run_sweep_command(args)
@@ -205,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
     config = _optimisation(args)
     hard_negatives_of(args)  # bad mining flags fail before the data is read
     train, validation, provenance = build_data(args)
-    result = train_cross_encoder(
+    result = train_model(
         train,
         config,
         args.output,

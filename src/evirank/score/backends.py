@@ -134,6 +134,23 @@ def get_backend(name: str) -> type[Backend]:
         ) from None
 
 
+def mean_pooled(hidden: Any, attention_mask: Any) -> Any:
+    """Unit-length means of ``hidden`` (batch x tokens x dim) over the real tokens of ``attention_mask``.
+
+    The bi-encoder's embedding, shared by inference and training so both pool alike.
+
+    Example:
+        >>> import torch
+        >>> hidden = torch.tensor([[[3.0, 0.0], [0.0, 4.0], [9.0, 9.0]]])
+        >>> mean_pooled(hidden, torch.tensor([[1, 1, 0]])).tolist()
+        [[0.6, 0.8]]
+    """
+    torch = require("torch", "torch")
+    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+    pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+    return torch.nn.functional.normalize(pooled, p=2.0, dim=-1)
+
+
 @register_backend
 class TorchBackend(Backend):
     """PyTorch through ``transformers``: eval mode, ``torch.inference_mode``, SDPA attention, and
@@ -224,10 +241,7 @@ class TorchBackend(Backend):
             elif self.task == "classify":
                 out = self.model(**inputs).logits.float()
             else:
-                hidden = self.model(**inputs).last_hidden_state.float()
-                mask = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-                pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
-                out = torch.nn.functional.normalize(pooled, p=2.0, dim=-1)
+                out = mean_pooled(self.model(**inputs).last_hidden_state.float(), inputs["attention_mask"])
         return out.cpu().numpy().astype(np.float32, copy=False)
 
     def parameters_digest(self) -> str:

@@ -1,4 +1,4 @@
-"""Training relevance models: example builders, fine-tuning, distillation.
+"""Training relevance models: example builders, fine-tuning (cross- and bi-encoders), distillation.
 
 Importing this package is light (pandas only); torch and transformers load when a model is
 trained.
@@ -27,7 +27,13 @@ from evirank.train.examples import (
     summarize_examples,
     write_examples,
 )
-from evirank.train.trainer import TrainResult, result_from_json, train_cross_encoder
+from evirank.train.trainer import (
+    TrainResult,
+    result_from_json,
+    train_bi_encoder,
+    train_cross_encoder,
+    train_model,
+)
 
 __all__ = [
     "EXAMPLE_COLUMNS",
@@ -48,6 +54,8 @@ __all__ = [
     "split_by_qids",
     "split_by_query",
     "summarize_examples",
+    "train_bi_encoder",
     "train_cross_encoder",
+    "train_model",
     "write_examples",
 ]

@@ -58,6 +58,15 @@ def has_classification_head(path: str) -> bool:
     return any(name.endswith("ForSequenceClassification") for name in (config.architectures or []))
 
 
+def set_dropout(config: Any, dropout: float | None) -> None:
+    """Set every dropout probability a model config holds to ``dropout`` (None: leave them)."""
+    if dropout is None:
+        return
+    for key in _DROPOUT_KEYS:
+        if hasattr(config, key) and isinstance(getattr(config, key), float | int | type(None)):
+            setattr(config, key, float(dropout))
+
+
 def load_classifier(
     path: str, *, num_labels: int | None, dropout: float | None, seed: int
 ) -> tuple[Any, Any, bool]:
@@ -82,10 +91,7 @@ def load_classifier(
         config.num_labels = num_labels or 1
         config.id2label = {0: "relevance"} if config.num_labels == 1 else {0: "non-relevant", 1: "relevant"}
         config.label2id = {v: k for k, v in config.id2label.items()}
-    if dropout is not None:
-        for key in _DROPOUT_KEYS:
-            if hasattr(config, key) and isinstance(getattr(config, key), float | int | type(None)):
-                setattr(config, key, float(dropout))
+    set_dropout(config, dropout)
     torch.manual_seed(seed)
     with quiet_transformers():
         model = transformers.AutoModelForSequenceClassification.from_pretrained(path, config=config)

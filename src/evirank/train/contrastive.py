@@ -1,0 +1,178 @@
+"""Contrastive training of a bi-encoder: each query against in-batch and hard negatives.
+
+A bi-encoder embeds queries and texts apart, so one batch can score every query against every
+text: a query's positive competes with the other queries' positives (in-batch negatives) and
+with ``group_size - 1`` hard negatives of its own query drawn afresh at each step, and the loss
+is the softmax cross-entropy of the scaled cosines with the positive as the target (InfoNCE;
+Karpukhin et al. 2020 trained DPR this way, with BM25 hard negatives; Gao, Dai & Callan 2021
+argue for negatives from the retriever's own ranking, which ``--hard-negatives`` mines). The
+scale (20, a temperature of 0.05) is the one all-MiniLM-L6-v2 was trained with.
+
+A text that is a positive of the same query (a second gold sentence of one claim, say) is
+never counted as a negative of it: its column is masked out of that query's row.
+
+Embeddings are mean-pooled and L2-normalised exactly as :class:`evirank.score.BiEncoder` computes
+them (:func:`evirank.score.backends.mean_pooled`), and validation scores the held-out pairs through
+``BiEncoder`` with the model in memory, so a model is validated as it is used.
+
+Example:
+    >>> from evirank.train import TrainConfig
+    >>> TrainConfig(encoder="bi", loss="contrastive", group_size=2).scale
+    20.0
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from evirank._extras import require
+from evirank.frames import QID, QUERY, TEXT
+from evirank.score.backends import mean_pooled
+from evirank.train.config import TrainConfig
+from evirank.train.listwise import NEGATIVES, draw_negatives, listwise_validation_loss
+
+logger = logging.getLogger(__name__)
+
+
+def embed_for_training(model: Any, tokenizer: Any, texts: Sequence[str], max_length: int, device: str) -> Any:
+    """Unit-length embeddings of ``texts`` (a torch tensor with gradient), as the bi-encoder pools them."""
+    batch = tokenizer(list(texts), padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+    inputs = {k: v.to(device) for k, v in batch.items()}
+    return mean_pooled(model(**inputs).last_hidden_state.float(), inputs["attention_mask"])
+
+
+class Contrastive:
+    """InfoNCE over in-batch and hard negatives, for a bi-encoder (see the module docstring)."""
+
+    name = "contrastive-infonce"
+    columns: tuple[str, ...] = (QID, QUERY, TEXT, NEGATIVES)
+
+    def __init__(self, group_size: int, scale: float) -> None:
+        self.hard = group_size - 1  # hard negatives per query and step
+        self.scale = scale
+        self.pairs_per_item = group_size  # texts embedded per item, besides its query
+
+    def loss(self, model: Any, tokenizer: Any, rows: pd.DataFrame, config: TrainConfig, device: str) -> Any:
+        torch = require("torch", "torch")
+        positives = rows[TEXT].astype(str).tolist()
+        negatives: list[str] = []
+        for pool in rows[NEGATIVES]:
+            negatives.extend(draw_negatives(torch, pool, self.hard))
+        queries = embed_for_training(
+            model, tokenizer, rows[QUERY].astype(str).tolist(), config.max_length, device
+        )
+        texts = embed_for_training(model, tokenizer, positives + negatives, config.max_length, device)
+        logits = self.scale * queries @ texts.T
+        n = len(rows)
+        qids = rows[QID].astype(str).to_numpy()
+        same_query = torch.as_tensor(qids[:, None] == qids[None, :], device=logits.device)
+        same_query.fill_diagonal_(False)  # the own positive stays the target
+        # another positive of the same query is not a negative; nor is a hard negative equal to one
+        mask = torch.zeros_like(logits, dtype=torch.bool)
+        mask[:, :n] = same_query
+        if negatives:
+            positive_sets = [set() for _ in range(n)]
+            for i, j in zip(*np.nonzero(qids[:, None] == qids[None, :]), strict=True):
+                positive_sets[i].add(positives[j])
+            clash = np.array([[t in positive_sets[i] for t in negatives] for i in range(n)])
+            mask[:, n:] = torch.as_tensor(clash, device=logits.device)
+        logits = logits.masked_fill(mask, float("-inf"))
+        target = torch.arange(n, device=logits.device)
+        return torch.nn.functional.cross_entropy(logits, target)
+
+    def validation_loss(self, scores: np.ndarray, rows: pd.DataFrame) -> float:
+        """Each positive's softmax cross-entropy (scaled cosines) against its query's negatives."""
+        return listwise_validation_loss(self.scale * scores, rows)
+
+
+def load_encoder(path: str, *, dropout: float | None) -> tuple[Any, Any]:
+    """``path`` as a plain encoder (no head) and its tokenizer, with ``dropout`` set where it applies."""
+    from evirank.train import _model
+
+    transformers = require("transformers", "torch")
+    config = transformers.AutoConfig.from_pretrained(path)
+    _model.set_dropout(config, dropout)
+    with _model.quiet_transformers():
+        model = transformers.AutoModel.from_pretrained(path, config=config)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(path)
+    return model, tokenizer
+
+
+def write_sentence_transformers_files(folder: Path, *, dim: int, max_length: int) -> None:
+    """The sentence-transformers description of a mean-pooled, normalised bi-encoder in ``folder``.
+
+    With these, ``sentence_transformers.SentenceTransformer(folder)`` embeds as evirank does, and
+    :class:`evirank.score.BiEncoder` reads ``max_seq_length`` from them.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     write_sentence_transformers_files(Path(d), dim=384, max_length=256)
+        ...     json.loads((Path(d) / "sentence_bert_config.json").read_text())["max_seq_length"]
+        256
+    """
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+    ]
+    pooling = {
+        "word_embedding_dimension": dim,
+        "pooling_mode_cls_token": False,
+        "pooling_mode_mean_tokens": True,
+        "pooling_mode_max_tokens": False,
+        "pooling_mode_mean_sqrt_len_tokens": False,
+    }
+    (folder / "1_Pooling").mkdir(parents=True, exist_ok=True)
+    (folder / "2_Normalize").mkdir(parents=True, exist_ok=True)
+    (folder / "modules.json").write_text(json.dumps(modules, indent=2) + "\n", encoding="utf-8")
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling, indent=2) + "\n", encoding="utf-8")
+    (folder / "sentence_bert_config.json").write_text(
+        json.dumps({"max_seq_length": max_length, "do_lower_case": False}, indent=2) + "\n", encoding="utf-8"
+    )
+
+
+def predict_similarity(
+    model: Any,
+    tokenizer: Any,
+    queries: Sequence[str],
+    texts: Sequence[str],
+    *,
+    batch_size: int = 64,
+    max_length: int = 256,
+    device: str = "cpu",
+    bf16: bool = True,
+) -> np.ndarray:
+    """Cosines of (query, text) pairs, in input order (float64), through :class:`evirank.score.BiEncoder`.
+
+    The model in memory is used as inference would (eval mode while scoring, its mode restored).
+    """
+    from evirank.frames import DOCNO, PID, SCORE
+    from evirank.score import BiEncoder
+
+    name = str(getattr(model.config, "_name_or_path", "") or "in-memory model")
+    scorer = BiEncoder(
+        name,
+        max_length=max_length,
+        batch_tokens=max(1, batch_size) * max_length,
+        device=device,
+        dtype="auto" if bf16 else "fp32",
+        cache_embeddings=False,
+    )
+    scorer.adopt(model, tokenizer)
+    ids = [str(i) for i in range(len(queries))]
+    frame = pd.DataFrame({QID: ids, QUERY: list(queries), DOCNO: ids, PID: 0, TEXT: list(texts)})
+    was_training = model.training
+    model.eval()
+    try:
+        scored = scorer(frame)
+    finally:
+        model.train(was_training)
+    return scored[SCORE].to_numpy(dtype=np.float64)
