@@ -17,9 +17,9 @@ Sequential transfer (Microblog, then SciFact): ``--init models/minilm-mb``.
 A bi-encoder instead (``--kind bi``): contrastive, each claim's gold sentence against the batch's
 other texts and a hard negative of its own; ``evirank rerank --scorer bi --model FOLDER`` uses it::
 
-    $ evirank train --kind bi --output models/bi-scifact --evidence $SF/evidence/train.jsonl \
-        $SF/queries.jsonl $SF/corpus.jsonl $SF/qrels/train.tsv bm25-train.txt \
-        --evidence-title --evidence-gold-only --group-size 2 --batch-size 32 --lr 2e-5 --epochs 3
+    $ evirank train --kind bi --output models/bi-scifact --evidence $SF/queries.jsonl \
+        $SF/evidence/train.jsonl $SF/qrels/train.tsv bm25-train.txt $SF/corpus.jsonl \
+        --evidence-title --evidence-gold-only --group-size 4 --batch-size 32 --lr 2e-5 --epochs 2
 
 Hard negatives mined from the bi-encoder's ranking over an index's stored passage vectors:
 ``--hard-negatives vectors:indexes/scifact``. A recipe search, every run validated on the same
