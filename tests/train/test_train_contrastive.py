@@ -115,3 +115,43 @@ def test_a_tiny_bi_encoder_learns_the_toy_order_resumes_exactly_and_loads_as_a_s
     b = safetensors_torch.load_file(tmp_path / "r" / "model.safetensors")
     for key in a:
         assert torch.equal(a[key], b[key]), key
+
+
+def test_hardest_negatives_keeps_what_the_initial_model_rates_highest(
+    tiny_encoder: Path, tmp_path: Path
+) -> None:
+    pytest.importorskip("torch")
+    from evirank.train.contrastive import keep_hardest, load_encoder, predict_similarity
+
+    with pytest.raises(ValueError, match="hardest_negatives applies"):
+        TrainConfig(hardest_negatives=2)
+    with pytest.raises(ValueError, match="positive integer"):
+        TrainConfig(encoder="bi", loss="contrastive", hardest_negatives=0)
+    train, val = split_by_query(toy_examples(n_queries=6), 0.25, seed=1)
+    model, tokenizer = load_encoder(str(tiny_encoder), dropout=0.0)
+
+    def score(queries: list[str], texts: list[str]) -> np.ndarray:
+        return predict_similarity(model, tokenizer, queries, texts, max_length=16)
+
+    from evirank.train.listwise import listwise_items
+
+    items = listwise_items(train)
+    kept = keep_hardest(items, 2, score)
+    for pool, chosen, query in zip(items[NEGATIVES], kept[NEGATIVES], items["query"], strict=True):
+        assert len(chosen) == 2 and set(chosen) <= set(pool)
+        rated = score([query] * len(pool), list(pool))
+        assert min(score([query] * 2, list(chosen))) >= sorted(rated)[-2] - 1e-6
+
+    cfg = TrainConfig(
+        encoder="bi",
+        loss="contrastive",
+        model=str(tiny_encoder),
+        hardest_negatives=2,
+        group_size=2,
+        epochs=1,
+        batch_size=4,
+        max_length=16,
+    )
+    train_bi_encoder(train, cfg, tmp_path / "m", validation=val)
+    saved = json.loads((tmp_path / "m" / TRAIN_JSON).read_text())
+    assert saved["config"]["hardest_negatives"] == 2

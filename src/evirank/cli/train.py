@@ -15,7 +15,7 @@ Example (Birch's recipe: Microblog 2011-12, validated on 2013)::
 Sequential transfer (Microblog, then SciFact): ``--init models/minilm-mb``.
 
 A bi-encoder instead (``--kind bi``): contrastive, each claim's gold sentence against the batch's
-other texts and a hard negative of its own; ``evirank rerank --scorer bi --model FOLDER`` uses it::
+other texts and hard negatives of its own; ``evirank rerank --scorer bi --model FOLDER`` uses it::
 
     $ evirank train --kind bi --output models/bi-scifact --evidence $SF/queries.jsonl \
         $SF/evidence/train.jsonl $SF/qrels/train.tsv bm25-train.txt $SF/corpus.jsonl \
@@ -106,6 +106,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="listwise and contrastive: texts per query in a group (one positive, the rest its negatives)",
     )
     parser.add_argument(
+        "--hardest-negatives",
+        type=int,
+        default=None,
+        metavar="K",
+        help="contrastive: keep only each positive's K negatives the initial bi-encoder scores "
+        "highest (default: draw from all)",
+    )
+    parser.add_argument(
         "--scale",
         type=float,
         default=TrainConfig().scale,
@@ -180,6 +188,7 @@ def _optimisation(args: argparse.Namespace) -> TrainConfig:
         loss=loss,
         group_size=args.group_size,
         scale=args.scale,
+        hardest_negatives=args.hardest_negatives,
         negatives_from=args.negatives_from,
     )
 

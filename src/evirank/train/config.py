@@ -45,6 +45,8 @@ class TrainConfig:
         group_size: listwise and contrastive: texts per query in a group (one positive, the
             rest its hard negatives).
         scale: contrastive: the cosines' multiplier in the softmax (1 / temperature).
+        hardest_negatives: contrastive: keep only each positive's this many negatives that the
+            initial bi-encoder scores highest (None: draw from all of them).
         negatives_from: listwise: "query", any negative of the positive's query, or "source",
             only those the same builder made (a gold sentence against sentences, a relevant
             abstract against abstracts).
@@ -81,6 +83,7 @@ class TrainConfig:
     loss: Literal["pointwise", "listwise", "contrastive"] = "pointwise"
     group_size: int = 8
     scale: float = 20.0
+    hardest_negatives: int | None = None
     negatives_from: Literal["query", "source"] = "query"
     epochs: int = 1
     batch_size: int = 16
@@ -116,6 +119,13 @@ class TrainConfig:
             raise ValueError(f"a {self.encoder}-encoder trains with loss {names}, found {self.loss!r}")
         if not self.scale > 0:
             raise ValueError(f"scale must be positive, found {self.scale}")
+        if self.hardest_negatives is not None:
+            if not isinstance(self.hardest_negatives, int) or self.hardest_negatives < 1:
+                raise ValueError(
+                    f"hardest_negatives must be a positive integer or None, found {self.hardest_negatives!r}"
+                )
+            if self.loss != "contrastive":
+                raise ValueError("hardest_negatives applies to a bi-encoder's contrastive loss")
         if self.negatives_from not in ("query", "source"):
             raise ValueError(f"negatives_from must be 'query' or 'source', found {self.negatives_from!r}")
         if not isinstance(self.group_size, int) or self.group_size < 2:

@@ -8,6 +8,12 @@ Karpukhin et al. 2020 trained DPR this way, with BM25 hard negatives; Gao, Dai &
 argue for negatives from the retriever's own ranking, which ``--hard-negatives`` mines). The
 scale (20, a temperature of 0.05) is the one all-MiniLM-L6-v2 was trained with.
 
+With ``hardest_negatives=K`` (``--hardest-negatives K``), each positive keeps only the K negatives of
+its pool that the initial bi-encoder scores highest (:func:`keep_hardest`): from the sentences of a
+few non-relevant abstracts, the ones that look most like the claim to the model being trained,
+rather than a random sentence of them, which is mostly easy. The selection is made once, before
+training, with the initial weights, so a resumed run selects the same ones.
+
 A text that is a positive of the same query (a second gold sentence of one claim, say) is
 never counted as a negative of it: its column is masked out of that query's row.
 
@@ -90,6 +96,38 @@ class Contrastive:
     def validation_loss(self, scores: np.ndarray, rows: pd.DataFrame) -> float:
         """Each positive's softmax cross-entropy (scaled cosines) against its query's negatives."""
         return listwise_validation_loss(self.scale * scores, rows)
+
+
+def keep_hardest(
+    items: pd.DataFrame,
+    k: int,
+    score: Any,
+) -> pd.DataFrame:
+    """``items`` with each row's negatives cut to the ``k`` that ``score`` rates highest.
+
+    Args:
+        items: rows [qid, query, text, negatives] (:func:`~evirank.train.listwise.listwise_items`).
+        k: negatives kept per row (all of them where a row has no more).
+        score: (queries, texts) -> similarities, one per pair (e.g. :func:`predict_similarity`
+            with the initial model).
+
+    Example:
+        >>> items = pd.DataFrame({"qid": ["1"], "query": ["cat"], "text": ["a cat"],
+        ...                       "negatives": [("a dog", "a cat toy", "a car")]})
+        >>> overlap = lambda qs, ts: [len(set(q.split()) & set(t.split())) + len(t) / 100
+        ...                           for q, t in zip(qs, ts)]
+        >>> keep_hardest(items, 1, overlap)["negatives"].tolist()
+        [('a cat toy',)]
+    """
+    pairs = {(q, t) for q, pool in zip(items[QUERY], items[NEGATIVES], strict=True) for t in pool}
+    ordered = sorted(pairs)
+    scores = np.asarray(score([q for q, _ in ordered], [t for _, t in ordered]), dtype=np.float64)
+    rated = dict(zip(ordered, scores.tolist(), strict=True))
+    kept = [
+        tuple(sorted(pool, key=lambda t, q=query: (-rated[(q, t)], t))[:k])
+        for query, pool in zip(items[QUERY], items[NEGATIVES], strict=True)
+    ]
+    return items.assign(**{NEGATIVES: kept})
 
 
 def load_encoder(path: str, *, dropout: float | None) -> tuple[Any, Any]:

@@ -55,12 +55,13 @@ from evirank.train import _model
 from evirank.train.config import TrainConfig
 from evirank.train.contrastive import (
     Contrastive,
+    keep_hardest,
     load_encoder,
     predict_similarity,
     write_sentence_transformers_files,
 )
 from evirank.train.examples import summarize_examples
-from evirank.train.listwise import Listwise, listwise_items
+from evirank.train.listwise import NEGATIVES, Listwise, listwise_items
 
 logger = logging.getLogger(__name__)
 
@@ -670,6 +671,32 @@ def _items_and_objective(examples: pd.DataFrame, config: TrainConfig) -> tuple[p
     return examples[columns], Classification(config.num_labels)
 
 
+def _hardest(items: pd.DataFrame, config: TrainConfig, source: str) -> pd.DataFrame:
+    """Each positive's ``config.hardest_negatives`` negatives the initial bi-encoder scores highest."""
+    model, tokenizer = load_encoder(source, dropout=config.dropout)
+    model.to(resolve_device(config.device))
+
+    def score(queries: list[str], texts: list[str]) -> np.ndarray:
+        return predict_similarity(
+            model,
+            tokenizer,
+            queries,
+            texts,
+            batch_size=config.eval_batch_size,
+            max_length=config.max_length,
+            device=resolve_device(config.device),
+            bf16=config.bf16,
+        )
+
+    kept = keep_hardest(items, config.hardest_negatives or 1, score)
+    logger.info(
+        "contrastive: each positive keeps its %d hardest negatives by the initial model (%d pairs scored)",
+        config.hardest_negatives,
+        sum(len(pool) for pool in items[NEGATIVES]),
+    )
+    return kept
+
+
 def result_from_json(output_dir: str | os.PathLike[str]) -> TrainResult:
     """The :class:`TrainResult` of a completed model folder (read from ``evirank-train.json``)."""
     out = Path(output_dir)
@@ -802,6 +829,8 @@ def train_model(
         return result_from_json(out)
     items, objective = _items_and_objective(examples, config)
     source = config.init or config.model or _model.default_model_path()
+    if config.hardest_negatives is not None:
+        items = _hardest(items, config, source)
     init: dict[str, Any] = {
         "model": config.init or config.model or _model.DEFAULT_MODEL_NAME,
         "path": source,
