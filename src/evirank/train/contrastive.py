@@ -84,7 +84,7 @@ class Contrastive:
         mask = torch.zeros_like(logits, dtype=torch.bool)
         mask[:, :n] = same_query
         if negatives:
-            positive_sets = [set() for _ in range(n)]
+            positive_sets: list[set[str]] = [set() for _ in range(n)]
             for i, j in zip(*np.nonzero(qids[:, None] == qids[None, :]), strict=True):
                 positive_sets[i].add(positives[j])
             clash = np.array([[t in positive_sets[i] for t in negatives] for i in range(n)])
@@ -123,10 +123,11 @@ def keep_hardest(
     ordered = sorted(pairs)
     scores = np.asarray(score([q for q, _ in ordered], [t for _, t in ordered]), dtype=np.float64)
     rated = dict(zip(ordered, scores.tolist(), strict=True))
-    kept = [
-        tuple(sorted(pool, key=lambda t, q=query: (-rated[(q, t)], t))[:k])
-        for query, pool in zip(items[QUERY], items[NEGATIVES], strict=True)
-    ]
+
+    def hardest(query: str, pool: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(sorted(pool, key=lambda text: (-rated[(query, text)], text))[:k])
+
+    kept = [hardest(q, pool) for q, pool in zip(items[QUERY], items[NEGATIVES], strict=True)]
     return items.assign(**{NEGATIVES: kept})
 
 
