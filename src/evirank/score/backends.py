@@ -142,8 +142,8 @@ def mean_pooled(hidden: Any, attention_mask: Any) -> Any:
     Example:
         >>> import torch
         >>> hidden = torch.tensor([[[3.0, 0.0], [0.0, 4.0], [9.0, 9.0]]])
-        >>> mean_pooled(hidden, torch.tensor([[1, 1, 0]])).tolist()
-        [[0.6, 0.8]]
+        >>> [round(v, 3) for v in mean_pooled(hidden, torch.tensor([[1, 1, 0]]))[0].tolist()]
+        [0.6, 0.8]
     """
     torch = require("torch", "torch")
     mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
