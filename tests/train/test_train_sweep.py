@@ -95,7 +95,7 @@ def test_an_interrupted_sweep_skips_finished_runs_and_resumes_the_unfinished_one
     reference = tmp_path / "reference"
     assert main(command(tiny_encoder, pairs, reference, "1e-3", "5e-3")) == 0
     out = tmp_path / "sweep"
-    real = trainer.train_cross_encoder
+    real = trainer.train_model
 
     def interrupted(*args: Any, **kwargs: Any) -> Any:
         folder = Path(args[2])
@@ -106,7 +106,7 @@ def test_an_interrupted_sweep_skips_finished_runs_and_resumes_the_unfinished_one
 
         return real(*args, **kwargs, step_callback=stop)
 
-    monkeypatch.setattr(trainer, "train_cross_encoder", interrupted)
+    monkeypatch.setattr(trainer, "train_model", interrupted)
     assert main(command(tiny_encoder, pairs, out, "1e-3", "5e-3")) == 130
     assert (out / "runs" / "01-lr0.001" / TRAIN_JSON).is_file()
     assert not (out / "runs" / "02-lr0.005" / TRAIN_JSON).exists()
@@ -121,7 +121,7 @@ def test_an_interrupted_sweep_skips_finished_runs_and_resumes_the_unfinished_one
         called.append(name)
         return real(*args, **kwargs, step_callback=lambda step: steps.append((name, step)))
 
-    monkeypatch.setattr(trainer, "train_cross_encoder", watched)
+    monkeypatch.setattr(trainer, "train_model", watched)
     assert main(command(tiny_encoder, pairs, out, "1e-3", "5e-3")) == 0
     assert (out / "runs" / "01-lr0.001" / TRAIN_JSON).stat().st_mtime_ns == first  # not trained again
     assert steps[0] == ("02-lr0.005", 3)  # resumed after the checkpoint of step 2
