@@ -34,6 +34,7 @@ SUBCOMMANDS = (
     "report",
     "train",
     "distill",
+    "merge",
     "serve",
     "data",
 )
