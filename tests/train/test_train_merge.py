@@ -138,3 +138,17 @@ def test_merge_cli_prints_the_models_and_weights(
         == 2
     )
     assert "must sum to 1" in caplog.text
+
+
+def test_merge_reads_pytorch_bin_weights_too(two_encoders: tuple[Path, Path], tmp_path: Path) -> None:
+    import transformers
+
+    first, second = two_encoders
+    legacy = tmp_path / "legacy"
+    transformers.BertModel.from_pretrained(str(second)).save_pretrained(str(legacy), safe_serialization=False)
+    assert (legacy / "pytorch_model.bin").is_file() and not list(legacy.glob("*.safetensors"))
+    out = tmp_path / "merged"
+    merge_models([(first, 0.5), (legacy, 0.5)], out)
+    a, b, merged = load_state(first), load_state(second), load_state(out)
+    key = "encoder.layer.1.output.dense.weight"
+    np.testing.assert_allclose(merged[key].numpy(), 0.5 * a[key].numpy() + 0.5 * b[key].numpy(), atol=1e-6)
