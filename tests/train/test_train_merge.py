@@ -141,12 +141,13 @@ def test_merge_cli_prints_the_models_and_weights(
 
 
 def test_merge_reads_pytorch_bin_weights_too(two_encoders: tuple[Path, Path], tmp_path: Path) -> None:
-    import transformers
+    import torch
 
     first, second = two_encoders
-    legacy = tmp_path / "legacy"
-    transformers.BertModel.from_pretrained(str(second)).save_pretrained(str(legacy), safe_serialization=False)
-    assert (legacy / "pytorch_model.bin").is_file() and not list(legacy.glob("*.safetensors"))
+    legacy = tmp_path / "legacy"  # an older checkpoint: config.json and pytorch_model.bin
+    legacy.mkdir()
+    shutil.copy2(second / "config.json", legacy / "config.json")
+    torch.save(load_state(second), legacy / "pytorch_model.bin")
     out = tmp_path / "merged"
     merge_models([(first, 0.5), (legacy, 0.5)], out)
     a, b, merged = load_state(first), load_state(second), load_state(out)
