@@ -3,8 +3,9 @@
 Each ``--pair NAME QRELS BASELINE_RUN RUN`` is one collection: the baseline's run (say, the
 zero-shot bi-encoder's) and the run to check (the same pipeline with a fine-tuned model), both
 evaluated on the collection's qrels. The table gives each collection's means and the p of a paired
-two-sided t-test over its queries, then one row pooling every query of every collection (a paired
-t-test over all of them): a few dozen queries per collection cannot show a small loss, the pool can.
+two-sided t-test over its queries (and Bonferroni over the collections), then one row pooling every
+query of every collection (a paired t-test over all of them): a few dozen queries per collection
+cannot show a small loss, the pool can.
 
 Usage:
     PYTHONPATH=src python benchmarks/across_collections.py --measure nDCG@10 \\
@@ -15,33 +16,24 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
 import pandas as pd
 from _common import footer, header
 
 from evirank import markdown
 from evirank.evaluate.measures import per_query
+from evirank.evaluate.significance import adjust, paired_ttest
+from evirank.frames import QID
 from evirank.io import read_qrels, read_run
 
 
-def paired(qrels: str, baseline: str, run: str, measure: str) -> pd.DataFrame:
-    """Per-query values of both runs over the queries both were evaluated on: [qid, baseline, run]."""
+def per_query_pair(name: str, qrels: str, baseline: str, run: str, measure: str) -> pd.DataFrame:
+    """Per-query values of both runs, [run, qid, measure, value], query ids prefixed by the collection."""
     judged = read_qrels(qrels)
-    values = []
-    for path in (baseline, run):
+    tables = []
+    for label, path in (("baseline", baseline), ("run", run)):
         table = per_query(read_run(path), judged, [measure])
-        values.append(table.set_index("qid")["value"])
-    both = pd.concat(values, axis=1, join="inner", keys=["baseline", "run"])
-    return both.reset_index()
-
-
-def ttest_p(deltas: np.ndarray) -> float:
-    """Two-sided p of a paired t-test from the per-query differences (1.0 when they are all equal)."""
-    from scipy import stats
-
-    if len(deltas) < 2 or np.allclose(deltas, deltas[0]):
-        return 1.0
-    return float(stats.ttest_1samp(deltas, 0.0).pvalue)
+        tables.append(table.assign(run=label, **{QID: name + ":" + table[QID].astype(str)}))
+    return pd.concat(tables, ignore_index=True)
 
 
 def main() -> None:
@@ -53,30 +45,40 @@ def main() -> None:
     parser.add_argument("--label", default="run", help="the checked run's name in the table")
     args = parser.parse_args()
 
-    rows, pooled = [], []
-    for name, qrels, baseline, run in args.pair:
-        both = paired(qrels, baseline, run, args.measure)
-        deltas = (both["run"] - both["baseline"]).to_numpy()
-        pooled.append(deltas)
-        rows.append(
-            [name, len(both), both["baseline"].mean(), both["run"].mean(), deltas.mean(), ttest_p(deltas)]
-        )
-    deltas = np.concatenate(pooled)
-    rows.append(["all queries, pooled", len(deltas), None, None, deltas.mean(), ttest_p(deltas)])
+    frames = {name: per_query_pair(name, *rest, args.measure) for name, *rest in args.pair}
+    tests = {
+        name: paired_ttest(frame, "baseline", correction="none").iloc[0] for name, frame in frames.items()
+    }
+    pooled = paired_ttest(pd.concat(frames.values(), ignore_index=True), "baseline", correction="none").iloc[
+        0
+    ]
+    corrected = dict(zip(tests, adjust([t["p"] for t in tests.values()], "bonferroni"), strict=True))
     print(header(f"{args.measure}: {args.label} against the baseline, per collection and pooled"))
-    columns = ["collection", "queries", "baseline", args.label, "difference", "p (paired t-test)"]
-    table = [
+    columns = [
+        "collection",
+        "queries",
+        "baseline",
+        args.label,
+        "difference",
+        "p (paired t-test)",
+        "p, Bonferroni",
+    ]
+    rows = [
         [
             name,
-            str(n),
-            "" if b is None else f"{b:.4f}",
-            "" if r is None else f"{r:.4f}",
-            f"{d:+.4f}",
-            f"{p:.3f}",
+            t["n"],
+            f"{t['baseline_mean']:.4f}",
+            f"{t['mean']:.4f}",
+            f"{t['delta']:+.4f}",
+            f"{t['p']:.3f}",
+            f"{corrected[name]:.3f}",
         ]
-        for name, n, b, r, d, p in rows
+        for name, t in tests.items()
     ]
-    print(markdown.table(columns, table))
+    rows.append(
+        ["all queries, pooled", pooled["n"], "", "", f"{pooled['delta']:+.4f}", f"{pooled['p']:.3f}", ""]
+    )
+    print(markdown.table(columns, rows))
     print(footer())
 
 

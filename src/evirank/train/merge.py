@@ -53,7 +53,6 @@ _NOT_COPIED = (
     "train-log.jsonl",
     "checkpoints",
     "onnx",
-    "training_args.bin",
 )
 
 
