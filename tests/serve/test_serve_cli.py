@@ -17,7 +17,7 @@ def parse(*argv: str):
 
 def test_defaults_serve_the_offline_bi_encoder_on_localhost() -> None:
     args = parse("--index", "idx")
-    assert (args.scorer, args.model, args.host, args.port) == ("bi", None, "127.0.0.1", 8080)
+    assert (args.scorer, args.model, args.host, args.port) == ("auto", None, "127.0.0.1", 8080)
     assert (args.depth, args.k, args.timeout) == (20, 10, 30.0)
     assert (args.aggregate, args.segment, args.title) == ("birch:3", None, None)  # None: the vectors decide
     config = config_from_args(args)
@@ -42,7 +42,7 @@ def test_inconsistent_limits_fail_with_status_2(caplog: pytest.LogCaptureFixture
 
 def test_cross_encoder_without_a_model_fails_clearly(caplog: pytest.LogCaptureFixture) -> None:
     assert main(["serve", "--index", "idx", "--scorer", "cross"]) == 2
-    assert "--scorer cross needs --model" in caplog.text
+    assert "the cross family needs its model" in caplog.text
 
 
 def test_missing_index_fails_clearly(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

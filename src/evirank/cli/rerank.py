@@ -133,15 +133,22 @@ def _add_inputs(inputs: Any) -> None:
 
 
 def _add_scoring(model: Any) -> None:
+    from evirank.score.family import AUTO, family_names
+
     model.add_argument(
-        "--scorer", choices=("cross", "bi"), default=None, help="cross-encoder (default) or bi-encoder"
+        "--scorer",
+        choices=(AUTO, *family_names()),
+        default=None,
+        metavar="FAMILY",
+        help=f"the model family: {AUTO} (default: told from --model's files; without --model the "
+        f"offline all-MiniLM-L6-v2 bi-encoder) or one of {', '.join(family_names())}",
     )
     model.add_argument(
         "--evidence",
         action="append",
         metavar="SCORER",
-        help="several scorers' evidence in one ranking, repeated: [LABEL=]cross:MODEL or [LABEL=]bi[:MODEL] "
-        "(instead of --scorer/--model; label default: the kind)",
+        help="several scorers' evidence in one ranking, repeated: [LABEL=]FAMILY[:MODEL], e.g. cross:MODEL "
+        "or bi (instead of --scorer/--model; label default: the family)",
     )
     model.add_argument(
         "--evidence-weights",
@@ -188,10 +195,10 @@ def _add_scoring(model: Any) -> None:
     )
     model.add_argument(
         "--prune-by",
-        choices=("bm25", "bi"),
         default="bm25",
-        help="the cheap scorer of --prune: BM25 over each document's passages (default), or the "
-        "bi-encoder (by lookup in the stored vectors when there are some)",
+        metavar="SCORER",
+        help="the cheap scorer of --prune: bm25 over each document's passages (default), or a scorer "
+        "FAMILY[:MODEL] such as bi (the bi-encoder, by lookup in the stored vectors when there are some)",
     )
     model.add_argument(
         "--scores",
@@ -266,7 +273,7 @@ def config_from_args(args: argparse.Namespace) -> RerankConfig:
         missing_docs=args.missing_docs,
         k=args.k,
         rm3=args.rm3,
-        scorer=args.scorer or "cross",
+        scorer=args.scorer or "auto",
         model=args.model,
         max_length=args.max_length,
         batch_tokens=args.batch_tokens,

@@ -33,17 +33,24 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--model",
         default=None,
-        help="Hugging Face model id or local folder (default with --scorer bi: the offline all-MiniLM-L6-v2)",
+        help="Hugging Face model id or local folder (default: the offline all-MiniLM-L6-v2 bi-encoder)",
     )
+    from evirank.score.family import AUTO, family_names
+
     parser.add_argument(
-        "--scorer", choices=("cross", "bi"), default="bi", help="passage scorer (default: bi)"
+        "--scorer",
+        choices=(AUTO, *family_names()),
+        default=AUTO,
+        metavar="FAMILY",
+        help=f"the model family: {AUTO} (default: told from --model's files) or one of "
+        f"{', '.join(family_names())}",
     )
     parser.add_argument(
         "--evidence-scorer",
         action="append",
         metavar="SCORER",
-        help="several scorers' evidence, repeated (evirank rerank's --evidence): [LABEL=]cross:MODEL or "
-        "[LABEL=]bi[:MODEL], instead of --scorer/--model",
+        help="several scorers' evidence, repeated (evirank rerank's --evidence): [LABEL=]FAMILY[:MODEL], "
+        "instead of --scorer/--model",
     )
     parser.add_argument(
         "--evidence-weights",
@@ -116,13 +123,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         type=int,
         default=None,
         metavar="N",
-        help="with --scorer cross: score only each document's N best passages by --prune-by",
+        help="cascade: score only each document's N best passages by --prune-by (a scorer reading every "
+        "passage's text, e.g. a cross-encoder)",
     )
     parser.add_argument(
         "--prune-by",
-        choices=("bm25", "bi"),
         default="bm25",
-        help="the cheap scorer of --prune: BM25 over the passages (default) or the bi-encoder by lookup",
+        metavar="SCORER",
+        help="the cheap scorer of --prune: bm25 over the passages (default) or a scorer FAMILY[:MODEL] such "
+        "as bi (by lookup in the stored vectors)",
     )
     parser.add_argument("--device", default=None, help="cuda | mps | cpu (default: the best available)")
     parser.add_argument(
@@ -229,7 +238,7 @@ def set_model_threads(threads: int | None, info: dict[str, Any]) -> int | None:
     With stored vectors a request's model call embeds one query of a few tokens: one thread is as
     fast as two, and on a busy CPU the second thread's spin-waits cost far more than they save.
     """
-    queries_only = info.get("scorer") == "bi" and "stored passage vectors" in str(info.get("evidence", ""))
+    queries_only = "stored passage vectors" in str(info.get("evidence", ""))
     if threads is None and not queries_only:
         return None
     chosen = threads if threads is not None else 1

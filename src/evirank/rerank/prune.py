@@ -6,13 +6,15 @@ from the other side (Akkalyoncu Yilmaz, *Cross-Domain Sentence Modeling for Rele
 BERT*, 2019, Table 5.6: only sentences without query terms kept; BERT still beats the baseline, with
 less effectiveness), see ``docs/cascade.md``.
 
-Two cheap scorers:
+The cheap scorer (``--prune-by``):
 
 * ``bm25``: BM25 of the query against each passage, with document frequencies and the average
   length taken over the passages of the query's candidates (lowercased words, English stop words
   dropped). Needs nothing but the text.
-* ``bi``: the cosine of bi-encoder embeddings, read from stored passage vectors when there are
-  some (:class:`~evirank.score.BiEncoder` with ``vectors``), so only the query is embedded.
+* a scorer spec, ``FAMILY[:MODEL]`` (:class:`~evirank.score.multi.ScorerSpec`): that model's
+  score; ``bi`` is the cosine of bi-encoder embeddings, read from stored passage vectors when there
+  are some (a family that stores passage representations reads them by lookup), so only the query
+  is embedded.
 
 Example:
     >>> import pandas as pd
@@ -41,7 +43,8 @@ logger = logging.getLogger(__name__)
 #: The column a pruned frame keeps with the cheap scorer's score.
 PRUNE_SCORE = "prune_score"
 
-PRUNE_BY = ("bm25", "bi")
+#: The lexical cheap scorer's name; anything else given to ``--prune-by`` is a scorer spec.
+BM25 = "bm25"
 
 _WORD = re.compile(r"[a-z0-9]+")
 #: Lucene's English stop words (what Anserini's default analyzer drops).
@@ -96,9 +99,9 @@ class Prune(Stage):
 
     Args:
         n: passages kept per document (per query).
-        by: ``"bm25"`` (BM25 over the candidates' passages) or ``"bi"`` (``scorer``'s cosine).
-        scorer: the cheap scorer for ``by="bi"``: a :class:`~evirank.score.BiEncoder`, best with
-            stored passage vectors.
+        by: ``"bm25"`` (BM25 over the candidates' passages) or the name of ``scorer``.
+        scorer: the cheap model scorer when ``by`` is not ``"bm25"`` (any family; best one that
+            reads stored passage representations, such as a bi-encoder with stored vectors).
 
     The output keeps the input's columns and order, minus the pruned rows, plus ``prune_score``.
 
@@ -112,17 +115,18 @@ class Prune(Stage):
     def __init__(self, n: int, by: str = "bm25", scorer: Any = None) -> None:
         if not isinstance(n, int) or n < 1:
             raise ValueError(f"--prune must be a positive number of passages, found {n!r}")
-        if by not in PRUNE_BY:
-            raise ValueError(f"--prune-by must be one of {', '.join(PRUNE_BY)}, found {by!r}")
-        if by == "bi" and scorer is None:
-            raise ValueError("--prune-by bi needs a bi-encoder (scorer=BiEncoder(...))")
+        if (by == BM25) != (scorer is None):
+            raise ValueError(
+                f"--prune-by {by}: bm25 takes no model scorer, and any other cheap scorer needs one "
+                "(scorer=BiEncoder(...))"
+            )
         self.n = n
         self.by = by
         self.scorer = scorer
 
     def cheap_scores(self, frame: pd.DataFrame) -> np.ndarray:
         """The cheap score of every row of a Passages frame."""
-        if self.by == "bi":
+        if self.scorer is not None:
             scored = self.scorer(frame[[QID, QUERY, DOCNO, PID, TEXT]])
             self.stats_ = getattr(self.scorer, "stats_", None)
             return scored[SCORE].to_numpy(dtype=np.float64)
@@ -185,8 +189,8 @@ class Cascade:
     Args:
         vectors: the stored passage vectors to read (None: none).
         prune: passages kept per document (None: no cascade).
-        by: the cheap scorer.
-        device: where a bi-encoder built for pruning runs.
+        by: the cheap scorer: ``bm25`` or a scorer spec (``bi``, ``bi:MODEL``, ``colbert:MODEL``).
+        device: where a model scorer built for pruning runs.
         from_index: the vectors were found in the index (not named): a mismatch says how to opt out.
     """
 
@@ -204,14 +208,14 @@ class Cascade:
         self.device = device
         self.from_index = from_index
 
-    def check(self, segmenter: Any, bi_encoder: Any) -> None:
-        """Refuse vectors made by another model or segmenter than ``bi_encoder`` and ``segmenter``."""
+    def check(self, segmenter: Any, reader: Any) -> None:
+        """Refuse vectors made by another model or segmenter than ``reader`` and ``segmenter``."""
         if self.vectors is None:
             return
         from evirank.vectors import VectorsMismatchError
 
         try:
-            self.vectors.check_scorer(bi_encoder, segmenter)
+            self.vectors.check_scorer(reader, segmenter)
         except VectorsMismatchError as exc:
             if self.from_index:
                 raise VectorsMismatchError(
@@ -219,23 +223,30 @@ class Cascade:
                 ) from None
             raise
 
-    def stage(self, segmenter: Any, bi_encoder: Any = None) -> Prune | None:
+    def stage(self, segmenter: Any, reader: Any = None) -> Prune | None:
         """The pruning stage (None without ``--prune``); checks the vectors against what reads them.
 
         Args:
             segmenter: the run's segmenter.
-            bi_encoder: the run's scorer when it is a bi-encoder (reused for ``--prune-by bi``).
+            reader: the run's scorer when it reads stored passage representations (reused as the
+                cheap scorer when ``by`` names its family without a model).
         """
-        cheap = bi_encoder
-        if self.prune is not None and self.by == "bi" and cheap is None:
-            from evirank.score import BiEncoder
+        cheap = None
+        if self.prune is not None and self.by != BM25:
+            from evirank.score.multi import ScorerSpec
 
-            cheap = BiEncoder(device=self.device, vectors=self.vectors)
-        if cheap is not None:
-            self.check(segmenter, cheap)
+            spec = ScorerSpec.parse(self.by)
+            if reader is not None and reader.family == spec.family and spec.model is None:
+                cheap = reader
+            else:
+                stored = self.vectors if spec.stores_passages else None
+                cheap = spec.build(device=self.device, vectors=stored)
+        checked = reader if reader is not None else cheap
+        if checked is not None and (checked is reader or getattr(checked, "vectors", None) is not None):
+            self.check(segmenter, checked)
         if self.prune is None:
             return None
-        return Prune(self.prune, self.by, cheap if self.by == "bi" else None)
+        return Prune(self.prune, self.by, cheap)
 
     def describe(self) -> dict[str, Any] | None:
         """The vectors used (folder, model, segmenter, passages), for a run's record."""
@@ -264,22 +275,29 @@ def describe_vectors(pipeline: Any) -> dict[str, Any] | None:
     return None
 
 
-def cascade_from_flags(args: Any, aggregator: Any, usage: Any) -> Cascade:
-    """The :class:`Cascade` of ``evirank rerank``'s flags (``usage(message)`` makes the usage error)."""
+def cascade_from_flags(args: Any, aggregator: Any, usage: Any, reads_passages: bool = False) -> Cascade:
+    """The :class:`Cascade` of ``evirank rerank``'s flags (``usage(message)`` makes the usage error).
+
+    ``reads_passages``: the run's scorer reads stored passage representations (a bi-encoder).
+    """
+    from evirank.score.multi import ScorerSpec
     from evirank.vectors.index import resolve_vectors
 
     prune = getattr(args, "prune", None)
-    by = getattr(args, "prune_by", "bm25")
+    by = getattr(args, "prune_by", BM25)
     try:
         check_prune(aggregator, prune)
+        cheap_stores = prune is not None and by != BM25 and ScorerSpec.parse(by).stores_passages
     except ValueError as exc:
-        raise usage(str(exc)) from exc
+        raise usage(f"--prune-by: {exc}" if "scorer" in str(exc) else str(exc)) from exc
     spec = getattr(args, "vectors", None)
     spec = None if spec is None else str(spec)
-    wanted = args.scorer == "bi" or (prune is not None and by == "bi")
+    wanted = reads_passages or cheap_stores
     vectors = resolve_vectors(spec, getattr(args, "index", None)) if wanted else None
     if spec is not None and spec.lower() != "none" and not wanted:
-        logger.warning("--vectors %s is not used: neither the scorer nor --prune-by is bi", spec)
+        logger.warning(
+            "--vectors %s is not used: neither the scorer nor --prune-by reads stored passage vectors", spec
+        )
     if vectors is not None:
         logger.info("passage vectors: %s", vectors)
     return Cascade(vectors, prune, by, getattr(args, "device", "auto"), from_index=spec is None)

@@ -51,8 +51,9 @@ class RerankConfig:
         missing_docs: ``"error"`` or ``"keep"`` documents absent from the text source.
         k: BM25 depth without ``run``.
         rm3: BM25+RM3 without ``run``.
-        scorer: ``"cross"`` or ``"bi"``.
-        model: Hugging Face id or local folder (cross needs one).
+        scorer: a model family (:func:`evirank.score.family.family_names`), or ``auto`` to tell it
+            from the model's files (without ``model``: the default bi-encoder).
+        model: Hugging Face id or local folder (every family but ``bi`` needs one).
         max_length: input token cap (None: the scorer's).
         batch_tokens: token budget per batch (None: by device).
         device: ``auto``, ``cpu``, ``cuda``, ``cuda:1``, ``mps``.
@@ -71,7 +72,7 @@ class RerankConfig:
         overwrite: replace existing outputs (the score store is kept).
         vectors: stored passage vectors for a bi-encoder (None: the index's own, if any; ``"none"``: off).
         prune: the cascade: passages kept per document by ``prune_by`` before scoring (None: all).
-        prune_by: ``"bm25"`` or ``"bi"`` (:class:`evirank.rerank.prune.Prune`).
+        prune_by: ``"bm25"`` or a scorer spec such as ``bi`` (:class:`evirank.rerank.prune.Prune`).
         ray: run the model on Ray: ``local``, ``auto`` or a cluster address (None: in this process).
         ray_workers: model replicas on Ray (None: by the cluster's resources).
         ray_cpus: cores per replica.
@@ -79,8 +80,8 @@ class RerankConfig:
         query_block: re-rank this many queries at a time (None: all at once).
         first_stage: without ``run``: ``bm25``, ``dense`` (the index's passage vectors, or
             ``vectors``), ``rrf[:K]`` or ``interp[:WEIGHT]`` (the two fused; :mod:`evirank.firststage`).
-        evidence: several scorers instead of ``scorer``/``model``, each ``[LABEL=]cross:MODEL`` or
-            ``[LABEL=]bi[:MODEL]`` (:class:`~evirank.score.multi.ScorerSpec`); their evidence is
+        evidence: several scorers instead of ``scorer``/``model``, each ``[LABEL=]FAMILY[:MODEL]``
+            (:class:`~evirank.score.multi.ScorerSpec`); their evidence is
             combined by :class:`~evirank.aggregate.MultiEvidence`.
         evidence_weights: ``LABEL=W`` weights of the scorers after the first (the first gets 1
             minus their sum; None: equal shares).
@@ -96,7 +97,7 @@ class RerankConfig:
     missing_docs: str = "error"
     k: int = 1000
     rm3: bool = False
-    scorer: str = "cross"
+    scorer: str = "auto"
     model: str | None = None
     max_length: int | None = None
     batch_tokens: int | None = None
@@ -138,7 +139,7 @@ class RerankConfig:
 
         if self.evidence:
             return parse_scorers(self.evidence)
-        return (ScorerSpec(self.scorer, self.scorer, self.model),)
+        return (ScorerSpec.parse(f"{self.scorer}:{self.model}" if self.model else self.scorer),)
 
     @property
     def multi(self) -> bool:
@@ -164,22 +165,16 @@ class RerankConfig:
                 raise RerankConfigError("--first-stage retrieves from --index: give --index, and no --run")
         if (self.index is None) == (self.corpus is None):
             raise RerankConfigError("give exactly one text source: --index DIR or --corpus PATH")
-        if self.scorer not in ("cross", "bi"):
-            raise RerankConfigError(f"--scorer must be cross or bi, found {self.scorer!r}")
         if self.evidence and self.model:
             raise RerankConfigError(
                 "with --evidence, give each scorer's model there (cross:MODEL, bi:MODEL), not --model"
-            )
-        if self.scorer == "cross" and not self.model and not self.evidence:
-            raise RerankConfigError(
-                "--scorer cross needs --model (a Hugging Face model id or a local folder)"
             )
         if self.evidence_weights and not self.multi:
             raise RerankConfigError("--evidence-weights needs two scorers or more (--evidence, repeated)")
         try:
             from evirank.rerank.prune import check_prune
 
-            self.scorer_specs()
+            self.scorer_specs()  # an unknown family or a model that cannot be read fails here
 
             check_prune(self.aggregator(), self.prune)
             self.segment_spec()
@@ -245,11 +240,11 @@ class RerankConfig:
         return [Path(self.output), sidecar(self.output), *extra]
 
     def run_tag(self) -> str:
-        """The run tag: ``tag``, else ``evirank-SCORER-AGGREGATE`` (``evirank-cross-birch3``).
+        """The run tag: ``tag``, else ``evirank-FAMILY-AGGREGATE`` (``evirank-cross-birch3``).
 
         With several scorers, their labels joined by ``+`` (``evirank-cross+bi-birch3``).
         """
-        scorer = "+".join(s.label for s in self.scorer_specs()) if self.evidence else self.scorer
+        scorer = "+".join(s.label for s in self.scorer_specs())
         return self.tag or f"evirank-{scorer}-{self.aggregate.replace(':', '')}"
 
 
@@ -262,38 +257,36 @@ def default_store(output: str | Path) -> Path:
 def build_scorer(
     config: RerankConfig, store: str | Path | None, vectors: Any = None, spec: Any = None
 ) -> Any:
-    """The scorer the config asks for (nothing heavy is loaded yet); a bi-encoder reads ``vectors``.
+    """The scorer the config asks for (nothing heavy is loaded yet), through the family registry.
 
-    ``spec`` (a :class:`~evirank.score.multi.ScorerSpec`) picks one of several scorers' kind and model.
+    ``spec`` (a :class:`~evirank.score.multi.ScorerSpec`) picks one of several scorers; a family
+    that stores passage representations reads ``vectors`` when given.
     """
-    from evirank.score import BiEncoder, CrossEncoder
-
-    kind = config.scorer if spec is None else spec.kind
-    model = config.model if spec is None else spec.model
-    kwargs: dict[str, Any] = {
+    chosen = spec if spec is not None else config.scorer_specs()[0]
+    options: dict[str, Any] = {
+        "max_length": config.max_length,
         "batch_tokens": config.batch_tokens,
         "device": config.device,
         "store": store,
         "backend": config.backend,
         "ray": config.ray_options(),
     }
-    if kind == "bi":
-        return BiEncoder(model, max_length=config.max_length, vectors=vectors, **kwargs)
-    if config.max_length is not None:
-        kwargs["max_length"] = config.max_length
-    return CrossEncoder(model, **kwargs)  # type: ignore[arg-type]
+    if vectors is not None:
+        options["vectors"] = vectors
+    return chosen.build(**options)
 
 
 def build_scorers(config: RerankConfig, store: str | Path | None, vectors: Any = None) -> Any:
     """The :class:`~evirank.score.multi.Scorers` of several scorers, each with the score store.
 
-    A bi-encoder reads ``vectors`` when given (its scores are then lookups, not kept in the store).
+    A scorer that stores passage representations reads ``vectors`` when given (its scores are
+    then lookups, not kept in the store).
     """
     from evirank.score.multi import Scorers
 
     pairs = []
     for spec in config.scorer_specs():
-        reads = vectors if spec.kind == "bi" else None
+        reads = vectors if spec.stores_passages else None
         pairs.append((spec.label, build_scorer(config, None if reads is not None else store, reads, spec)))
     return Scorers(pairs)
 
@@ -301,44 +294,34 @@ def build_scorers(config: RerankConfig, store: str | Path | None, vectors: Any =
 def build_pipeline(config: RerankConfig, store: str | Path | None) -> Any:
     """The :class:`~evirank.rerank.Rerank` pipeline of ``config``: fetch, segment, score, aggregate.
 
-    Sentences are cut to the scorer's room for a passage (:meth:`~evirank.score.BiEncoder.passage_budget`).
+    Passages are cut to the scorer's room for a passage (its ``passage_budget``).
     """
     from evirank.rerank import FetchText, Rerank, passage_budget
+    from evirank.rerank.prune import cascade_from_flags
 
     fetch = (
         FetchText(index=config.index, missing=config.missing_docs)  # type: ignore[arg-type]
         if config.index
         else FetchText(corpus=config.corpus, missing=config.missing_docs)  # type: ignore[arg-type]
     )
-    from evirank.rerank.prune import cascade_from_flags
-
     aggregator = config.aggregator()
+    specs = config.scorer_specs()
+    reads_passages = any(spec.stores_passages for spec in specs)
+    cascade = cascade_from_flags(config, aggregator, RerankConfigError, reads_passages)
+    stored = cascade.vectors if reads_passages else None
     if config.multi:
-        from dataclasses import replace
-
-        has_bi = any(spec.kind == "bi" for spec in config.scorer_specs())
-        flags = replace(config, scorer="bi" if has_bi else "cross", evidence=())
-        cascade = cascade_from_flags(flags, aggregator, RerankConfigError)
-        bi_vectors = cascade.vectors if has_bi else None
-        scorer = build_scorers(config, store, bi_vectors)
-        scorer_is_bi = False
+        scorer = build_scorers(config, store, stored)
+        reader = None
     else:
-        if config.evidence:  # one scorer given as --evidence: the same as --scorer/--model
-            from dataclasses import replace
-
-            one = config.scorer_specs()[0]
-            config = replace(config, scorer=one.kind, model=one.model, evidence=())
-        cascade = cascade_from_flags(config, aggregator, RerankConfigError)
-        bi_vectors = cascade.vectors if config.scorer == "bi" else None
-        scorer = build_scorer(config, None if bi_vectors is not None else store, bi_vectors)
-        scorer_is_bi = config.scorer == "bi"
+        scorer = build_scorer(config, None if stored is not None else store, stored, specs[0])
+        reader = scorer if specs[0].stores_passages else None
     budget = passage_budget(scorer)
     segmenter = (
         config.segment_spec()
         .build(tokenizer=budget[0] if budget else None, max_tokens=budget[1] if budget else None)
         .with_max_passages(config.max_passages or None)
     )
-    prune = cascade.stage(segmenter, scorer if scorer_is_bi else None)
+    prune = cascade.stage(segmenter, reader)
     return Rerank(
         segmenter,
         scorer,
@@ -374,9 +357,11 @@ def _retrieve(config: RerankConfig, topics: Any) -> tuple[Any, dict[str, Any]]:
 
     assert config.index is not None
     vectors = resolve_vectors(None if config.vectors in (None, "none") else str(config.vectors), config.index)
-    bi = config.scorer == "bi"  # the query encoder is the re-ranking bi-encoder, or the default one
+    # the query encoder: the re-ranking scorer when it is a bi-encoder, else the default one
+    one = config.scorer_specs()[0]
+    own = not config.multi and isinstance(build_scorer(config, None, spec=one), BiEncoder)
     scorer = BiEncoder(
-        config.model if bi else None, max_length=config.max_length if bi else None, device=config.device
+        one.model if own else None, max_length=config.max_length if own else None, device=config.device
     )
     try:
         stage = build_first_stage(

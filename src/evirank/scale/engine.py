@@ -14,6 +14,7 @@ twice is stored once.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -22,10 +23,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from evirank._extras import require
-from evirank.frames import QUERY, SCORE, TEXT
 from evirank.scale.options import RayOptions
 
 logger = logging.getLogger(__name__)
@@ -71,68 +70,48 @@ def worker_count(ray: Any, options: RayOptions) -> int:
     return max(1, int((resources.get("CPU", 1) - 1) // options.cpus_per_worker))
 
 
-def _worker_state(scorer: Any) -> dict[str, Any]:
-    """The scorer's parameters for an actor: no store (the driver writes), no Ray."""
-    return {**scorer.__getstate__(), "store": None, "ray": None}
-
-
 class ScoreWorker:
     """One model replica in a Ray actor; called with a pandas batch of whole blocks.
 
-    Cross-encoders get [block, item, query, text] and return [block, item, score];
-    bi-encoders get [block, item, text] and return [block, item, vector].
+    Each block holds the text columns the scorer names (``block_columns``); the scorer's public
+    :meth:`~evirank.score.family.Scorer.compute_block` turns them into one output row per item
+    (a score, a vector, ...), sent back as raw bytes with their dtype and shape. The worker does
+    not know which family it runs.
     """
 
     def __init__(self, cls: Any, state: dict[str, Any], settings: dict[str, Any], threads: int) -> None:
         os.environ["EVIRANK_NUM_THREADS"] = str(threads)
-        scorer = cls.__new__(cls)
-        scorer.__setstate__(state)
-        scorer._prepare()
+        scorer = cls.from_state(state)
+        scorer.prepare()
         if threads and scorer.backend == "torch":
             torch = require("torch", "torch")
             torch.set_num_threads(threads)
-        mine = scorer._settings()
+        mine = scorer.settings()
         if mine != settings:
             raise RuntimeError(
                 f"a Ray worker would score with other settings than the driver's fingerprint: {mine} "
                 f"on the worker, {settings} on the driver; give --device and --dtype explicitly"
             )
-        scorer._load_backend()
+        scorer.load()
         self.scorer = scorer
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        from evirank.score._base import ScoringStats
-
-        out: dict[str, list[Any]] = {name: [] for name in (BLOCK, ITEM, "values", "dim", *_STATS)}
+        out: dict[str, list[Any]] = {name: [] for name in (BLOCK, ITEM, "values", "dtype", "shape", *_STATS)}
         for i in range(len(batch[BLOCK])):
-            rows = pd.DataFrame({name: list(batch[name][i]) for name in batch if name not in (BLOCK, ITEM)})
-            stats = ScoringStats()
-            if self.scorer.kind == "cross":
-                values = np.asarray(self._cross(rows, stats), dtype=np.float64)
-                dim = 1
-            else:
-                values = np.asarray(self._embed(rows, stats), dtype=np.float32)
-                dim = values.shape[1] if values.ndim == 2 else 0
+            columns = {name: list(batch[name][i]) for name in self.scorer.block_columns}
+            stats = self.scorer.new_stats()
+            values = np.ascontiguousarray(self.scorer.compute_block(columns, stats))
             out[BLOCK].append(batch[BLOCK][i])
             out[ITEM].append(batch[ITEM][i])
             out["values"].append(values.tobytes())
-            out["dim"].append(dim)
+            out["dtype"].append(values.dtype.str)
+            out["shape"].append(json.dumps(list(values.shape)))
             for name in _STATS:
                 out[name].append(float(getattr(stats, name)))
         return {
-            name: np.asarray(values, dtype=object if name in (ITEM, "values") else None)
+            name: np.asarray(values, dtype=object if name in (ITEM, "values", "dtype", "shape") else None)
             for name, values in out.items()
         }
-
-    def _cross(self, rows: pd.DataFrame, stats: Any) -> np.ndarray:
-        from evirank.score._base import DistinctPairs
-
-        pairs = DistinctPairs.of(rows[[QUERY, TEXT]])
-        self.scorer._score_pairs(pairs, np.arange(len(pairs.scores)), None, stats)
-        return pairs.scores[pairs.row_pair]
-
-    def _embed(self, rows: pd.DataFrame, stats: Any) -> np.ndarray:
-        return self.scorer._compute_embeddings(rows[TEXT].tolist(), stats, None)
 
 
 def run_blocks(
@@ -141,22 +120,22 @@ def run_blocks(
     positions: np.ndarray,
     stats: Any,
     desc: str,
-) -> Iterator[pd.DataFrame]:
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Run ``scorer``'s model on Ray over the items at ``positions``, yielding each block's results.
 
     Blocks are cut by position (``position // block_items``), so after an interruption a block
     that was stored whole is skipped and the others run exactly as they would have at first.
 
     Args:
-        scorer: a cross- or bi-encoder with ``ray`` set (prepared: its settings known).
+        scorer: a scorer of any family with ``ray`` set (prepared: its settings known).
         columns: input column name -> (item numbers, indices into ``positions``) -> their texts.
         positions: increasing positions of the items in the scorer's own order (all distinct pairs).
         stats: the scorer's :class:`ScoringStats`, updated with the workers' counters.
         desc: progress bar label.
 
     Yields:
-        One frame per finished block: [item, score] or [item, vector] (``item`` indexes
-        ``positions``), in completion order.
+        ``(items, values)`` per finished block, in completion order: ``items`` index ``positions``
+        and ``values`` holds the scorer's :meth:`compute_block` output for them, one row each.
     """
     from evirank.progress import progress_bar
 
@@ -196,7 +175,7 @@ def run_blocks(
     # lost actor is restarted and its tasks run again there.
     results = dataset.map_batches(
         ScoreWorker,
-        fn_constructor_args=(type(scorer), _worker_state(scorer), scorer._settings(), threads),
+        fn_constructor_args=(type(scorer), scorer.worker_state(), scorer.settings(), threads),
         batch_size=1,
         batch_format="numpy",
         compute=data.ActorPoolStrategy(size=workers),
@@ -212,18 +191,14 @@ def run_blocks(
                 continue
             seen.add(int(row[BLOCK]))
             items = np.frombuffer(row[ITEM], dtype=np.int64)
-            if scorer.kind == "cross":
-                values: Any = np.frombuffer(row["values"], dtype=np.float64)
-                frame = pd.DataFrame({ITEM: items, SCORE: values})
-            else:
-                matrix = np.frombuffer(row["values"], dtype=np.float32).reshape(len(items), -1)
-                frame = pd.DataFrame({ITEM: items, "vector": list(matrix)})
+            shape = tuple(json.loads(row["shape"]))
+            values = np.frombuffer(row["values"], dtype=np.dtype(row["dtype"])).reshape(shape)
             for name in _STATS:
                 current = getattr(stats, name)
                 setattr(stats, name, current + type(current)(row[name]))
             stats.computed += len(items)
             bar.update(len(items))
-            yield frame
+            yield items, values
     finally:
         bar.close()
     logger.info("Ray job: %d items in %.1f s", n_items, time.perf_counter() - started)

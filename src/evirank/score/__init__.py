@@ -1,7 +1,9 @@
-"""Scoring (query, passage) pairs: cross-encoders, bi-encoders, and a persistent score store.
+"""Scoring (query, passage) pairs: model families behind one registry, and a persistent score store.
 
-``CrossEncoder(model)`` and ``BiEncoder(model)`` are Stages: Passages in, Passages + ``score``
-out. Torch and transformers are imported on first use, so importing this package stays light.
+Every family's scorer is a Stage: Passages in, Passages + ``score`` out. ``make_scorer(family,
+model)`` builds one by the family's name (``cross``, ``bi``, ``seq2seq``, ``llm``, ``colbert``, ...;
+``auto`` tells it from the model's files); ``CrossEncoder(model)`` and ``BiEncoder(model)`` are the
+two classic ones. Torch and transformers are imported on first use, so importing this package stays light.
 With ``store=`` a SQLite file, a folder or a URL of Parquet shards (:func:`open_store`), scores are
 reused across runs and an interrupted run resumes; :func:`explain` shows a document's passages, best first.
 
@@ -13,29 +15,62 @@ Example:
 
 from __future__ import annotations
 
-from evirank.score.backends import Backend, TokenBatch, available_backends, get_backend, register_backend
-from evirank.score.bi import BiEncoder, default_bi_encoder
-from evirank.score.cross import CrossEncoder, relevance_from_logits
+from evirank.score.backends import (
+    Backend,
+    ModelHead,
+    TokenBatch,
+    available_backends,
+    get_backend,
+    register_backend,
+)
 from evirank.score.explain import NotScoredError, explain
+from evirank.score.families.bi import DEFAULT_BI_ENCODER_HUB_ID, BiEncoder, default_bi_encoder
+from evirank.score.families.cross import CrossEncoder, relevance_from_logits
+from evirank.score.family import (
+    Family,
+    ModelInfo,
+    Scorer,
+    UnknownFamilyError,
+    detect_family,
+    family_names,
+    family_of,
+    get_family,
+    make_scorer,
+    register_family,
+)
+from evirank.score.pairs import PairScorer
 from evirank.score.store import FingerprintError, ScoreStore, Store, open_store, text_hash
 from evirank.score.store_parquet import ParquetScoreStore
 
 __all__ = [
+    "DEFAULT_BI_ENCODER_HUB_ID",
     "Backend",
     "BiEncoder",
     "CrossEncoder",
+    "Family",
     "FingerprintError",
+    "ModelHead",
+    "ModelInfo",
     "NotScoredError",
+    "PairScorer",
     "ParquetScoreStore",
     "ScoreStore",
+    "Scorer",
     "Store",
     "TokenBatch",
+    "UnknownFamilyError",
     "available_backends",
     "default_bi_encoder",
+    "detect_family",
     "explain",
+    "family_names",
+    "family_of",
     "get_backend",
+    "get_family",
+    "make_scorer",
     "open_store",
     "register_backend",
+    "register_family",
     "relevance_from_logits",
     "text_hash",
 ]

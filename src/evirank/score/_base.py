@@ -1,5 +1,5 @@
-"""What the cross-encoder and the bi-encoder share: lazy loading, fingerprints, the store,
-chunked writes, timing."""
+"""What every transformer scorer shares, whatever its family: lazy loading, fingerprints, the
+store, chunked writes, the batched model loop, timing."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
@@ -21,7 +21,7 @@ from evirank._extras import require
 from evirank.errors import InputFormatError
 from evirank.frames import QUERY, TEXT
 from evirank.progress import progress_bar
-from evirank.score.backends import Backend, Task, TokenBatch, get_backend
+from evirank.score.backends import Backend, ModelHead, Task, TokenBatch, get_backend
 from evirank.score.batching import token_budget_batches
 from evirank.score.devices import default_batch_tokens
 from evirank.score.fingerprint import model_fingerprint, resolve_model_dir
@@ -168,10 +168,18 @@ class _ChunkedWriter:
 
 
 class TransformerScorer(Stage):
-    """Base of the scorers: parameters, lazy model/tokenizer/store, fingerprint, batched runs."""
+    """Base of the scorers: parameters, lazy model/tokenizer/store, fingerprint, batched runs.
 
-    kind: ClassVar[str]
-    task: ClassVar[Task]
+    A family's scorer sets ``family`` (its registered name), ``task`` (what its backend computes:
+    ``"classify"``, ``"embed"``, or a :class:`~evirank.score.backends.ModelHead` of its own) and
+    ``block_columns`` (the text columns :meth:`compute_block` reads), and implements ``transform``
+    and :meth:`compute_block`.
+    """
+
+    family: ClassVar[str]
+    task: ClassVar[Task | ModelHead]
+    #: the text columns one block of work needs (see :meth:`compute_block`).
+    block_columns: ClassVar[tuple[str, ...]] = ()
     #: Items tokenised and length-sorted together (a Ray block is one or more such chunks).
     chunk_items: int = 16384
 
@@ -212,8 +220,13 @@ class TransformerScorer(Stage):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
 
+    @property
+    def kind(self) -> str:
+        """The family's name (as the score store records it)."""
+        return self.family
+
     # -- lazy state ------------------------------------------------------------------
-    def _prepare(self) -> None:
+    def prepare(self) -> None:
         """Resolve the model folder, tokenizer, limits, device and precision (no weights loaded)."""
         if getattr(self, "encoder_", None) is not None:
             return
@@ -281,7 +294,7 @@ class TransformerScorer(Stage):
         if self.backend != "torch" or self.store is not None:
             raise ValueError("only the torch backend without a score store can score a model in memory")
         self._set_up(None, tokenizer, model.config)
-        self.backend_ = TorchBackend(model, self.task, self.device_, self.precision_)
+        self.backend_ = TorchBackend.adopting(model, self.task, self.device_, self.precision_)
         self.load_s_ = 0.0
 
     def passage_budget(self) -> tuple[Any, int]:
@@ -296,7 +309,7 @@ class TransformerScorer(Stage):
             >>> BiEncoder().passage_budget()[1]  # doctest: +SKIP
             254
         """
-        self._prepare()
+        self.prepare()
         return self.encoder_.tokenizer, self._passage_room()
 
     def _passage_room(self) -> int:
@@ -305,17 +318,18 @@ class TransformerScorer(Stage):
     def _check_settings(self) -> None:
         """Validate settings that need the tokenizer (subclasses)."""
 
-    def _settings(self) -> dict[str, Any]:
-        """What changes a score besides the model files (subclasses extend)."""
+    def settings(self) -> dict[str, Any]:
+        """What changes a score besides the model files, hashed into the fingerprint (subclasses extend)."""
         return {
-            "kind": self.kind,
+            "kind": self.family,
             "max_length": self.max_length_,
             "backend": self.backend,
             "precision": self.precision_,
         }
 
-    def _load_backend(self) -> Backend:
-        self._prepare()
+    def load(self) -> Backend:
+        """Load the model (once) and return its backend; errors show here, before long work."""
+        self.prepare()
         if self.backend_ is None:
             assert self.model_dir_ is not None  # only an adopted model has none, and it has a backend
             started = time.perf_counter()
@@ -347,14 +361,14 @@ class TransformerScorer(Stage):
     @property
     def fingerprint(self) -> str:
         """sha256 hex naming the model files and every setting that changes a score."""
-        self._prepare()
+        self.prepare()
         if self.model_dir_ is None:
             raise ValueError("a model adopted in memory has no fingerprint (its weights change)")
         if self.fingerprint_ is None:
             store = self._store()
             base = model_fingerprint(
                 self.model_dir_,
-                self._settings(),
+                self.settings(),
                 store.cached_file_hash if store is not None else None,
                 store.put_file_hash if store is not None else None,
             )
@@ -366,9 +380,9 @@ class TransformerScorer(Stage):
 
     def describe(self) -> dict[str, Any]:
         """A readable description of the fingerprint (stored beside it)."""
-        self._prepare()
+        self.prepare()
         random_init = bool(self.backend_ is not None and self.backend_.newly_initialised)
-        return {"model": str(self.model), **self._settings(), "random_init": random_init}
+        return {"model": str(self.model), **self.settings(), "random_init": random_init}
 
     def _store(self) -> Store | None:
         if self.store is None:
@@ -392,7 +406,7 @@ class TransformerScorer(Stage):
         fingerprint = self.fingerprint
         pairs.scores = store.lookup(fingerprint, qhashes, phashes)
         if np.isnan(pairs.scores).any():
-            self._load_backend()
+            self.load()
             if self.fingerprint != fingerprint:
                 fingerprint = self.fingerprint
                 pairs.scores = store.lookup(fingerprint, qhashes, phashes)
@@ -424,8 +438,30 @@ class TransformerScorer(Stage):
         store = self._store()
         fingerprint = self.fingerprint
         if store is not None:
-            store.register(fingerprint, kind=self.kind, description=self.describe())
+            store.register(fingerprint, kind=self.family, description=self.describe())
         return fingerprint
+
+    def compute_block(self, columns: Mapping[str, list[str]], stats: ScoringStats) -> np.ndarray:
+        """Run the model on one block of items (the texts in ``columns``, named by
+        ``block_columns``), without the store: the work a Ray actor does. Returns one row per item
+        (a score, or a vector), exactly as the scorer's own loop computes them."""
+        raise NotImplementedError(f"the {self.family} family cannot run on Ray")
+
+    @staticmethod
+    def new_stats() -> ScoringStats:
+        """Empty counters, for work done outside :meth:`transform` (a Ray actor's blocks)."""
+        return ScoringStats()
+
+    def worker_state(self) -> dict[str, Any]:
+        """The parameters a model replica elsewhere (a Ray actor) is rebuilt from: no store, no Ray."""
+        return {**self.__getstate__(), "store": None, "ray": None}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> TransformerScorer:
+        """A scorer rebuilt from :meth:`worker_state` (loads lazily)."""
+        scorer = cls.__new__(cls)
+        scorer.__setstate__(state)
+        return scorer
 
     # -- the batched model loop ------------------------------------------------------
     def _run_batches(
@@ -452,7 +488,7 @@ class TransformerScorer(Stage):
             stats: updated in place.
             desc: progress bar label.
         """
-        backend = self._load_backend()
+        backend = self.load()
         budget, multiple = self.batch_tokens_, backend.pad_multiple
 
         def produce() -> Iterator[tuple[np.ndarray, tuple[int, int], Any, float, float]]:

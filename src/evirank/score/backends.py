@@ -20,7 +20,7 @@ import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -30,6 +30,22 @@ from evirank.score.devices import resolve_device, resolve_precision
 logger = logging.getLogger(__name__)
 
 Task = Literal["classify", "embed"]
+
+
+@runtime_checkable
+class ModelHead(Protocol):
+    """How a model family builds the torch module its scorer runs (the task of a family whose
+    output is neither a classifier's logits nor mean-pooled embeddings).
+
+    ``load_torch(model_dir)`` returns ``(module, newly_initialised)``: a module whose
+    ``forward(input_ids, attention_mask[, token_type_ids])`` returns one float tensor whose first
+    dimension is the batch (scores, logits, or per-token vectors), and the names of parameters
+    that were not in the checkpoint. ``name`` goes into the scorer's fingerprint.
+    """
+
+    name: str
+
+    def load_torch(self, model_dir: Path) -> tuple[Any, tuple[str, ...]]: ...
 
 
 @dataclass(frozen=True)
@@ -79,8 +95,11 @@ class Backend(ABC):
 
     @classmethod
     @abstractmethod
-    def load(cls, model_dir: Path, task: Task, device: str, precision: str) -> Backend:
-        """Load the model in ``model_dir`` for ``task`` on a resolved device and precision."""
+    def load(cls, model_dir: Path, task: Task | ModelHead, device: str, precision: str) -> Backend:
+        """Load the model in ``model_dir`` for ``task`` on a resolved device and precision.
+
+        A backend that cannot run a family's :class:`ModelHead` raises ``ValueError`` saying so.
+        """
 
     def prepare(self, batch: TokenBatch) -> TokenBatch:
         """Get a batch ready for :meth:`forward` (e.g. a copy in pinned memory), as a TokenBatch.
@@ -160,7 +179,9 @@ class TorchBackend(Backend):
 
     name = "torch"
 
-    def __init__(self, model: Any, task: Task, device: str, precision: str, cls_only: Any = None) -> None:
+    def __init__(
+        self, model: Any, task: Task | ModelHead, device: str, precision: str, cls_only: Any = None
+    ) -> None:
         self.model = model
         self.task = task
         self.device = device
@@ -175,9 +196,21 @@ class TorchBackend(Backend):
         return resolved, resolve_precision(resolved, dtype)
 
     @classmethod
-    def load(cls, model_dir: Path, task: Task, device: str, precision: str) -> TorchBackend:
+    def adopting(cls, model: Any, task: Task | ModelHead, device: str, precision: str) -> TorchBackend:
+        """A backend over a model already in memory (one being trained), used as it is."""
+        return cls(model, task, device, precision)
+
+    @classmethod
+    def load(cls, model_dir: Path, task: Task | ModelHead, device: str, precision: str) -> TorchBackend:
         torch = require("torch", "torch")
         transformers = require("transformers", "torch")
+        if not isinstance(task, str):  # a family's own module
+            module, missing_keys = task.load_torch(model_dir)
+            module.to(device=device, dtype=torch.float32)
+            module.eval()
+            backend = cls(module, task, device, precision)
+            backend.newly_initialised = tuple(missing_keys)
+            return backend
         auto = (
             transformers.AutoModelForSequenceClassification if task == "classify" else transformers.AutoModel
         )
@@ -236,7 +269,9 @@ class TorchBackend(Backend):
                 enabled=autocast_dtype is not None,
             ),
         ):
-            if self.task == "classify" and self.cls_only is not None:
+            if not isinstance(self.task, str):
+                out = self.model(**inputs).float()
+            elif self.task == "classify" and self.cls_only is not None:
                 out = self.cls_only(**inputs).float()
             elif self.task == "classify":
                 out = self.model(**inputs).logits.float()

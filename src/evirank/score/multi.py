@@ -1,17 +1,19 @@
 """Several scorers over the same passages: ``--evidence cross:MODEL --evidence bi``.
 
-A scorer is written ``[LABEL=]KIND[:MODEL]`` (:class:`ScorerSpec`): ``cross:models/minilm-scifact``,
-``bi`` (the offline all-MiniLM-L6-v2), ``bi:sentence-transformers/all-MiniLM-L6-v2``, or with a
-label of its own, ``ce2=cross:models/other`` (the label defaults to the kind; two scorers of one
-kind need labels). :class:`Scorers` runs each scorer on the passages (each through the score store
-under its own fingerprint, a bi-encoder by lookup in stored vectors when it has them) and adds a
+A scorer is written ``[LABEL=]FAMILY[:MODEL]`` (:class:`ScorerSpec`), FAMILY one of the registered
+model families (:mod:`evirank.score.family`) or ``auto`` (told from the model's files):
+``cross:models/minilm-scifact``, ``bi`` (the offline all-MiniLM-L6-v2),
+``bi:sentence-transformers/all-MiniLM-L6-v2``, ``seq2seq:castorini/monot5-base-msmarco``, or with a
+label of its own, ``ce2=cross:models/other`` (the label defaults to the family; two scorers of one
+family need labels). :class:`Scorers` runs each scorer on the passages (each through the score
+store under its own fingerprint, a scorer with stored passage representations by lookup) and adds a
 ``score_<label>`` column per scorer; ``score`` is the first scorer's. The aggregator
 (:class:`~evirank.aggregate.MultiEvidence`) combines them with one weight per scorer, written
 ``LABEL=W`` (:func:`parse_evidence_weights`).
 
 Example:
     >>> ScorerSpec.parse("cross:models/minilm")
-    ScorerSpec(label='cross', kind='cross', model='models/minilm')
+    ScorerSpec(label='cross', family='cross', model='models/minilm')
     >>> ScorerSpec.parse("bi").label, ScorerSpec.parse("b2=bi").label
     ('bi', 'b2')
     >>> parse_evidence_weights(["bi=0.3"])
@@ -33,50 +35,61 @@ from evirank.stage import Stage
 
 logger = logging.getLogger(__name__)
 
-#: The scorer kinds: a cross-encoder or a bi-encoder.
-KINDS = ("cross", "bi")
-
 
 @dataclass(frozen=True)
 class ScorerSpec:
-    """One scorer of several: its label, kind (``cross`` or ``bi``) and model (None: bi's default).
+    """One scorer: its label, model family and model (None: the family's default model).
 
     Example:
         >>> ScorerSpec.parse("ce=cross:/models/a:b")
-        ScorerSpec(label='ce', kind='cross', model='/models/a:b')
+        ScorerSpec(label='ce', family='cross', model='/models/a:b')
     """
 
     label: str
-    kind: str
+    family: str
     model: str | None = None
 
     @classmethod
     def parse(cls, text: str) -> ScorerSpec:
-        """Parse ``[LABEL=]KIND[:MODEL]`` (the model may itself contain ``:``).
+        """Parse ``[LABEL=]FAMILY[:MODEL]`` (the model may itself contain ``:``).
+
+        ``auto:MODEL`` reads the family from the model's files (:func:`~evirank.score.family.detect_family`).
 
         Raises:
-            EvidenceSpecError: an unknown kind, a cross-encoder without a model, or a bad label.
+            EvidenceSpecError: an unknown family, a family that needs a model without one, a model
+                whose family cannot be told, or a bad label.
         """
+        from evirank.score.family import UnknownFamilyError, resolve_family
+
         raw = str(text).strip()
         label, sep, rest = raw.partition("=")
         if not sep:
             label, rest = "", raw
-        kind, _, model = rest.partition(":")
-        kind = kind.strip().lower()
-        if kind not in KINDS:
-            raise EvidenceSpecError(
-                f"scorer {text!r}: expected [LABEL=]cross:MODEL or [LABEL=]bi[:MODEL], found kind {kind!r}"
-            )
-        if kind == "cross" and not model:
-            raise EvidenceSpecError(
-                f"scorer {text!r}: a cross-encoder needs its model, cross:MODEL (a folder or a model id)"
-            )
-        label = label.strip() or kind
+        name, _, model = rest.partition(":")
+        try:
+            family = resolve_family(name.strip().lower() or None, model or None)
+        except (UnknownFamilyError, OSError) as exc:  # OSError: a model folder that is not there
+            raise EvidenceSpecError(f"scorer {text!r}: {exc}") from None
+        label = label.strip() or family.name
         check_labels([label])
-        return cls(label, kind, model or None)
+        return cls(label, family.name, model or None)
 
     def __str__(self) -> str:
-        return f"{self.label}={self.kind}" + (f":{self.model}" if self.model else "")
+        return f"{self.label}={self.family}" + (f":{self.model}" if self.model else "")
+
+    def build(self, **options: Any) -> Any:
+        """The scorer of this spec (:func:`~evirank.score.family.make_scorer`; options left None are
+        the family's defaults)."""
+        from evirank.score.family import make_scorer
+
+        return make_scorer(self.family, self.model, **options)
+
+    @property
+    def stores_passages(self) -> bool:
+        """Whether this scorer's passage representations can be stored at indexing time."""
+        from evirank.score.family import get_family
+
+        return get_family(self.family).stores_passages
 
 
 def parse_scorers(texts: Iterable[str]) -> tuple[ScorerSpec, ...]:

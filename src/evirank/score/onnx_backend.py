@@ -42,7 +42,7 @@ import numpy as np
 
 from evirank._extras import require
 from evirank.score import cls_only
-from evirank.score.backends import Backend, Task, TokenBatch, register_backend
+from evirank.score.backends import Backend, ModelHead, Task, TokenBatch, register_backend
 from evirank.score.fingerprint import file_sha256, weight_files
 
 logger = logging.getLogger(__name__)
@@ -426,7 +426,12 @@ class OnnxBackend(Backend):
         return "cpu", wanted
 
     @classmethod
-    def load(cls, model_dir: Path, task: Task, device: str, precision: str) -> OnnxBackend:
+    def load(cls, model_dir: Path, task: Task | ModelHead, device: str, precision: str) -> OnnxBackend:
+        if not isinstance(task, str):
+            raise ValueError(
+                f"the {cls.name!r} backend exports classifiers and embedding models only; "
+                f"{task.name} runs on the torch backend"
+            )
         ort = require("onnxruntime", "onnx")
         export = onnx_export(model_dir, task, quantize=cls.quantize)
         try:

@@ -126,6 +126,19 @@ class TextEncoder:
             self.single_template = _template_from(single, [len(first.ids)])
             self.pair_template = _template_from(pair, [len(first.ids), len(second.ids)])
 
+    def prompt_template(self, before: str, between: str, after: str, *, end: Sequence[int] = ()) -> Template:
+        """A :class:`Template` of literal prompt text around a query and a passage.
+
+        ``before`` query ``between`` passage ``after`` (then the ids ``end``, e.g. an end-of-sequence
+        token), each literal tokenised alone without special tokens; token types are all 0. A family
+        whose model reads a prompt (monoT5's ``Query: q Document: d Relevant:``) builds its input so.
+        """
+        parts = [
+            tuple(self._backend.encode(text, add_special_tokens=False).ids) if text else ()
+            for text in (before, between, after)
+        ]
+        return Template(parts[0], parts[1], (*parts[2], *end), (0, 0, 0, 0, 0))
+
     def token_ids(self, texts: Sequence[str], max_tokens: int) -> list[list[int]]:
         """Token ids of each text without special tokens, cut to at most ``max_tokens``."""
         if not texts:
@@ -134,10 +147,18 @@ class TextEncoder:
         return [enc.ids[:max_tokens] for enc in encodings]
 
     def pair_batch(
-        self, queries: Sequence[Sequence[int]], passages: Sequence[Sequence[int]], pad_multiple: int = 1
+        self,
+        queries: Sequence[Sequence[int]],
+        passages: Sequence[Sequence[int]],
+        pad_multiple: int = 1,
+        template: Template | None = None,
     ) -> TokenBatch:
-        """Padded inputs of (query, passage) id lists, already truncated by the caller."""
-        rows = [self.pair_template.pair(q, p) for q, p in zip(queries, passages, strict=True)]
+        """Padded inputs of (query, passage) id lists, already truncated by the caller.
+
+        ``template`` replaces the tokenizer's own pair template (a family's prompt).
+        """
+        chosen = template or self.pair_template
+        rows = [chosen.pair(q, p) for q, p in zip(queries, passages, strict=True)]
         return self._pad(rows, pad_multiple)
 
     def single_batch(self, texts: Sequence[Sequence[int]], pad_multiple: int = 1) -> TokenBatch:

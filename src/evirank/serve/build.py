@@ -129,7 +129,7 @@ def stored_segment(index: str | os.PathLike[str], vectors: str | None) -> str | 
 def build_searcher(
     index: str | os.PathLike[str],
     model: str | None = None,
-    scorer: str = "bi",
+    scorer: str = "auto",
     segment: str | None = None,
     title: str | None = None,
     aggregate: str = "birch:3",
@@ -150,8 +150,9 @@ def build_searcher(
 
     Args:
         index: a Lucene index built by ``evirank index`` (raw documents stored).
-        model: Hugging Face id or local folder; ``None`` with ``scorer="bi"`` is the offline all-MiniLM-L6-v2.
-        scorer: ``"bi"`` (cosine of embeddings) or ``"cross"`` (a sequence-classification model).
+        model: Hugging Face id or local folder; ``None`` is the offline all-MiniLM-L6-v2 bi-encoder.
+        scorer: a model family (``bi``, ``cross``, ... :func:`~evirank.score.family.family_names`), or
+            ``auto``: told from the model's files.
         segment: a segmenter spec (:mod:`evirank.segment.spec`), e.g. ``sentences:prepend``,
             ``windows:150:75``, ``whole``; ``None``: the stored vectors' segmenter when the
             service reads some, else ``sentences:prepend``.
@@ -166,12 +167,12 @@ def build_searcher(
         vectors: stored passage vectors (a folder); ``None`` uses the index's own (``evirank index
             --embed``) when it has some, ``"none"`` never. With them a bi-encoder embeds only the
             query, and passages are read from the stored table instead of being split per query.
-        prune: cross-encoder cascade: keep each document's ``prune`` best passages by ``prune_by``
-            (``bm25`` or ``bi``) and score only those.
+        prune: cascade: keep each document's ``prune`` best passages by ``prune_by`` (``bm25`` or a
+            scorer spec such as ``bi``) and score only those.
         batch: with stored vectors and a bi-encoder, the most queries of concurrent requests embedded
             in one model call (:class:`evirank.serve.fast.BatchedQueries`).
         scorers: several scorers' evidence instead of ``scorer``/``model``, each
-            ``[LABEL=]cross:MODEL`` or ``[LABEL=]bi[:MODEL]`` as ``evirank rerank --evidence``
+            ``[LABEL=]FAMILY[:MODEL]`` as ``evirank rerank --evidence``
             (:mod:`evirank.score.multi`); a bi-encoder reads the stored vectors when there are some.
         scorer_weights: ``LABEL=W`` weights of the scorers after the first (default: equal shares).
 
@@ -184,22 +185,13 @@ def build_searcher(
             index, scorers, scorer_weights, segment, title, aggregate, alpha, weights, scores, device,
             evidence, max_depth, vectors, prune,
         )  # fmt: skip
-    if scorers:  # one scorer given as a spec: the same as scorer and model
-        from evirank.score.multi import ScorerSpec
+    from evirank.score.multi import ScorerSpec
 
-        one = ScorerSpec.parse(scorers[0])
-        scorer, model = one.kind, one.model
-    if scorer not in ("bi", "cross"):
-        raise ValueError(f"--scorer must be bi or cross, found {scorer!r}")
-    if scorer == "cross" and model is None:
-        raise ValueError(
-            "--scorer cross needs --model (a cross-encoder id or folder, e.g. one from `evirank train`)"
-        )
+    one = ScorerSpec.parse(scorers[0] if scorers else f"{scorer}:{model}" if model else scorer)
     if not Path(index).is_dir():
         raise FileNotFoundError(
             f"no index folder at {index}: build one with `evirank index --corpus ... --index {index}`"
         )
-    from evirank import score as scoring
     from evirank.lucene import LuceneDocs
     from evirank.serve.fast import evidence_stages
 
@@ -209,13 +201,7 @@ def build_searcher(
     except ValueError as exc:
         raise ValueError(f"--aggregate: {exc}") from None
     segmenter = segment_spec.build()
-    kwargs: dict[str, Any] = {"device": device or "auto"}
-    if scores is not None:
-        kwargs["store"] = scores
-    if scorer == "cross" and model is not None:
-        model_stage: Any = scoring.CrossEncoder(model, **kwargs)
-    else:
-        model_stage = scoring.BiEncoder(model, **kwargs)
+    model_stage = one.build(device=device or "auto", store=scores)
     fast = evidence_stages(
         index, segmenter, model_stage, aggregator, vectors, prune, prune_by, device, batch=batch
     )
@@ -228,7 +214,7 @@ def build_searcher(
         except KeyError:
             return None
 
-    model_name = model or "all-MiniLM-L6-v2 (offline default)"
+    model_name = one.model or "all-MiniLM-L6-v2 (offline default)"
     return Searcher(
         BucketedBm25(index, max_depth=max_depth),
         segmenter,
@@ -239,7 +225,7 @@ def build_searcher(
         info={
             "index": Path(index).name,
             "model": str(model_name),
-            "scorer": scorer,
+            "scorer": one.family,
             "segment": segment_spec.spec,
             "aggregate": aggregator.spec,
             "store": Path(scores).name if scores else None,
@@ -265,7 +251,6 @@ def _build_multi_searcher(
     prune: int | None,
 ) -> Searcher:
     """:func:`build_searcher` with several scorers (:class:`~evirank.score.multi.Scorers`)."""
-    from evirank import score as scoring
     from evirank.aggregate import parse_evidence_aggregate
     from evirank.lucene import LuceneDocs
     from evirank.rerank.prune import check_prune
@@ -296,22 +281,16 @@ def _build_multi_searcher(
     stored = resolve_vectors(vectors, index)
     pairs: list[tuple[str, Any]] = []
     for spec in specs:
-        kwargs: dict[str, Any] = {"device": device or "auto"}
-        if spec.kind == "cross":
-            if scores is not None:
-                kwargs["store"] = scores
-            pairs.append((spec.label, scoring.CrossEncoder(spec.model, **kwargs)))  # type: ignore[arg-type]
-            continue
-        bi = scoring.BiEncoder(spec.model, **kwargs)
-        if stored is not None:
+        model_scorer = spec.build(device=device or "auto")
+        if spec.stores_passages and stored is not None:
             try:
-                stored.check_scorer(bi, segmenter)
+                stored.check_scorer(model_scorer, segmenter)
             except VectorsMismatchError as exc:
                 raise VectorsMismatchError(f"{exc}; or serve with --vectors none") from None
-            bi.vectors = stored
+            model_scorer.vectors = stored
         elif scores is not None:
-            bi.store = scores
-        pairs.append((spec.label, bi))
+            model_scorer.store = scores
+        pairs.append((spec.label, model_scorer))
     docs = LuceneDocs(index)
 
     def lookup(docno: str) -> Document | None:

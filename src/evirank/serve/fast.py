@@ -61,35 +61,43 @@ def evidence_stages(
     Args:
         index: the Lucene index (its marker may record passage vectors).
         segmenter: the service's segmenter.
-        scorer: the service's scorer (a BiEncoder or a CrossEncoder).
+        scorer: the service's scorer (any family; one that stores passage representations reads them).
         aggregator: the aggregator (Birch's top n must not exceed ``prune``).
         vectors: a vector folder, ``"none"``, or None for the index's own.
         prune: passages kept per document before a cross-encoder, or None.
-        prune_by: ``bm25`` or ``bi``.
-        device: where a bi-encoder built for pruning runs.
+        prune_by: ``bm25`` or a scorer spec (``bi``).
+        device: where a model scorer built for pruning runs.
         batch: the most queries of concurrent requests embedded in one model call (stored vectors).
 
     Raises:
         VectorsMismatchError: a bi-encoder would read vectors made by another model or segmenter.
-        ValueError: ``prune`` below Birch's top n, or ``prune`` with a bi-encoder scorer.
+        ValueError: ``prune`` below Birch's top n, or ``prune`` with a scorer that reads stored passages.
     """
-    from evirank.rerank.prune import Prune, check_prune
-    from evirank.score import BiEncoder
+    from evirank.rerank.prune import BM25, Prune, check_prune
+    from evirank.score.family import family_of
+    from evirank.score.multi import ScorerSpec
     from evirank.vectors import VectorsMismatchError
     from evirank.vectors.index import resolve_vectors
     from evirank.vectors.manifest import segment_spec
     from evirank.vectors.segments import StoredSegments
 
-    is_bi = isinstance(scorer, BiEncoder)
-    if prune is not None and is_bi:
-        raise ValueError("--prune is for a cross-encoder (--scorer cross); a bi-encoder reads every passage")
+    reads_stored = family_of(scorer).stores_passages
+    if prune is not None and reads_stored:
+        raise ValueError(
+            f"--prune is for a scorer that reads every passage's text (a cross-encoder); the {scorer.family} "
+            "scorer reads stored passages"
+        )
     check_prune(aggregator, prune)
     stored = resolve_vectors(vectors, index)
     info: dict[str, Any] = {}
     cheap = None
-    if prune is not None and prune_by == "bi":
-        cheap = BiEncoder(device=device or "auto")
-    reader = scorer if is_bi else cheap
+    if prune is not None and prune_by != BM25:
+        cheap = ScorerSpec.parse(prune_by).build(device=device or "auto")
+    reader = (
+        scorer
+        if reads_stored
+        else (cheap if cheap is not None and family_of(cheap).stores_passages else None)
+    )
     if stored is not None:
         same_segments = stored.identity.segment == segment_spec(segmenter)
         if reader is not None:
@@ -105,8 +113,10 @@ def evidence_stages(
             segmenter = StoredSegments(stored, fallback=segmenter)
         info["vectors"] = f"{stored.path.name} ({len(stored):,} passages, {stored.identity.segment})"
     elif cheap is not None:
-        logger.warning("--prune-by bi without stored vectors embeds every candidate passage per query")
-    if is_bi:
+        logger.warning(
+            "--prune-by %s without stored vectors embeds every candidate passage per query", prune_by
+        )
+    if reads_stored:
         info["evidence"] = (
             "stored passage vectors: only the query is embedded"
             if stored is not None
@@ -114,7 +124,7 @@ def evidence_stages(
         )
     if prune is not None:
         scorer = _Cascade(Prune(prune, prune_by, cheap), scorer)
-        info["evidence"] = f"cross-encoder on each document's {prune} best passages by {prune_by}"
+        info["evidence"] = f"{scorer.family} scorer on each document's {prune} best passages by {prune_by}"
     return EvidenceStages(segmenter, scorer, info)
 
 
@@ -228,8 +238,8 @@ class BatchedQueries(Stage):
         with self._started:
             if self._batcher is None or self._batcher.closed:
                 with self._model:  # model, tokenizer and stored vectors ready before threads share them
-                    self.scorer._prepare()
-                    self.scorer._load_backend()
+                    self.scorer.prepare()
+                    self.scorer.load()
                     self.scorer.passage_vectors()
                 if self.max_batch > 1 and not self._checked:
                     self.check_exact()

@@ -46,7 +46,7 @@ _DROPOUT_KEYS = (
 
 def default_model_path() -> str:
     """The default initialisation: all-MiniLM-L6-v2, the default bi-encoder (offline copy, else Hub id)."""
-    from evirank.score.bi import default_bi_encoder
+    from evirank.score import default_bi_encoder
 
     return default_bi_encoder()
 

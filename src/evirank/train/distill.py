@@ -38,7 +38,7 @@ import pandas as pd
 from evirank._extras import require
 from evirank.frames import LABEL, QID, QUERY, TEXT, require_columns
 from evirank.record import write_record
-from evirank.score.cross import relevance_from_logits
+from evirank.score import relevance_from_logits
 from evirank.score.devices import resolve_device
 from evirank.train import _model
 from evirank.train.config import DistillConfig, TrainConfig

@@ -33,7 +33,7 @@ import pandas as pd
 
 from evirank._extras import require
 from evirank.frames import LABEL, QID, QUERY, SOURCE, TEXT, require_columns
-from evirank.score.cross import relevance_from_logits
+from evirank.score import relevance_from_logits
 from evirank.train import _model
 from evirank.train.config import TrainConfig
 from evirank.train.examples import EVIDENCE_ROW_KINDS

@@ -221,6 +221,6 @@ def merge_models(
 
 def _local_default(model: str) -> str:
     """The default bi-encoder's Hub id resolves to its offline copy when that is installed."""
-    from evirank.score.bi import DEFAULT_BI_ENCODER_HUB_ID, default_bi_encoder
+    from evirank.score import DEFAULT_BI_ENCODER_HUB_ID, default_bi_encoder
 
     return default_bi_encoder() if model == DEFAULT_BI_ENCODER_HUB_ID else model

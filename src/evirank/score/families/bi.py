@@ -1,4 +1,4 @@
-"""The bi-encoder scorer: mean-pooled, L2-normalised embeddings and their cosine."""
+"""The bi-encoder family: mean-pooled, L2-normalised embeddings and their cosine."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -18,12 +18,11 @@ from evirank.errors import MissingExtraError
 from evirank.frames import DOCNO, PID, QID, QUERY, SCORE, TEXT, require_columns
 from evirank.score._base import DistinctPairs, ScoringStats, TransformerScorer, _ChunkedWriter
 from evirank.score.backends import TokenBatch
+from evirank.score.family import Family, ModelInfo, register_family
 from evirank.score.store import Store, text_hash
 
 if TYPE_CHECKING:
     from evirank.scale.options import RayOptions
-
-if TYPE_CHECKING:
     from evirank.vectors import PassageVectors
 
 logger = logging.getLogger(__name__)
@@ -103,8 +102,9 @@ class BiEncoder(TransformerScorer):
         True
     """
 
-    kind = "bi"
+    family = "bi"
     task = "embed"
+    block_columns = (TEXT,)
 
     def __init__(
         self,
@@ -152,9 +152,9 @@ class BiEncoder(TransformerScorer):
             )
         return super()._default_max_length(model_dir)
 
-    def _settings(self) -> dict[str, object]:
+    def settings(self) -> dict[str, Any]:
         return {
-            **super()._settings(),
+            **super().settings(),
             "pooling": "mean",
             "normalise": True,
             "query_prefix": self.query_prefix,
@@ -175,7 +175,7 @@ class BiEncoder(TransformerScorer):
         store = self._store() if self.cache_embeddings else None
         fingerprint = None
         if store is not None:
-            self._load_backend()  # a randomly initialised head only knows its fingerprint once loaded
+            self.load()  # a randomly initialised head only knows its fingerprint once loaded
             fingerprint = self._register()
         stats = ScoringStats(rows=len(texts), distinct=len(distinct))
         vectors = self._embed_distinct(distinct, stats, store, fingerprint, on_ray=False)
@@ -192,7 +192,7 @@ class BiEncoder(TransformerScorer):
             out[SCORE] = np.array([], dtype=np.float64)
             self.stats_ = stats
             return out
-        self._prepare()
+        self.prepare()
         if self.vectors is not None:
             out, self.stats_ = self._transform_by_lookup(out, stats, started)
             return out
@@ -295,10 +295,10 @@ class BiEncoder(TransformerScorer):
             >>> BiEncoder().embed_exact(["a cat", "a dog", "cats purr"]).shape  # doctest: +SKIP
             (3, 384)
         """
-        self._prepare()
+        self.prepare()
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
-        backend = self._load_backend()
+        backend = self.load()
         n_special = self.encoder_.single_template.n_special
         ids = self.encoder_.token_ids(texts, self.max_length_ - n_special)
         groups: dict[int | tuple[int], list[int]] = {}
@@ -380,7 +380,7 @@ class BiEncoder(TransformerScorer):
         """Unit embeddings of distinct ``texts``: read from ``store`` when there, else computed
         (on Ray when ``on_ray`` and :attr:`ray` is set) and written to ``store`` every
         ``commit_every`` batches (every block on Ray)."""
-        self._prepare()
+        self.prepare()
         hashes = [text_hash(t) for t in texts]
         found: dict[int, np.ndarray] = {}
         if store is not None and fingerprint is not None:
@@ -395,13 +395,13 @@ class BiEncoder(TransformerScorer):
                 write = _embedding_writer(store, fingerprint, texts, hashes)
             todo_texts = [texts[i] for i in todo]
             if on_ray and self.ray is not None:
-                from evirank.scale.engine import ITEM, run_blocks
+                from evirank.scale.engine import run_blocks
 
                 columns = {TEXT: lambda items: [todo_texts[i] for i in items]}
                 positions = np.arange(len(todo))
-                for rows in run_blocks(self, columns, positions, stats, desc="bi-encoder (Ray)"):
-                    done = list(zip(todo[rows[ITEM].to_numpy()].tolist(), rows["vector"], strict=True))
-                    done = [(i, np.asarray(v, dtype=np.float32)) for i, v in done]
+                for items, matrix in run_blocks(self, columns, positions, stats, desc="bi-encoder (Ray)"):
+                    block = np.asarray(matrix, dtype=np.float32)
+                    done = list(zip(todo[items].tolist(), block, strict=True))
                     chunks.update(done)
                     if write is not None:
                         write(done)
@@ -420,6 +420,10 @@ class BiEncoder(TransformerScorer):
             vectors[i] = vector
         return vectors
 
+    def compute_block(self, columns: Mapping[str, list[str]], stats: ScoringStats) -> np.ndarray:
+        """float32 unit vectors of one block's ``text`` column, in order (no store, no prefix added)."""
+        return self._compute_embeddings(list(columns[TEXT]), stats, None)
+
     def _compute_embeddings(
         self,
         texts: list[str],
@@ -428,7 +432,7 @@ class BiEncoder(TransformerScorer):
     ) -> np.ndarray:
         """Run the model over ``texts`` (in chunks of :attr:`chunk_items`, length-sorted token-budget
         batches); ``consume(positions, vectors)`` after each batch. Returns the float32 matrix."""
-        self._prepare()
+        self.prepare()
         encoder = self.encoder_
         n_special = encoder.single_template.n_special
         ids: list[list[int]] = [[] for _ in texts]
@@ -465,3 +469,27 @@ def _embedding_writer(
         store.put_embeddings(fingerprint, [hashes[i] for i, _ in rows], np.stack([v for _, v in rows]))
 
     return write
+
+
+def _claims(info: ModelInfo) -> int:
+    """A sentence-transformers folder that pools is a bi-encoder; a bare encoder may be one."""
+    if any(kind.endswith("Pooling") for kind in info.modules):
+        return 3
+    if info.architectures and all(a.endswith("Model") for a in info.architectures):
+        return 1  # an encoder without a head (BertModel): mean-pooled, as all-MiniLM-L6-v2 is
+    return 0
+
+
+FAMILY = register_family(
+    Family(
+        "bi",
+        scorer=BiEncoder,
+        summary="a bi-encoder: the cosine of mean-pooled query and passage embeddings "
+        "(all-MiniLM-L6-v2 by default)",
+        claims=_claims,
+        backends=("torch", "onnx", "onnx-int8"),
+        needs_model=False,
+        stores_passages=True,
+        objective="contrastive",
+    )
+)

@@ -1,0 +1,219 @@
+"""What every family that reads a query and a passage together shares: a joint input per pair.
+
+:class:`PairScorer` is the generic half of a cross-encoder, a monoT5 or a yes/no LLM: the
+distinct (query, passage) pairs of a Passages frame, the score store, tokenisation of each
+distinct text once, truncation (the query keeps at most ``query_max_tokens``, the passage takes
+the rest), length-sorted token-budget batches, Ray blocks. A family subclass says only how a pair
+becomes one input (:meth:`PairScorer.pair_template`: the tokens around the query and the passage)
+and how a model output row becomes one relevance score (:meth:`PairScorer.read_out`).
+
+Example:
+    >>> from evirank.score.families.cross import CrossEncoder
+    >>> issubclass(CrossEncoder, PairScorer)
+    True
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from evirank.frames import DOCNO, PID, QID, QUERY, SCORE, TEXT, require_columns
+from evirank.score._base import DistinctPairs, ScoringStats, TransformerScorer, _ChunkedWriter
+from evirank.score.backends import TokenBatch
+from evirank.score.store import Store
+from evirank.score.tokenize import Template
+
+if TYPE_CHECKING:
+    from evirank.scale.options import RayOptions
+
+logger = logging.getLogger(__name__)
+
+
+class PairScorer(TransformerScorer):
+    """Scores (query, passage) pairs read together by one model call per pair (see the module).
+
+    Subclasses set ``family`` and ``task`` and implement :meth:`read_out`; they may override
+    :meth:`pair_template` (default: the tokenizer's own pair template, ``[CLS] q [SEP] p [SEP]``).
+    """
+
+    block_columns = (QUERY, TEXT)
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str],
+        *,
+        max_length: int | None,
+        query_max_tokens: int,
+        batch_tokens: int | None,
+        device: str,
+        dtype: str,
+        backend: str,
+        store: Store | str | os.PathLike[str] | None,
+        commit_every: int,
+        ray: RayOptions | None = None,
+    ) -> None:
+        if query_max_tokens < 1:
+            raise ValueError(f"query_max_tokens must be positive, found {query_max_tokens}")
+        super().__init__(
+            model,
+            max_length=max_length,
+            batch_tokens=batch_tokens,
+            device=device,
+            dtype=dtype,
+            backend=backend,
+            store=store,
+            commit_every=commit_every,
+            ray=ray,
+        )
+        self.query_max_tokens = query_max_tokens
+
+    # -- what a family says ---------------------------------------------------------------
+    def pair_template(self) -> Template:
+        """The tokens around the query and the passage (default: the tokenizer's pair template)."""
+        return self.encoder_.pair_template
+
+    def read_out(self, output: np.ndarray) -> np.ndarray:
+        """One float64 relevance score per row of the model's output."""
+        raise NotImplementedError
+
+    # -- generic --------------------------------------------------------------------------
+    def _passage_room(self) -> int:
+        return int(self.max_length_ - self.pair_template().n_special - self.query_max_tokens)
+
+    def _check_settings(self) -> None:
+        if self._passage_room() < 1:
+            raise ValueError(
+                f"query_max_tokens={self.query_max_tokens} leaves no room for the passage within "
+                f"max_length={self.max_length_}; lower query_max_tokens or raise max_length"
+            )
+
+    def settings(self) -> dict[str, Any]:
+        return {**super().settings(), "query_max_tokens": self.query_max_tokens}
+
+    def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """Add ``score`` to a Passages frame [qid, query, docno, pid, text, ...]."""
+        require_columns(frame, (QID, QUERY, DOCNO, PID, TEXT), type(self).__name__)
+        started = time.perf_counter()
+        out = frame.copy()
+        stats = ScoringStats(rows=len(out))
+        if out.empty:
+            out[SCORE] = np.array([], dtype=np.float64)
+            self.stats_ = stats
+            return out
+        self.prepare()
+        pairs = DistinctPairs.of(out)
+        stats.distinct = len(pairs.scores)
+        store = self._use_store(out, pairs)
+        missing = pairs.missing()
+        stats.cached = stats.distinct - len(missing)
+        if len(missing):
+            score = self._score_pairs if self.ray is None else self._score_pairs_on_ray
+            score(pairs, missing, self._score_writer(store, pairs), stats)
+        out[SCORE] = pairs.scores[pairs.row_pair]
+        stats.total_s = time.perf_counter() - started
+        self.stats_ = stats
+        logger.info(
+            "%s: %d rows, %d distinct pairs, %d from the store, %d scored in %.1f s "
+            "(%.0f pairs/s in the model, %.1f s tokenising)",
+            self.family,
+            stats.rows,
+            stats.distinct,
+            stats.cached,
+            stats.computed,
+            stats.total_s,
+            stats.per_second,
+            stats.tokenize_s,
+        )
+        return out
+
+    def compute_block(self, columns: Mapping[str, list[str]], stats: ScoringStats) -> np.ndarray:
+        """float64 scores of the (``query``, ``text``) rows of one block, in order (no store)."""
+        self.prepare()
+        pairs = DistinctPairs.of(pd.DataFrame({QUERY: columns[QUERY], TEXT: columns[TEXT]}))
+        self._score_pairs(pairs, np.arange(len(pairs.scores)), None, stats)
+        return pairs.scores[pairs.row_pair]
+
+    def _score_pairs(
+        self,
+        pairs: DistinctPairs,
+        todo: np.ndarray,
+        write: Callable[[list[tuple[int, float]]], None] | None,
+        stats: ScoringStats,
+    ) -> None:
+        """Score the distinct pairs ``todo`` into ``pairs.scores``, writing them as they come."""
+        queries, passages, pair_q, pair_p, scores = (
+            pairs.queries,
+            pairs.texts,
+            pairs.pair_query,
+            pairs.pair_text,
+            pairs.scores,
+        )
+        encoder = self.encoder_
+        template = self.pair_template()
+        n_special = template.n_special
+        passage_cap = self.max_length_ - n_special
+        # Token ids of each distinct text, filled chunk by chunk in the tokenising thread.
+        q_ids: list[list[int] | None] = [None] * len(queries)
+        p_ids: list[list[int] | None] = [None] * len(passages)
+        p_len = np.zeros(len(todo), dtype=np.int64)
+
+        def fill(ids: list[list[int] | None], texts: list[str], wanted: np.ndarray, cap: int) -> None:
+            need = [int(i) for i in np.unique(wanted) if ids[i] is None]
+            for i, tokens in zip(need, encoder.token_ids([texts[i] for i in need], cap), strict=True):
+                ids[i] = tokens
+
+        def tokenize(items: np.ndarray) -> np.ndarray:
+            fill(q_ids, queries, pair_q[todo[items]], self.query_max_tokens)
+            fill(p_ids, passages, pair_p[todo[items]], passage_cap)
+            q_len = np.array([len(q_ids[i] or ()) for i in pair_q[todo[items]]], dtype=np.int64)
+            full = np.array([len(p_ids[i] or ()) for i in pair_p[todo[items]]], dtype=np.int64)
+            p_len[items] = np.minimum(full, passage_cap - q_len)
+            return n_special + q_len + p_len[items]
+
+        def build(items: np.ndarray, pad_multiple: int) -> TokenBatch:
+            return encoder.pair_batch(
+                [q_ids[pair_q[todo[r]]] or [] for r in items],
+                [(p_ids[pair_p[todo[r]]] or [])[: p_len[r]] for r in items],
+                pad_multiple,
+                template=template,
+            )
+
+        with _ChunkedWriter(write, self.commit_every) as writer:
+
+            def consume(rows: np.ndarray, output: np.ndarray) -> None:
+                values = np.asarray(self.read_out(output), dtype=np.float64)
+                if not np.isfinite(values).all():
+                    logger.warning(
+                        "the model returned %d non-finite scores", int((~np.isfinite(values)).sum())
+                    )
+                scores[todo[rows]] = values
+                writer.add(list(zip(todo[rows].tolist(), values.tolist(), strict=True)))
+
+            self._run_batches(len(todo), tokenize, build, consume, stats, desc=self.family)
+
+    def _score_pairs_on_ray(
+        self,
+        pairs: DistinctPairs,
+        todo: np.ndarray,
+        write: Callable[[list[tuple[int, float]]], None] | None,
+        stats: ScoringStats,
+    ) -> None:
+        """:meth:`_score_pairs` with the model on Ray actors; each finished block is written at once."""
+        from evirank.scale.engine import run_blocks
+
+        columns = {
+            QUERY: lambda items: [pairs.queries[i] for i in pairs.pair_query[todo[items]]],
+            TEXT: lambda items: [pairs.texts[i] for i in pairs.pair_text[todo[items]]],
+        }
+        for items, values in run_blocks(self, columns, todo, stats, desc=f"{self.family} (Ray)"):
+            done = todo[items]
+            pairs.scores[done] = np.asarray(values, dtype=np.float64)
+            if write is not None:
+                write(list(zip(done.tolist(), pairs.scores[done].tolist(), strict=True)))
