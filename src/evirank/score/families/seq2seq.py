@@ -1,0 +1,703 @@
+"""The seq2seq family: monoT5 (pointwise) and duoT5 (pairwise) relevance from a T5's 'true' / 'false'.
+
+**monoT5** (Nogueira, Jiang, Pradeep & Lin 2020, "Document Ranking with a Pretrained
+Sequence-to-Sequence Model") reads ``Query: q Document: d Relevant:`` (then the end-of-sequence
+token) in the encoder; the decoder takes one step from its start token, and the score is the
+log-probability of the word 'true' in the softmax over the two logits of 'true' and 'false'
+at that step. The reference implementations compute it the same way: pygaggle's ``MonoT5``
+(``castorini/pygaggle``, ``rerank/transformer.py``) looks the ids of ``▁true`` / ``▁false`` up in the
+vocabulary and takes ``log_softmax`` over them at the first decoding step; pyterrier_t5's
+``MonoT5ReRanker`` takes ``tokenizer.encode('true')[0]`` (the same ``▁true`` piece), feeds
+``decoder_input_ids`` = the config's ``decoder_start_token_id`` and keeps the prompt ``Relevant:``
+when it truncates. Here the query keeps at most ``query_max_tokens`` tokens and the document
+is cut first (the prompt words are never cut), each distinct text is tokenised once, and batches
+are length-sorted under a token budget (:class:`~evirank.score.pairs.PairScorer`).
+
+The prompt's pieces are tokenised on their own and joined with the query's and document's ids
+(as pyterrier_t5 joins ``Query: q Document: d`` with ``Relevant:``); a SentencePiece tokenizer gives
+the same ids as for the whole prompt string, since every piece starts at a word boundary.
+
+**duoT5** (Pradeep, Nogueira & Lin 2021, "The Expando-Mono-Duo Design Pattern for Text Ranking with
+Pretrained Sequence-to-Sequence Models") reads ``Query: q Document0: d0 Document1: d1 Relevant:``
+and gives p_ij = P('true') = P(d_i is more relevant than d_j) by the same read-out
+(:class:`DuoT5`). :class:`Duo` re-ranks the top ``k`` documents of an earlier ranking with the
+symmetric sum of the paper, s_i = sum over j != i of (p_ij + (1 - p_ji)): ``k * (k - 1)`` model calls
+per query. pygaggle's ``DuoT5`` aggregates so (its ``sym_sum``); pyterrier_t5's ``DuoT5ReRanker`` adds
+log-probabilities instead.
+
+Example:
+    >>> from evirank.score import get_family
+    >>> get_family("seq2seq").objective, get_family("duo-seq2seq").pairwise
+    ('seq2seq-true-false', True)
+    >>> sym_sum(np.array([[0.0, 0.9], [0.2, 0.0]])).tolist()
+    [1.7, 0.30000000000000004]
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from evirank._extras import require
+from evirank.frames import DOCNO, PID, QID, QUERY, RANK, SCORE, TEXT, require_columns
+from evirank.score._base import DistinctPairs, ScoringStats, _ChunkedWriter
+from evirank.score.backends import TokenBatch
+from evirank.score.family import Family, ModelInfo, register_family
+from evirank.score.pairs import PairScorer
+from evirank.score.store import Store
+from evirank.score.tokenize import Template
+from evirank.stage import Stage
+
+if TYPE_CHECKING:
+    from evirank.scale.options import RayOptions
+
+logger = logging.getLogger(__name__)
+
+#: The name of the training objective of the family (``evirank train --kind seq2seq``).
+OBJECTIVE = "seq2seq-true-false"
+#: Joins the two documents of a duoT5 pair into the one text the score store keys.
+PAIR_SEPARATOR = "\x1e"
+
+
+# -- the model head -----------------------------------------------------------------------------
+def true_false_logits(model: Any, input_ids: Any, attention_mask: Any, ids: tuple[int, int, int]) -> Any:
+    """The logits of (true, false) at the first decoding step of a seq2seq LM (a batch x 2 tensor).
+
+    ``ids`` = (decoder start, true, false). Training and scoring read the model through this one
+    function. Example: see :class:`TrueFalseHead`.
+    """
+    torch = require("torch", "torch")
+    start, true_id, false_id = ids
+    decoder = torch.full((input_ids.shape[0], 1), start, dtype=torch.long, device=input_ids.device)
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder).logits
+    return logits[:, 0, [true_id, false_id]]
+
+
+def _true_false_module(model: Any, ids: tuple[int, int, int]) -> Any:
+    """A torch module over ``model`` whose forward gives :func:`true_false_logits`."""
+    torch = require("torch", "torch")
+
+    class TrueFalse(torch.nn.Module):  # type: ignore[misc,name-defined]
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids: Any, attention_mask: Any, **_: Any) -> Any:  # token types unused
+            return true_false_logits(self.model, input_ids, attention_mask, ids)
+
+    return TrueFalse()
+
+
+@dataclass(frozen=True)
+class TrueFalseHead:
+    """The :class:`~evirank.score.backends.ModelHead` of the family: a seq2seq LM
+    (``AutoModelForSeq2SeqLM``) run one decoder step from ``decoder_start``, giving the logits of
+    ``true_id`` and ``false_id`` (rows x 2).
+
+    Example:
+        >>> TrueFalseHead(0, 1176, 6136).name
+        'seq2seq-true-false:0:1176:6136'
+    """
+
+    decoder_start: int
+    true_id: int
+    false_id: int
+
+    @property
+    def name(self) -> str:
+        return f"{OBJECTIVE}:{self.decoder_start}:{self.true_id}:{self.false_id}"
+
+    @property
+    def ids(self) -> tuple[int, int, int]:
+        return (self.decoder_start, self.true_id, self.false_id)
+
+    def load_torch(self, model_dir: Path) -> tuple[Any, tuple[str, ...]]:
+        transformers = require("transformers", "torch")
+        model, info = transformers.AutoModelForSeq2SeqLM.from_pretrained(
+            str(model_dir), output_loading_info=True
+        )
+        return self.wrap(model), tuple(sorted(info.get("missing_keys", ())))
+
+    def wrap(self, model: Any) -> Any:
+        """The module the backend runs, over a seq2seq LM already in memory."""
+        return _true_false_module(model, self.ids)
+
+
+def log_p_true(logits: Any) -> np.ndarray:
+    """log P('true') of (true, false) logit rows: ``log_softmax`` over the two, first column (float64).
+
+    Example:
+        >>> round(float(log_p_true(np.array([[0.0, 0.0]]))[0]), 6)
+        -0.693147
+    """
+    values = np.asarray(logits, dtype=np.float64)
+    if values.ndim != 2 or values.shape[1] != 2:
+        raise ValueError(f"expected (true, false) logits of shape (rows, 2), found {values.shape}")
+    return values[:, 0] - np.logaddexp(values[:, 0], values[:, 1])
+
+
+def word_id(tokenizer: Any, word: str, what: str) -> int:
+    """The id of ``word`` as one token: its encoding when that is one piece (``true`` -> ``▁true``
+    in T5's SentencePiece vocabulary), else the vocabulary entry spelled exactly so.
+
+    Raises:
+        ValueError: the word is not one token of the vocabulary.
+    """
+    ids = tokenizer.encode(word, add_special_tokens=False)
+    if len(ids) == 1:
+        return int(ids[0])
+    vocab = tokenizer.get_vocab()
+    if word in vocab:
+        return int(vocab[word])
+    raise ValueError(
+        f"{what} {word!r} is not one token of the model's vocabulary (it reads as {len(ids)} tokens); "
+        "give a word the vocabulary holds"
+    )
+
+
+class _TrueFalseScorer(PairScorer):
+    """What monoT5 and duoT5 share: the true/false head, its token ids, the prompt's end token."""
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str],
+        *,
+        true_token: str,
+        false_token: str,
+        max_length: int | None,
+        query_max_tokens: int,
+        batch_tokens: int | None,
+        device: str,
+        dtype: str,
+        backend: str,
+        store: Store | str | os.PathLike[str] | None,
+        commit_every: int,
+        ray: RayOptions | None,
+    ) -> None:
+        super().__init__(
+            model,
+            max_length=max_length,
+            query_max_tokens=query_max_tokens,
+            batch_tokens=batch_tokens,
+            device=device,
+            dtype=dtype,
+            backend=backend,
+            store=store,
+            commit_every=commit_every,
+            ray=ray,
+        )
+        self.true_token = true_token
+        self.false_token = false_token
+
+    def _check_settings(self) -> None:
+        tokenizer = self.encoder_.tokenizer
+        start = getattr(self.config_, "decoder_start_token_id", None)
+        if start is None:
+            start = tokenizer.pad_token_id
+        if start is None or not getattr(self.config_, "is_encoder_decoder", False):
+            raise ValueError(
+                f"{self.model}: not an encoder-decoder model with a decoder start token "
+                f"(the {self.family} family reads T5-style seq2seq models)"
+            )
+        self.task = TrueFalseHead(  # type: ignore[misc]
+            int(start),
+            word_id(tokenizer, self.true_token, "true_token"),
+            word_id(tokenizer, self.false_token, "false_token"),
+        )
+        super()._check_settings()
+
+    def _end_ids(self) -> tuple[int, ...]:
+        eos = self.encoder_.tokenizer.eos_token_id
+        return () if eos is None else (int(eos),)
+
+    def adopt(self, model: Any, tokenizer: Any) -> None:
+        """Score with a seq2seq LM in memory (one being trained); see the base class."""
+        from evirank.score.backends import TorchBackend
+
+        super().adopt(model, tokenizer)
+        assert isinstance(self.task, TrueFalseHead)
+        self.backend_ = TorchBackend.adopting(self.task.wrap(model), self.task, self.device_, self.precision_)
+
+    def _head_settings(self) -> dict[str, Any]:
+        assert isinstance(self.task, TrueFalseHead)
+        return {
+            "head": "log_softmax(true, false)[true] at the first decoder step",
+            "true_token": self.true_token,
+            "false_token": self.false_token,
+            "decoder_start_token_id": self.task.decoder_start,
+            "true_id": self.task.true_id,
+            "false_id": self.task.false_id,
+            "end_ids": list(self._end_ids()),
+        }
+
+
+class MonoT5(_TrueFalseScorer):
+    """Score (query, passage) pairs with a monoT5 model (see the module).
+
+    Input Passages [qid, query, docno, pid, text, ...]; output the same frame with ``score`` =
+    log P('true') in the softmax over the 'true' and 'false' logits at the first decoder step
+    (a value <= 0; higher is more relevant). The input is ``{query_prefix} q {document_prefix} d
+    {relevant_prompt}`` then the end-of-sequence token; the query keeps at most
+    ``query_max_tokens`` tokens and the document takes the rest of ``max_length``.
+
+    Args:
+        model: a Hugging Face id or local folder of a T5-style seq2seq model (monoT5).
+        max_length: input length cap in tokens (at most 512).
+        query_max_tokens: the query's token cap.
+        true_token / false_token: the words whose logits are read (one token each).
+        query_prefix / document_prefix / relevant_prompt: the prompt's words.
+        batch_tokens, device, dtype, backend, store, commit_every, ray: as for
+            :class:`~evirank.score.CrossEncoder` (torch backend only).
+
+    Example:
+        >>> from evirank.frames import make_passages
+        >>> passages = make_passages([("1", "d1", 0, "BM25 ranks documents.")]).assign(query="bm25")
+        >>> MonoT5("castorini/monot5-base-msmarco")(passages)["score"].dtype  # doctest: +SKIP
+        dtype('float64')
+    """
+
+    family = "seq2seq"
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str],
+        max_length: int = 512,
+        query_max_tokens: int = 64,
+        batch_tokens: int | None = None,
+        device: str = "auto",
+        dtype: str = "auto",
+        true_token: str = "true",
+        false_token: str = "false",
+        query_prefix: str = "Query:",
+        document_prefix: str = "Document:",
+        relevant_prompt: str = "Relevant:",
+        backend: str = "torch",
+        store: Store | str | os.PathLike[str] | None = None,
+        commit_every: int = 4,
+        ray: RayOptions | None = None,
+    ) -> None:
+        super().__init__(
+            model,
+            true_token=true_token,
+            false_token=false_token,
+            max_length=max_length,
+            query_max_tokens=query_max_tokens,
+            batch_tokens=batch_tokens,
+            device=device,
+            dtype=dtype,
+            backend=backend,
+            store=store,
+            commit_every=commit_every,
+            ray=ray,
+        )
+        self.query_prefix = query_prefix
+        self.document_prefix = document_prefix
+        self.relevant_prompt = relevant_prompt
+
+    def pair_template(self) -> Template:
+        return self.encoder_.prompt_template(
+            self.query_prefix, self.document_prefix, self.relevant_prompt, end=self._end_ids()
+        )
+
+    def settings(self) -> dict[str, Any]:
+        prompt = [self.query_prefix, self.document_prefix, self.relevant_prompt]
+        return {**super().settings(), **self._head_settings(), "prompt": prompt}
+
+    def read_out(self, output: np.ndarray) -> np.ndarray:
+        return log_p_true(output)
+
+
+# -- duoT5 --------------------------------------------------------------------------------------
+def join_pair(first: str, second: str) -> str:
+    """The one text a duoT5 pair is stored under: both documents joined by :data:`PAIR_SEPARATOR`
+    (a separator inside a document reads as a space, so the join splits back unambiguously).
+
+    The score store keys a pair by (query hash, hash of this text): a rerun over the same
+    documents finds every pair it scored.
+
+    Example:
+        >>> split_pair(join_pair("a", "b"))
+        ('a', 'b')
+    """
+    return f"{first.replace(PAIR_SEPARATOR, ' ')}{PAIR_SEPARATOR}{second.replace(PAIR_SEPARATOR, ' ')}"
+
+
+def split_pair(text: str) -> tuple[str, str]:
+    """The two documents of a :func:`join_pair` text."""
+    first, sep, second = text.partition(PAIR_SEPARATOR)
+    if not sep:
+        raise ValueError("a duoT5 input text must be two documents joined by join_pair()")
+    return first, second
+
+
+def share_room(first: int, second: int, room: int) -> tuple[int, int]:
+    """Tokens kept of two documents of ``first`` and ``second`` tokens sharing ``room``: each
+    gets half, and what one leaves unused goes to the other.
+
+    Example:
+        >>> share_room(10, 300, 100), share_room(80, 90, 100), share_room(3, 4, 100)
+        ((10, 90), (50, 50), (3, 4))
+    """
+    half = room // 2
+    if first + second <= room:
+        return first, second
+    if first <= half:
+        return first, room - first
+    if second <= room - half:
+        return room - second, second
+    return half, room - half
+
+
+class DuoT5(_TrueFalseScorer):
+    """P(d0 is more relevant than d1 to q) with a duoT5 model (see the module).
+
+    Input Passages [qid, query, docno, pid, text, ...] whose ``text`` is two documents joined
+    by :func:`join_pair`; output the same frame with ``score`` = P('true') (between 0 and 1) in
+    the softmax over the 'true' and 'false' logits at the first decoder step, the input being
+    ``Query: q Document0: d0 Document1: d1 Relevant:`` then the end-of-sequence token. The
+    query keeps at most ``query_max_tokens``; the two documents share the rest (half each, what
+    one leaves unused goes to the other). Pair scores go to the score store under (query,
+    joined text), so a rerun costs nothing. Use it through :class:`Duo`.
+
+    Args:
+        model: a Hugging Face id or local folder of a duoT5 model.
+        first_prefix / second_prefix: the words before each document.
+        others: as for :class:`MonoT5`.
+
+    Example:
+        >>> DuoT5("castorini/duot5-base-msmarco").family  # doctest: +SKIP
+        'duo-seq2seq'
+    """
+
+    family = "duo-seq2seq"
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str],
+        max_length: int = 512,
+        query_max_tokens: int = 64,
+        batch_tokens: int | None = None,
+        device: str = "auto",
+        dtype: str = "auto",
+        true_token: str = "true",
+        false_token: str = "false",
+        query_prefix: str = "Query:",
+        first_prefix: str = "Document0:",
+        second_prefix: str = "Document1:",
+        relevant_prompt: str = "Relevant:",
+        backend: str = "torch",
+        store: Store | str | os.PathLike[str] | None = None,
+        commit_every: int = 4,
+        ray: RayOptions | None = None,
+    ) -> None:
+        super().__init__(
+            model,
+            true_token=true_token,
+            false_token=false_token,
+            max_length=max_length,
+            query_max_tokens=query_max_tokens,
+            batch_tokens=batch_tokens,
+            device=device,
+            dtype=dtype,
+            backend=backend,
+            store=store,
+            commit_every=commit_every,
+            ray=ray,
+        )
+        self.query_prefix = query_prefix
+        self.first_prefix = first_prefix
+        self.second_prefix = second_prefix
+        self.relevant_prompt = relevant_prompt
+
+    def pair_template(self) -> Template:
+        """Around the query and the first document (the second and its prefix follow the first)."""
+        return self.encoder_.prompt_template(
+            self.query_prefix, self.first_prefix, self.relevant_prompt, end=self._end_ids()
+        )
+
+    def _second_prefix_ids(self) -> list[int]:
+        return self.encoder_.token_ids([self.second_prefix], 10_000)[0] if self.second_prefix else []
+
+    def _passage_room(self) -> int:
+        """Tokens of one document when both fill their half."""
+        return int((super()._passage_room() - len(self._second_prefix_ids())) // 2)
+
+    def settings(self) -> dict[str, Any]:
+        prompt = [self.query_prefix, self.first_prefix, self.second_prefix, self.relevant_prompt]
+        return {
+            **super().settings(),
+            **self._head_settings(),
+            "prompt": prompt,
+            "pair_text": "first + U+001E + second",
+            "room": "query capped, documents half each",
+        }
+
+    def read_out(self, output: np.ndarray) -> np.ndarray:
+        return np.exp(log_p_true(output))
+
+    def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """Add ``score`` = P(first more relevant) to pairs [qid, query, text=join_pair(d0, d1), ...].
+
+        Unlike a passage scorer it records no segments in the store (the rows are pairs).
+        """
+        require_columns(frame, (QUERY, TEXT), type(self).__name__)
+        started = time.perf_counter()
+        out = frame.copy()
+        stats = ScoringStats(rows=len(out))
+        if out.empty:
+            out[SCORE] = np.array([], dtype=np.float64)
+            self.stats_ = stats
+            return out
+        self.prepare()
+        pairs = DistinctPairs.of(out)
+        stats.distinct = len(pairs.scores)
+        store = self._store()
+        if store is not None:
+            qhashes, phashes = pairs.pair_hashes()
+            pairs.fingerprint = self.fingerprint
+            pairs.scores = store.lookup(pairs.fingerprint, qhashes, phashes)
+            if np.isnan(pairs.scores).any():
+                self.load()
+                if self.fingerprint != pairs.fingerprint:  # random weights: known once loaded
+                    pairs.fingerprint = self.fingerprint
+                    pairs.scores = store.lookup(pairs.fingerprint, qhashes, phashes)
+            self._register()
+        missing = pairs.missing()
+        stats.cached = stats.distinct - len(missing)
+        if len(missing):
+            score = self._score_pairs if self.ray is None else self._score_pairs_on_ray
+            score(pairs, missing, self._score_writer(store, pairs), stats)
+        out[SCORE] = pairs.scores[pairs.row_pair]
+        stats.total_s = time.perf_counter() - started
+        self.stats_ = stats
+        return out
+
+    def _score_pairs(
+        self,
+        pairs: DistinctPairs,
+        todo: np.ndarray,
+        write: Callable[[list[tuple[int, float]]], None] | None,
+        stats: ScoringStats,
+    ) -> None:
+        """Score the distinct (query, joined pair) items ``todo`` into ``pairs.scores``."""
+        encoder = self.encoder_
+        template = self.pair_template()
+        between = self._second_prefix_ids()
+        cap = self.max_length_ - template.n_special - len(between)
+        queries = pairs.queries
+        halves = [split_pair(text) for text in pairs.texts]
+        q_ids: dict[int, list[int]] = {}
+        d_ids: dict[tuple[int, int], list[int]] = {}  # (text index, 0 or 1) -> ids
+        kept = np.zeros((len(todo), 2), dtype=np.int64)
+
+        def tokenize(items: np.ndarray) -> np.ndarray:
+            new_q = sorted({int(i) for i in pairs.pair_query[todo[items]]} - q_ids.keys())
+            for i, ids in zip(new_q, encoder.token_ids([queries[i] for i in new_q], self.query_max_tokens)):
+                q_ids[i] = ids
+            new_d = sorted(
+                {(int(t), side) for t in pairs.pair_text[todo[items]] for side in (0, 1)} - d_ids.keys()
+            )
+            for key, ids in zip(new_d, encoder.token_ids([halves[t][s] for t, s in new_d], cap)):
+                d_ids[key] = ids
+            lengths = np.zeros(len(items), dtype=np.int64)
+            for n, item in enumerate(items):
+                pair = todo[item]
+                q, t = int(pairs.pair_query[pair]), int(pairs.pair_text[pair])
+                room = cap - len(q_ids[q])
+                kept[item] = share_room(len(d_ids[(t, 0)]), len(d_ids[(t, 1)]), room)
+                lengths[n] = template.n_special + len(between) + len(q_ids[q]) + int(kept[item].sum())
+            return lengths
+
+        def build(items: np.ndarray, pad_multiple: int) -> TokenBatch:
+            firsts, seconds = [], []
+            for item in items:
+                pair = todo[item]
+                t = int(pairs.pair_text[pair])
+                firsts.append(q_ids[int(pairs.pair_query[pair])])
+                seconds.append(
+                    [*d_ids[(t, 0)][: kept[item, 0]], *between, *d_ids[(t, 1)][: kept[item, 1]]]
+                )
+            return encoder.pair_batch(firsts, seconds, pad_multiple, template=template)
+
+        with _ChunkedWriter(write, self.commit_every) as writer:
+
+            def consume(rows: np.ndarray, output: np.ndarray) -> None:
+                values = np.asarray(self.read_out(output), dtype=np.float64)
+                pairs.scores[todo[rows]] = values
+                writer.add(list(zip(todo[rows].tolist(), values.tolist(), strict=True)))
+
+            self._run_batches(len(todo), tokenize, build, consume, stats, desc=self.family)
+
+
+def sym_sum(p: np.ndarray) -> np.ndarray:
+    """duoT5's symmetric sum: s_i = sum over j != i of (p[i, j] + (1 - p[j, i])).
+
+    ``p[i, j]`` = P(document i is more relevant than document j); the diagonal is ignored.
+    """
+    matrix = np.asarray(p, dtype=np.float64)
+    off = ~np.eye(len(matrix), dtype=bool)
+    return (np.where(off, matrix, 0.0) + np.where(off, 1.0 - matrix.T, 0.0)).sum(axis=1)
+
+
+def best_passages(run: pd.DataFrame, passages: pd.DataFrame) -> pd.DataFrame:
+    """``run`` with ``text`` = each document's best passage (highest ``score`` in ``passages``;
+    ties: the earlier passage).
+
+    Example:
+        >>> run = pd.DataFrame({"qid": ["1"], "docno": ["a"], "score": [1.0]})
+        >>> p = pd.DataFrame({"qid": ["1", "1"], "docno": ["a", "a"], "pid": [0, 1],
+        ...                   "text": ["x", "y"], "score": [0.1, 0.7]})
+        >>> best_passages(run, p)["text"].tolist()
+        ['y']
+    """
+    require_columns(passages, (QID, DOCNO, PID, TEXT, SCORE), "best_passages (passages)")
+    ordered = passages.sort_values([QID, DOCNO, SCORE, PID], ascending=[True, True, False, True], kind="stable")
+    best = ordered.drop_duplicates([QID, DOCNO])[[QID, DOCNO, TEXT]]
+    return run.drop(columns=[TEXT], errors="ignore").merge(best, on=[QID, DOCNO], how="left")
+
+
+class Duo(Stage):
+    """Re-rank each query's top ``k`` documents by duoT5's pairwise preferences (symmetric sum).
+
+    Input a Run [qid, query, docno, score(, rank)] with ``text`` for (at least) the top ``k``
+    documents, or ``fetch`` (a :class:`~evirank.rerank.FetchText`) to read it; ``evirank rerank
+    --duo K`` gives each document's best passage by the passage scorer
+    (:func:`best_passages`), since a pair of whole documents rarely fits in the model's input.
+    Every ordered pair (i, j), i != j, of a query's top ``k`` is scored: **k(k-1) model calls per
+    query** (90 for k = 10, 380 for k = 20), fewer when texts repeat or the store has them. Each
+    document gets s_i = sum over j != i of (p_ij + (1 - p_ji)) (:func:`sym_sum`); the top ``k``
+    are ordered by s_i (ties: the earlier rank first) with score = s_i + (the highest score below
+    the top k, or 0) + 1, so they stay above the rest, which keep their scores and order. A
+    column ``duo_score`` holds s_i.
+
+    Args:
+        model: a duoT5 model (Hub id or folder), or a :class:`DuoT5` scorer.
+        k: documents re-ranked per query (at least 2).
+        fetch: a stage that adds ``text`` to a run without it.
+        options: :class:`DuoT5`'s keyword arguments (``store``, ``device``, ...).
+
+    Example:
+        >>> pipeline = Rerank(Sentences(), MonoT5(m), MaxP()) >> Duo(d, k=10, fetch=FetchText(corpus=c))  # doctest: +SKIP
+    """
+
+    def __init__(self, model: str | os.PathLike[str] | DuoT5, k: int = 10, *, fetch: Stage | None = None, **options: Any) -> None:
+        if not isinstance(k, int) or k < 2:
+            raise ValueError(f"duo's k must be an integer of at least 2, found {k!r}")
+        self.scorer = model if isinstance(model, DuoT5) else DuoT5(model, **options)
+        self.k = k
+        self.fetch = fetch
+
+    def __repr__(self) -> str:
+        return f"Duo({self.scorer.model!r}, k={self.k})"
+
+    def describe(self) -> dict[str, Any]:
+        """The stage's settings and its scorer's (for records)."""
+        return {"k": self.k, "calls_per_query": self.k * (self.k - 1), **self.scorer.describe()}
+
+    def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """The run with its top ``k`` per query re-ordered by the symmetric sum."""
+        require_columns(frame, (QID, QUERY, DOCNO, SCORE), "Duo (run)")
+        from evirank.aggregate.tail import ranked_run
+
+        ranked = ranked_run(frame)
+        top = ranked[ranked[RANK] <= self.k]
+        if TEXT not in top.columns or top[TEXT].isna().any():
+            if self.fetch is None:
+                raise ValueError(
+                    "Duo needs the documents' text: a run with a text column, fetch=FetchText(...), "
+                    "or best_passages(run, passages)"
+                )
+            top = self.fetch(top)
+        rows: list[tuple[str, str, str]] = []
+        groups: list[tuple[Any, pd.DataFrame]] = list(top.groupby(QID, sort=False))
+        for _, docs in groups:
+            query = str(docs[QUERY].iloc[0])
+            texts = docs[TEXT].astype(str).tolist()
+            rows.extend(
+                (str(docs[QID].iloc[0]), query, join_pair(texts[i], texts[j]))
+                for i in range(len(texts))
+                for j in range(len(texts))
+                if i != j
+            )
+        calls = len(rows)
+        logger.info(
+            "duo: %d queries, top %d each: %d pair inferences (k(k-1) = %d per full query)",
+            len(groups),
+            self.k,
+            calls,
+            self.k * (self.k - 1),
+        )
+        pairs = pd.DataFrame(rows, columns=[QID, QUERY, TEXT]).assign(**{DOCNO: "", PID: 0})
+        probs = self.scorer.transform(pairs)[SCORE].to_numpy(dtype=np.float64)
+        stats = getattr(self.scorer, "stats_", None)
+        if stats is not None:
+            logger.info("duo: %d distinct pairs, %d from the store, %d computed", stats.distinct, stats.cached, stats.computed)
+        scored: dict[tuple[str, str], float] = {}
+        at = 0
+        for _, docs in groups:
+            n = len(docs)
+            matrix = np.zeros((n, n))
+            for i in range(n):
+                for j in range(n):
+                    if i != j:
+                        matrix[i, j] = probs[at]
+                        at += 1
+            for docno, value in zip(docs[DOCNO].astype(str), sym_sum(matrix), strict=True):
+                scored[(str(docs[QID].iloc[0]), docno)] = float(value)
+        return _reorder(ranked, scored, self.k)
+
+
+def _reorder(ranked: pd.DataFrame, duo: Mapping[tuple[str, str], float], k: int) -> pd.DataFrame:
+    """The run with its top ``k`` per query ordered by ``duo`` values (see :class:`Duo`)."""
+    out = ranked.copy()
+    keys = list(zip(out[QID].astype(str), out[DOCNO].astype(str), strict=True))
+    values = np.array([duo.get(key, np.nan) for key in keys], dtype=np.float64)
+    out["duo_score"] = values
+    head = out[RANK] <= k
+    below = out[~head].groupby(QID)[SCORE].max()
+    floor = out[QID].map(below).fillna(0.0).to_numpy(dtype=np.float64) + 1.0
+    out[SCORE] = np.where(head, values + floor, out[SCORE].to_numpy(dtype=np.float64))
+    out["_head"] = head
+    out = out.sort_values([QID, "_head", SCORE, RANK], ascending=[True, False, False, True], kind="stable")
+    out = out.drop(columns="_head")
+    out[RANK] = out.groupby(QID).cumcount() + 1
+    return out.reset_index(drop=True)
+
+
+# -- the families ---------------------------------------------------------------------------------
+def _claims(info: ModelInfo) -> int:
+    """A T5 / mT5 conditional generator, or any ``*ForConditionalGeneration`` encoder-decoder."""
+    names = info.architectures
+    if any(a in ("T5ForConditionalGeneration", "MT5ForConditionalGeneration") for a in names):
+        return 2
+    if info.has_architecture("ForConditionalGeneration") and info.config.get("is_encoder_decoder"):
+        return 2
+    return 0
+
+
+FAMILY = register_family(
+    Family(
+        "seq2seq",
+        scorer=MonoT5,
+        summary="monoT5: 'Query: q Document: d Relevant:' through a T5, score = log P('true') vs 'false'",
+        claims=_claims,
+        objective=OBJECTIVE,
+    )
+)
+
+DUO_FAMILY = register_family(
+    Family(
+        "duo-seq2seq",
+        scorer=DuoT5,
+        summary="duoT5: P(d0 more relevant than d1) from 'Query: q Document0: d0 Document1: d1 Relevant:'",
+        pairwise=True,
+    )
+)
