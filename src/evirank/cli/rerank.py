@@ -207,6 +207,18 @@ def _add_scoring(model: Any) -> None:
         "of Parquet shards that several machines can share",
     )
     model.add_argument("--no-scores", action="store_true", help="keep no score store (nothing resumes)")
+    model.add_argument(
+        "--duo",
+        type=positive_int,
+        metavar="K",
+        help="after aggregation, re-rank each query's top K documents (their best passages) with a "
+        "pairwise model (--duo-model): K(K-1) model calls per query, pair scores kept in the store",
+    )
+    model.add_argument(
+        "--duo-model",
+        metavar="[FAMILY:]MODEL",
+        help="the pairwise model of --duo (e.g. a duoT5 folder; the family is told from the model)",
+    )
 
 
 def _add_segments_and_aggregation(agg: Any) -> None:
@@ -302,6 +314,8 @@ def config_from_args(args: argparse.Namespace) -> RerankConfig:
         first_stage=args.first_stage,
         evidence=tuple(args.evidence or ()),
         evidence_weights=tuple(args.evidence_weights) if args.evidence_weights else None,
+        duo=args.duo,
+        duo_model=args.duo_model,
     )
 
 

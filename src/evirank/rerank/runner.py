@@ -85,6 +85,11 @@ class RerankConfig:
             combined by :class:`~evirank.aggregate.MultiEvidence`.
         evidence_weights: ``LABEL=W`` weights of the scorers after the first (the first gets 1
             minus their sum; None: equal shares).
+        duo: after aggregation, re-rank each query's top ``duo`` documents with a pairwise model
+            (:class:`~evirank.score.pairwise.Duo`: k(k-1) model calls per query), each document
+            read as its best passage; None: no pairwise stage.
+        duo_model: the pairwise model, ``[FAMILY:]MODEL`` (the family: a pairwise one; None: the
+            pairwise family that recognises the model).
     """
 
     topics: str | Path
@@ -126,6 +131,8 @@ class RerankConfig:
     first_stage: str = "bm25"
     evidence: tuple[str, ...] = ()
     evidence_weights: tuple[str, ...] | None = None
+    duo: int | None = None
+    duo_model: str | None = None
 
     def scorer_specs(self) -> tuple[Any, ...]:
         """The scorers: :attr:`evidence` parsed, or the one of ``scorer`` and ``model``.
@@ -169,6 +176,10 @@ class RerankConfig:
             raise RerankConfigError(
                 "with --evidence, give each scorer's model there (cross:MODEL, bi:MODEL), not --model"
             )
+        if (self.duo is None) != (self.duo_model is None):
+            raise RerankConfigError("--duo K and --duo-model MODEL go together")
+        if self.duo is not None and self.duo < 2:
+            raise RerankConfigError(f"--duo re-ranks at least 2 documents per query, found {self.duo}")
         if self.evidence_weights and not self.multi:
             raise RerankConfigError("--evidence-weights needs two scorers or more (--evidence, repeated)")
         try:
@@ -332,6 +343,38 @@ def build_pipeline(config: RerankConfig, store: str | Path | None) -> Any:
     )
 
 
+def duo_spec(text: str) -> tuple[str | None, str]:
+    """(family, model) of ``[FAMILY:]MODEL`` (a prefix that is no registered family is part of the model).
+
+    Example:
+        >>> duo_spec("models/duo")
+        (None, 'models/duo')
+    """
+    from evirank.score.family import family_names
+
+    family, sep, model = text.partition(":")
+    if sep and family.strip().lower() in family_names():
+        return family.strip().lower(), model
+    return None, text
+
+
+def build_duo(config: RerankConfig, store: str | Path | None) -> Any:
+    """The pairwise stage of ``duo`` / ``duo_model`` (None without one), sharing the score store."""
+    if config.duo is None or config.duo_model is None:
+        return None
+    from evirank.score.pairwise import Duo
+
+    family, model = duo_spec(config.duo_model)
+    options = {
+        "store": store,
+        "device": config.device,
+        "batch_tokens": config.batch_tokens,
+        "max_length": config.max_length,
+        "ray": config.ray_options(),
+    }
+    return Duo(model, config.duo, family=family, **options)
+
+
 def read_first_stage(config: RerankConfig) -> tuple[Any, Any, dict[str, Any]]:
     """(topics, the first-stage run, how it was made): ``run`` read, or BM25 retrieved from ``index``."""
     from evirank.io import read_run, read_topics
@@ -436,6 +479,15 @@ def run_rerank(config: RerankConfig) -> dict[str, Any]:
             )
         else:
             result = pipeline.run(first, topics=topics, timings=timings)
+    duo = build_duo(config, store)
+    if duo is not None:
+        from evirank.score.pairwise import best_passages
+
+        with timings.measure("duo"):
+            result.run = duo(best_passages(result.run, result.passages))
+        stats = getattr(duo.scorer, "stats_", None)
+        for name in ("distinct", "cached", "computed"):
+            result.counts[f"duo_{name}"] = int(getattr(stats, name, 0))
     tag = config.run_tag()
     scorer = pipeline.scorer
     # The run, its record and the passages succeed or fail together: all are written under
@@ -465,6 +517,7 @@ def run_rerank(config: RerankConfig) -> dict[str, Any]:
             vectors=describe_vectors(pipeline),
             scorer={**_describe(scorer), "fingerprint": _fingerprint(scorer)},
             evidence=_evidence_record(pipeline) if config.multi else None,
+            duo=None if duo is None else {**duo.describe(), "fingerprint": _fingerprint(duo.scorer)},
             aggregate=pipeline.aggregator.spec,
             aggregator=describe_stage(pipeline.aggregator),
             scores=store,

@@ -20,7 +20,7 @@ the same ids as for the whole prompt string, since every piece starts at a word 
 **duoT5** (Pradeep, Nogueira & Lin 2021, "The Expando-Mono-Duo Design Pattern for Text Ranking with
 Pretrained Sequence-to-Sequence Models") reads ``Query: q Document0: d0 Document1: d1 Relevant:``
 and gives p_ij = P('true') = P(d_i is more relevant than d_j) by the same read-out
-(:class:`DuoT5`). :class:`Duo` re-ranks the top ``k`` documents of an earlier ranking with the
+(:class:`DuoT5`). :class:`~evirank.score.pairwise.Duo` re-ranks the top ``k`` documents of an earlier ranking with the
 symmetric sum of the paper, s_i = sum over j != i of (p_ij + (1 - p_ji)): ``k * (k - 1)`` model calls
 per query. pygaggle's ``DuoT5`` aggregates so (its ``sym_sum``); pyterrier_t5's ``DuoT5ReRanker`` adds
 log-probabilities instead.
@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,24 +47,36 @@ import numpy as np
 import pandas as pd
 
 from evirank._extras import require
-from evirank.frames import DOCNO, PID, QID, QUERY, RANK, SCORE, TEXT, require_columns
+from evirank.frames import QUERY, SCORE, TEXT, require_columns
 from evirank.score._base import DistinctPairs, ScoringStats, _ChunkedWriter
 from evirank.score.backends import TokenBatch
 from evirank.score.family import Family, ModelInfo, register_family
 from evirank.score.pairs import PairScorer
+from evirank.score.pairwise import Duo, best_passages, join_pair, split_pair, sym_sum
 from evirank.score.store import Store
 from evirank.score.tokenize import Template
-from evirank.stage import Stage
 
 if TYPE_CHECKING:
     from evirank.scale.options import RayOptions
+
+__all__ = [
+    "OBJECTIVE",
+    "Duo",
+    "DuoT5",
+    "MonoT5",
+    "TrueFalseHead",
+    "best_passages",
+    "join_pair",
+    "log_p_true",
+    "share_room",
+    "split_pair",
+    "sym_sum",
+]
 
 logger = logging.getLogger(__name__)
 
 #: The name of the training objective of the family (``evirank train --kind seq2seq``).
 OBJECTIVE = "seq2seq-true-false"
-#: Joins the two documents of a duoT5 pair into the one text the score store keys.
-PAIR_SEPARATOR = "\x1e"
 
 
 # -- the model head -----------------------------------------------------------------------------
@@ -316,28 +328,6 @@ class MonoT5(_TrueFalseScorer):
 
 
 # -- duoT5 --------------------------------------------------------------------------------------
-def join_pair(first: str, second: str) -> str:
-    """The one text a duoT5 pair is stored under: both documents joined by :data:`PAIR_SEPARATOR`
-    (a separator inside a document reads as a space, so the join splits back unambiguously).
-
-    The score store keys a pair by (query hash, hash of this text): a rerun over the same
-    documents finds every pair it scored.
-
-    Example:
-        >>> split_pair(join_pair("a", "b"))
-        ('a', 'b')
-    """
-    return f"{first.replace(PAIR_SEPARATOR, ' ')}{PAIR_SEPARATOR}{second.replace(PAIR_SEPARATOR, ' ')}"
-
-
-def split_pair(text: str) -> tuple[str, str]:
-    """The two documents of a :func:`join_pair` text."""
-    first, sep, second = text.partition(PAIR_SEPARATOR)
-    if not sep:
-        raise ValueError("a duoT5 input text must be two documents joined by join_pair()")
-    return first, second
-
-
 def share_room(first: int, second: int, room: int) -> tuple[int, int]:
     """Tokens kept of two documents of ``first`` and ``second`` tokens sharing ``room``: each
     gets half, and what one leaves unused goes to the other.
@@ -537,141 +527,6 @@ class DuoT5(_TrueFalseScorer):
             self._run_batches(len(todo), tokenize, build, consume, stats, desc=self.family)
 
 
-def sym_sum(p: np.ndarray) -> np.ndarray:
-    """duoT5's symmetric sum: s_i = sum over j != i of (p[i, j] + (1 - p[j, i])).
-
-    ``p[i, j]`` = P(document i is more relevant than document j); the diagonal is ignored.
-    """
-    matrix = np.asarray(p, dtype=np.float64)
-    off = ~np.eye(len(matrix), dtype=bool)
-    return (np.where(off, matrix, 0.0) + np.where(off, 1.0 - matrix.T, 0.0)).sum(axis=1)
-
-
-def best_passages(run: pd.DataFrame, passages: pd.DataFrame) -> pd.DataFrame:
-    """``run`` with ``text`` = each document's best passage (highest ``score`` in ``passages``;
-    ties: the earlier passage).
-
-    Example:
-        >>> run = pd.DataFrame({"qid": ["1"], "docno": ["a"], "score": [1.0]})
-        >>> p = pd.DataFrame({"qid": ["1", "1"], "docno": ["a", "a"], "pid": [0, 1],
-        ...                   "text": ["x", "y"], "score": [0.1, 0.7]})
-        >>> best_passages(run, p)["text"].tolist()
-        ['y']
-    """
-    require_columns(passages, (QID, DOCNO, PID, TEXT, SCORE), "best_passages (passages)")
-    ordered = passages.sort_values([QID, DOCNO, SCORE, PID], ascending=[True, True, False, True], kind="stable")
-    best = ordered.drop_duplicates([QID, DOCNO])[[QID, DOCNO, TEXT]]
-    return run.drop(columns=[TEXT], errors="ignore").merge(best, on=[QID, DOCNO], how="left")
-
-
-class Duo(Stage):
-    """Re-rank each query's top ``k`` documents by duoT5's pairwise preferences (symmetric sum).
-
-    Input a Run [qid, query, docno, score(, rank)] with ``text`` for (at least) the top ``k``
-    documents, or ``fetch`` (a :class:`~evirank.rerank.FetchText`) to read it; ``evirank rerank
-    --duo K`` gives each document's best passage by the passage scorer
-    (:func:`best_passages`), since a pair of whole documents rarely fits in the model's input.
-    Every ordered pair (i, j), i != j, of a query's top ``k`` is scored: **k(k-1) model calls per
-    query** (90 for k = 10, 380 for k = 20), fewer when texts repeat or the store has them. Each
-    document gets s_i = sum over j != i of (p_ij + (1 - p_ji)) (:func:`sym_sum`); the top ``k``
-    are ordered by s_i (ties: the earlier rank first) with score = s_i + (the highest score below
-    the top k, or 0) + 1, so they stay above the rest, which keep their scores and order. A
-    column ``duo_score`` holds s_i.
-
-    Args:
-        model: a duoT5 model (Hub id or folder), or a :class:`DuoT5` scorer.
-        k: documents re-ranked per query (at least 2).
-        fetch: a stage that adds ``text`` to a run without it.
-        options: :class:`DuoT5`'s keyword arguments (``store``, ``device``, ...).
-
-    Example:
-        >>> pipeline = Rerank(Sentences(), MonoT5(m), MaxP()) >> Duo(d, k=10, fetch=FetchText(corpus=c))  # doctest: +SKIP
-    """
-
-    def __init__(self, model: str | os.PathLike[str] | DuoT5, k: int = 10, *, fetch: Stage | None = None, **options: Any) -> None:
-        if not isinstance(k, int) or k < 2:
-            raise ValueError(f"duo's k must be an integer of at least 2, found {k!r}")
-        self.scorer = model if isinstance(model, DuoT5) else DuoT5(model, **options)
-        self.k = k
-        self.fetch = fetch
-
-    def __repr__(self) -> str:
-        return f"Duo({self.scorer.model!r}, k={self.k})"
-
-    def describe(self) -> dict[str, Any]:
-        """The stage's settings and its scorer's (for records)."""
-        return {"k": self.k, "calls_per_query": self.k * (self.k - 1), **self.scorer.describe()}
-
-    def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
-        """The run with its top ``k`` per query re-ordered by the symmetric sum."""
-        require_columns(frame, (QID, QUERY, DOCNO, SCORE), "Duo (run)")
-        from evirank.aggregate.tail import ranked_run
-
-        ranked = ranked_run(frame)
-        top = ranked[ranked[RANK] <= self.k]
-        if TEXT not in top.columns or top[TEXT].isna().any():
-            if self.fetch is None:
-                raise ValueError(
-                    "Duo needs the documents' text: a run with a text column, fetch=FetchText(...), "
-                    "or best_passages(run, passages)"
-                )
-            top = self.fetch(top)
-        rows: list[tuple[str, str, str]] = []
-        groups: list[tuple[Any, pd.DataFrame]] = list(top.groupby(QID, sort=False))
-        for _, docs in groups:
-            query = str(docs[QUERY].iloc[0])
-            texts = docs[TEXT].astype(str).tolist()
-            rows.extend(
-                (str(docs[QID].iloc[0]), query, join_pair(texts[i], texts[j]))
-                for i in range(len(texts))
-                for j in range(len(texts))
-                if i != j
-            )
-        calls = len(rows)
-        logger.info(
-            "duo: %d queries, top %d each: %d pair inferences (k(k-1) = %d per full query)",
-            len(groups),
-            self.k,
-            calls,
-            self.k * (self.k - 1),
-        )
-        pairs = pd.DataFrame(rows, columns=[QID, QUERY, TEXT]).assign(**{DOCNO: "", PID: 0})
-        probs = self.scorer.transform(pairs)[SCORE].to_numpy(dtype=np.float64)
-        stats = getattr(self.scorer, "stats_", None)
-        if stats is not None:
-            logger.info("duo: %d distinct pairs, %d from the store, %d computed", stats.distinct, stats.cached, stats.computed)
-        scored: dict[tuple[str, str], float] = {}
-        at = 0
-        for _, docs in groups:
-            n = len(docs)
-            matrix = np.zeros((n, n))
-            for i in range(n):
-                for j in range(n):
-                    if i != j:
-                        matrix[i, j] = probs[at]
-                        at += 1
-            for docno, value in zip(docs[DOCNO].astype(str), sym_sum(matrix), strict=True):
-                scored[(str(docs[QID].iloc[0]), docno)] = float(value)
-        return _reorder(ranked, scored, self.k)
-
-
-def _reorder(ranked: pd.DataFrame, duo: Mapping[tuple[str, str], float], k: int) -> pd.DataFrame:
-    """The run with its top ``k`` per query ordered by ``duo`` values (see :class:`Duo`)."""
-    out = ranked.copy()
-    keys = list(zip(out[QID].astype(str), out[DOCNO].astype(str), strict=True))
-    values = np.array([duo.get(key, np.nan) for key in keys], dtype=np.float64)
-    out["duo_score"] = values
-    head = out[RANK] <= k
-    below = out[~head].groupby(QID)[SCORE].max()
-    floor = out[QID].map(below).fillna(0.0).to_numpy(dtype=np.float64) + 1.0
-    out[SCORE] = np.where(head, values + floor, out[SCORE].to_numpy(dtype=np.float64))
-    out["_head"] = head
-    out = out.sort_values([QID, "_head", SCORE, RANK], ascending=[True, False, False, True], kind="stable")
-    out = out.drop(columns="_head")
-    out[RANK] = out.groupby(QID).cumcount() + 1
-    return out.reset_index(drop=True)
-
-
 # -- the families ---------------------------------------------------------------------------------
 def _claims(info: ModelInfo) -> int:
     """A T5 / mT5 conditional generator, or any ``*ForConditionalGeneration`` encoder-decoder."""
@@ -693,10 +548,17 @@ FAMILY = register_family(
     )
 )
 
+def _duo_claims(info: ModelInfo) -> int:
+    """A T5 read as a pairwise model (1: below monoT5's claim, so ``auto`` reads a T5 as monoT5,
+    while a pairwise stage finds this family)."""
+    return 1 if _claims(info) else 0
+
+
 DUO_FAMILY = register_family(
     Family(
         "duo-seq2seq",
         scorer=DuoT5,
+        claims=_duo_claims,
         summary="duoT5: P(d0 more relevant than d1) from 'Query: q Document0: d0 Document1: d1 Relevant:'",
         pairwise=True,
     )
