@@ -10,10 +10,13 @@ WORDS = (
 ).split()
 
 
-def build_tiny_t5(folder: Path, *, seed: int = 0, layers: int = 1) -> Path:
+def build_tiny_t5(
+    folder: Path, *, seed: int = 0, layers: int = 1, words: tuple[str, ...] = (), init_factor: float = 2.0
+) -> Path:
     """Save a random T5 (d_model 16) with a WordLevel tokenizer (whitespace-split words) in ``folder``.
 
-    The tokenizer appends ``</s>`` to every text, as T5's does.
+    The tokenizer appends ``</s>`` to every text, as T5's does. ``words`` join the vocabulary;
+    ``init_factor`` scales the random weights (large: inputs get clearly different scores).
     """
     import torch
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
@@ -21,7 +24,7 @@ def build_tiny_t5(folder: Path, *, seed: int = 0, layers: int = 1) -> Path:
 
     folder.mkdir(parents=True, exist_ok=True)
     vocab = {"<pad>": 0, "</s>": 1, "<unk>": 2}
-    for word in WORDS:
+    for word in (*WORDS, *words):
         vocab.setdefault(word, len(vocab))
     tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
@@ -50,7 +53,7 @@ def build_tiny_t5(folder: Path, *, seed: int = 0, layers: int = 1) -> Path:
         decoder_start_token_id=0,
         pad_token_id=0,
         eos_token_id=1,
-        initializer_factor=2.0,  # large random weights: inputs get clearly different scores
+        initializer_factor=init_factor,
     )
     torch.manual_seed(seed)
     model = T5ForConditionalGeneration(config)

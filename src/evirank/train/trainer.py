@@ -62,6 +62,7 @@ from evirank.train.contrastive import (
 )
 from evirank.train.examples import summarize_examples
 from evirank.train.listwise import NEGATIVES, Listwise, listwise_items
+from evirank.train.recipe import Recipe, recipe_for
 
 logger = logging.getLogger(__name__)
 
@@ -323,7 +324,9 @@ class Fit:
         validation: pd.DataFrame | None,
         metadata: dict[str, Any],
         step_callback: Callable[[int], None] | None,
+        recipe: Recipe | None = None,
     ) -> None:
+        self.recipe = recipe
         self.items = items.reset_index(drop=True)
         self.objective = objective
         self.config = config
@@ -338,11 +341,14 @@ class Fit:
         self.state = _State()
 
     # -- layout ------------------------------------------------------------------------
-    @property
-    def _auto_model(self) -> Any:
-        """The transformers class that loads the model: with a classification head, or a plain encoder."""
+    def _reload(self, folder: Path) -> Any:
+        """The model saved in ``folder``: by the family's recipe, else with a classification head or
+        as a plain encoder (bi)."""
+        if self.recipe is not None:
+            return self.recipe.reload(folder)
         bi = self.config.encoder == "bi"
-        return self.transformers.AutoModel if bi else self.transformers.AutoModelForSequenceClassification
+        auto = self.transformers.AutoModel if bi else self.transformers.AutoModelForSequenceClassification
+        return auto.from_pretrained(folder)
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -417,7 +423,7 @@ class Fit:
                 f"cannot resume {self.out}: the training examples differ from the interrupted run's"
             )
         with _model.quiet_transformers():
-            model = self._auto_model.from_pretrained(last)
+            model = self._reload(last)
             tokenizer = self.transformers.AutoTokenizer.from_pretrained(last)
         return model, tokenizer, payload
 
@@ -446,7 +452,10 @@ class Fit:
     def _validate(self, model: Any, tokenizer: Any) -> dict[str, Any]:
         assert self.validation is not None
         cfg = self.config
-        predict = predict_similarity if cfg.encoder == "bi" else _model.predict_relevance
+        if self.recipe is not None:
+            predict: Callable[..., np.ndarray] = self.recipe.predict
+        else:
+            predict = predict_similarity if cfg.encoder == "bi" else _model.predict_relevance
         scores = predict(
             model,
             tokenizer,
@@ -596,10 +605,17 @@ class Fit:
             " (best)" if improved else "",
         )
 
+    def _score_rule(self, model: Any) -> str:
+        if self.recipe is not None:
+            return self.recipe.score
+        if self.config.encoder == "bi":
+            return "cosine"
+        return "logit" if model.config.num_labels == 1 else "logit[1] - logit[0]"
+
     def _finish(self, model: Any, tokenizer: Any, total: int) -> TrainResult:
         best_dir = _existing(self.checkpoint_dir / "best")
         if best_dir is not None:
-            model = self._auto_model.from_pretrained(best_dir)
+            model = self._reload(best_dir)
         for name in ("config.json", "model.safetensors"):
             (self.out / name).unlink(missing_ok=True)
         model.save_pretrained(self.out)
@@ -619,7 +635,7 @@ class Fit:
             "finished": datetime.now(UTC).isoformat(timespec="seconds"),
             **self.metadata,
             "objective": self.objective.name,
-            "score": "cosine" if bi else "logit" if model.config.num_labels == 1 else "logit[1] - logit[0]",
+            "score": self._score_rule(model),
             "data_fingerprint": self.fingerprint,
             "steps": state.step,
             "total_steps": total,
@@ -827,7 +843,12 @@ def train_model(
     if mode == "complete":
         logger.info("%s is already complete; nothing to resume", out)
         return result_from_json(out)
-    items, objective = _items_and_objective(examples, config)
+    recipe = recipe_for(config.encoder)
+    if recipe is not None and config.init is None and config.model is None:
+        raise ValueError(f"the {config.encoder} family has no default model: give --model (or --init)")
+    items, objective = (
+        recipe.objective(examples, config) if recipe is not None else _items_and_objective(examples, config)
+    )
     source = config.init or config.model or _model.default_model_path()
     if config.hardest_negatives is not None:
         items = _hardest(items, config, source)
@@ -838,7 +859,7 @@ def train_model(
     }
     bi = config.encoder == "bi"
     metadata: dict[str, Any] = {
-        "kind": "bi-encoder" if bi else "cross-encoder",
+        "kind": recipe.kind if recipe is not None else "bi-encoder" if bi else "cross-encoder",
         "init": init,
         "data": {
             "train": _summary(examples),
@@ -854,11 +875,16 @@ def train_model(
         validation=validation,
         metadata=metadata,
         step_callback=step_callback,
+        recipe=recipe,
     )
     if mode == "resume":
         model, tokenizer, payload = fit.load_checkpoint()
         fit.metadata = payload["metadata"]
         return fit.run(model, tokenizer, payload)
+    if recipe is not None:  # the family's own model and loss
+        model, tokenizer = recipe.load(source, config)
+        logger.info("training %s %s on %d examples, %d queries", recipe.kind, source, len(items), items[QID].nunique())
+        return fit.run(model, tokenizer, None)
     if bi:
         model, tokenizer = load_encoder(source, dropout=config.dropout)
         logger.info(
