@@ -117,7 +117,10 @@ class TrainConfig:
         else:
             from evirank.train.recipe import recipe_for
 
-            recipe = recipe_for(self.encoder)  # an unknown family names the known ones
+            try:
+                recipe = recipe_for(self.encoder)
+            except ValueError as exc:  # an unknown family: the message names the known ones
+                raise ValueError(f"encoder must be 'cross', 'bi' or a trainable model family: {exc}") from None
             if recipe is None:
                 raise ValueError(f"the {self.encoder} family has no training recipe")
             allowed = recipe.losses
