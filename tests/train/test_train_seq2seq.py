@@ -32,7 +32,7 @@ def test_evirank_train_kind_seq2seq_lowers_the_loss_and_saves_a_monot5(
     out = tmp_path / "model"
     args = ["-q", "train", "--scorer", "seq2seq", "--model", str(tiny_t5), "--output", str(out)]
     args += ["--pairs", str(pairs), "--val-pairs", str(val), "--epochs", "8", "--batch-size", "8"]
-    args += ["--lr", "3e-3", "--max-length", "32", "--dropout", "0", "--device", "cpu", "--threads", "1"]
+    args += ["--lr", "3e-3", "--max-length", "32", "--dropout", "0", "--device", "cpu"]
     assert main(args) == 0
     capsys.readouterr()
     meta = json.loads((out / "evirank-train.json").read_text())
