@@ -12,7 +12,8 @@ import pytest
 
 import evirank
 from evirank.cli import main
-from evirank.ranker import Ranker, locate
+from evirank.ranker import Ranker
+from evirank.segment.spans import passage_span as locate
 
 WORDS = [
     "cells",

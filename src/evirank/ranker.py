@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,14 +32,13 @@ import numpy as np
 import pandas as pd
 
 from evirank.frames import DOCNO, FIRST_STAGE_SCORE, PID, QID, QUERY, RANK, SCORE, TEXT, TITLE
+from evirank.segment.spans import WORD, passage_span
 
 logger = logging.getLogger(__name__)
 
 #: The keys of a document dict that are not metadata.
 ID_KEYS = ("id", "_id", "docid", "docno")
 TEXT_KEYS = ("text", "contents", "body")
-
-_WORD = re.compile(r"\S+")
 
 
 @dataclass(frozen=True)
@@ -151,42 +149,6 @@ def _as_document(item: Any, position: int) -> dict[str, Any]:
             f"document {doc_id!r} (position {position}) has no text (keys: text, contents or body)"
         )
     return {"id": doc_id, "title": title, "text": text, **doc}
-
-
-def locate(passage: str, title: str, text: str, after: int = 0) -> tuple[str | None, int | None, int | None]:
-    """Where a passage's words are in a document: ``(field, start, end)`` character offsets.
-
-    The passage's words are looked for as a run of the text's words, from word ``after`` on first
-    (passages come in order; windows overlap), then anywhere; a title the segmenter put in front
-    of the passage is skipped; a passage that is the title alone is found in the title.
-
-    Example:
-        >>> locate("Second one.", "T", "First one.  Second one.")
-        ('text', 12, 23)
-        >>> locate("T Second one.", "T", "First one.  Second one.")
-        ('text', 12, 23)
-        >>> locate("T", "T", "First one.")
-        ('title', 0, 1)
-    """
-    words = passage.split()
-    spans = [(m.start(), m.end()) for m in _WORD.finditer(text)]
-    doc_words = [text[a:b] for a, b in spans]
-    title_words = title.split()
-    candidates = [words]
-    if title_words and words[: len(title_words)] == title_words and len(words) > len(title_words):
-        candidates.append(words[len(title_words) :])
-    for wanted in sorted(candidates, key=len):
-        n = len(wanted)
-        if n == 0:
-            continue
-        for start_at in (after, 0):
-            for i in range(start_at, len(doc_words) - n + 1):
-                if doc_words[i : i + n] == wanted:
-                    return "text", spans[i][0], spans[i + n - 1][1]
-    if title_words and words == title_words:
-        found = [(m.start(), m.end()) for m in _WORD.finditer(title)]
-        return "title", found[0][0], found[-1][1]
-    return None, None, None
 
 
 class Ranker:
@@ -395,10 +357,10 @@ class Ranker:
                 located: dict[int, tuple[str | None, int | None, int | None]] = {}
                 cursor = 0
                 for pid, text in zip(ordered[PID], ordered[TEXT], strict=True):
-                    where = locate(str(text), doc["title"], doc["text"], cursor)
+                    where = passage_span(str(text), doc["title"], doc["text"], cursor)
                     located[int(pid)] = where
                     if where[0] == "text" and where[1] is not None:
-                        cursor = len(_WORD.findall(doc["text"][: where[1]]))
+                        cursor = len(WORD.findall(doc["text"][: where[1]]))
                 best = rows.sort_values([SCORE, PID], ascending=[False, True], kind="mergesort").head(
                     self.show_passages
                 )

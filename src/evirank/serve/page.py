@@ -153,14 +153,42 @@ def _candidate(candidate: Candidate, best: float, worst: float) -> str:
         f"<h2>{_e(title)}</h2>"
         f'<div class="meta"><a class="docno" href="/v1/doc/{_e(candidate.docno)}" '
         f'title="the stored document as JSON">{_e(candidate.docno)}</a>'
-        f'<span class="chip score" title="evidence score (aggregated passage scores)">score '
+        f'<span class="chip score" title="{_e(_breakdown_text(candidate))}">score '
         f"<b>{candidate.score:.3f}</b></span>"
         f'<span class="chip" title="first-stage (BM25) score and rank">BM25 '
         f"<b>{candidate.first_stage_score:.2f}</b> · #{candidate.first_stage_rank}</span>"
         f"{_movement(candidate)}</div>"
         f'<ol class="evidence" aria-label="evidence scores, best first">'
         f'<li class="label">evidence</li>{"".join(chips)}</ol>'
+        f"{_breakdown(candidate)}"
         f"{body}</div></li>"
+    )
+
+
+def _breakdown_text(candidate: Candidate) -> str:
+    """The score's terms in one line (the score chip's tooltip)."""
+    if not candidate.terms:
+        return "evidence score (aggregated passage scores)"
+    parts = " + ".join(f"{t.weight:.3g} × {t.value:.3f} ({t.name})" for t in candidate.terms)
+    return f"score {candidate.score:.3f} = {parts}"
+
+
+def _breakdown(candidate: Candidate) -> str:
+    """Why this score: each term's weight, value and contribution, adding up to the score."""
+    if not candidate.terms:
+        return ""
+    rows = "".join(
+        f'<tr><td class="term">{_e(t.name)}</td><td>{t.weight:.3g}</td>'
+        f"<td>× {t.value:.3f}</td><td>= {t.contribution:.3f}</td></tr>"
+        for t in candidate.terms
+    )
+    return (
+        f'<details class="why"><summary>why {candidate.score:.3f}</summary>'
+        f'<table class="terms" aria-label="the terms of the score"><thead><tr><th>term</th><th>weight</th>'
+        f"<th>value</th><th>contribution</th></tr></thead><tbody>{rows}</tbody>"
+        f'<tfoot><tr><td colspan="3">score</td><td>= {candidate.score:.3f}</td></tr></tfoot></table>'
+        "<p>The first stage and passage scores are normalised per query (min-max) unless the "
+        "aggregator says otherwise; passage 1 is the document's best passage.</p></details>"
     )
 
 
@@ -301,6 +329,12 @@ h2{font-size:17px;line-height:1.35;margin:0 0 6px;font-weight:650}
 text-decoration:none;border-bottom:1px dotted #b8c0cc}
 .chip{background:#f1f3f7;border-radius:999px;padding:2px 9px;font-variant-numeric:tabular-nums}
 .chip.score{background:#eaf0ff;color:#23408f}
+details.why{margin:.3rem 0;font-size:.85rem;color:#444}
+details.why summary{cursor:pointer;color:#23408f}
+table.terms{border-collapse:collapse;margin:.3rem 0}
+table.terms td,table.terms th{padding:.1rem .6rem;text-align:right}
+table.terms td.term,table.terms th:first-child{text-align:left}
+table.terms tfoot td{border-top:1px solid var(--line);font-weight:600}
 .move{font-weight:600;font-size:12px}
 .move.up{color:var(--up)}.move.down{color:var(--down)}.move.same{color:#9aa3b0;font-weight:500}
 ol.evidence{list-style:none;margin:8px 0 8px;padding:0;display:flex;flex-wrap:wrap;gap:6px 16px;
