@@ -211,11 +211,20 @@ def render_results(
     if error:
         return f'<section id="results"><div class="error" role="alert">{_e(error)}</div></section>'
     if result is None:
+        name = (info or {}).get("index")
+        examples = [str(q) for q in (info or {}).get("examples") or ()]
+        tries = ""
+        if examples:
+            links = "".join(f'<li><a href="/?{_e(urlencode({"q": q}))}">{_e(q)}</a></li>' for q in examples)
+            tries = f'<p>Try one of this collection\'s queries:</p><ul class="examples">{links}</ul>'
         return (
-            '<section id="results"><div class="intro"><p>Documents are first retrieved with BM25, then '
+            '<section id="results"><div class="intro">'
+            + (f"<h1>Search {_e(name)}</h1>" if name else "")
+            + "<p>Documents are first retrieved with BM25, then "
             "re-ranked by the evidence their sentences hold: each passage is scored by a neural model and "
             "the best passages decide the document's rank.</p><p>Highlighted sentences are that evidence, "
-            "numbered best first.</p></div></section>"
+            "numbered best first; under each score, <i>why</i> shows the terms it adds up from.</p>"
+            f"{tries}</div></section>"
         )
     t = result.timings
     scoring = sum(t.get(key, 0.0) for key in SCORING_PARTS)
@@ -260,7 +269,10 @@ def render_page(
     k = config.default_k if k is None else k
     depth = config.default_depth if depth is None else depth
     title = f"{query} — {config.title}" if query else config.title
-    described = " · ".join(_e(f"{key} {value}") for key, value in info.items() if value not in (None, ""))
+    described = " · ".join(
+        _e(f"{key} {value}") for key, value in info.items() if value not in (None, "") and key != "examples"
+    )
+    name = info.get("index")
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -271,7 +283,7 @@ def render_page(
 <a class="brand" href="/">{_e(config.title)}<span>evidence search</span></a>
 <form id="search" method="get" action="/" role="search">
 <input id="q" name="q" type="search" value="{_e(query)}" maxlength="{config.max_query_chars}"
- placeholder="Search the collection…" aria-label="query" autocomplete="off" autofocus>
+ placeholder="Search {_e(name or "the collection")}…" aria-label="query" autocomplete="off" autofocus>
 <label>top <input name="k" type="number" min="1" max="{config.max_k}" value="{k}"
  aria-label="results"></label>
 <label>of <input name="depth" type="number" min="1" max="{config.max_depth}" value="{depth}"
@@ -335,6 +347,8 @@ table.terms{border-collapse:collapse;margin:.3rem 0}
 table.terms td,table.terms th{padding:.1rem .6rem;text-align:right}
 table.terms td.term,table.terms th:first-child{text-align:left}
 table.terms tfoot td{border-top:1px solid var(--line);font-weight:600}
+.intro h1{font-size:1.3rem;margin:.2rem 0 .6rem}
+ul.examples{margin:.3rem 0;padding-left:1.2rem}
 .move{font-weight:600;font-size:12px}
 .move.up{color:var(--up)}.move.down{color:var(--down)}.move.same{color:#9aa3b0;font-weight:500}
 ol.evidence{list-style:none;margin:8px 0 8px;padding:0;display:flex;flex-wrap:wrap;gap:6px 16px;
