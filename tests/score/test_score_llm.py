@@ -124,7 +124,8 @@ def test_scores_are_the_model_cards_p_yes_computed_independently(tiny_llm: Path)
     scorer = YesNoReranker(tiny_llm, device="cpu", batch_tokens=300)  # several padded batches
     got = scorer(frame)[SCORE].to_numpy()
     prompt = PROMPTS["qwen3"]
-    expected = reference_p_yes(tiny_llm, [prompt.text(q, t) for q, t in zip(frame[QUERY], frame["text"])])
+    texts = [prompt.text(q, t) for q, t in zip(frame[QUERY], frame["text"], strict=True)]
+    expected = reference_p_yes(tiny_llm, texts)
     np.testing.assert_allclose(np.exp(got), expected, atol=1e-5, rtol=0)
     np.testing.assert_allclose(got, np.log(expected), atol=1e-5, rtol=0)
     assert np.unique(np.round(got, 6)).size > len(got) // 2  # the random model tells inputs apart
@@ -309,7 +310,7 @@ def test_rerank_reuses_its_stored_scores_and_explain_reads_them(
     first, second = tmp_path / "first.txt", tmp_path / "second.txt"
     assert main(rerank_args(collection, tiny_llm, first, "--scores", str(store), "--aggregate", "maxp")) == 0
     record = json.loads(Path(f"{first}.json").read_text())
-    assert record["scorer"]["family"] == "llm" if "family" in record["scorer"] else True
+    assert record["scorer"]["kind"] == "llm" and record["scorer"]["prompt"] == "qwen3"
     assert record["counts"]["scorer_computed"] == record["counts"]["scorer_distinct"] > 0
     auto = rerank_args(collection, tiny_llm, second, "--scores", str(store), "--aggregate", "maxp")
     auto[auto.index("--scorer") + 1] = "auto"
@@ -352,9 +353,9 @@ def test_rerank_on_ray_writes_the_same_run(
     ray_session: Any, one_thread: None, tiny_llm: Path, collection: dict[str, Path], tmp_path: Path
 ) -> None:
     plain, on_ray = tmp_path / "plain.txt", tmp_path / "ray.txt"
-    assert main(rerank_args(collection, tiny_llm, plain, "--query-block", "1")) == 0
+    assert main(rerank_args(collection, tiny_llm, plain)) == 0
     ray_flags = ["--ray", "local", "--ray-workers", "2", "--scores", str(tmp_path / "shards")]
-    assert main(rerank_args(collection, tiny_llm, on_ray, "--query-block", "1", *ray_flags)) == 0
+    assert main(rerank_args(collection, tiny_llm, on_ray, *ray_flags)) == 0
     assert on_ray.read_bytes() == plain.read_bytes()
     record = json.loads(on_ray.with_name("ray.txt.json").read_text())
     assert record["counts"]["scorer_computed"] == record["counts"]["scorer_distinct"] > 0

@@ -206,6 +206,7 @@ def space_joins_text(encoder: TextEncoder, pieces: Sequence[str], probe: str = "
     are those of the whole prompt string. Word-level and BERT-style tokenizers split at spaces
     whatever their position, and keep the pieces as they are.
     """
+
     def ids(text: str) -> list[int]:
         return list(encoder.tokenizer.encode(text, add_special_tokens=False)) if text else []
 
@@ -260,7 +261,9 @@ class YesNoHead:
         vocab = int(model.get_output_embeddings().weight.shape[0])
         for token in (self.no_id, self.yes_id):
             if not 0 <= token < vocab:
-                raise ValueError(f"{model_dir}: answer token id {token} is outside the model's {vocab} logits")
+                raise ValueError(
+                    f"{model_dir}: answer token id {token} is outside the model's {vocab} logits"
+                )
         module = _yes_no_module_class()(model, self.no_id, self.yes_id)
         return module, tuple(sorted(info.get("missing_keys", ())))
 
@@ -270,7 +273,7 @@ def _yes_no_module_class() -> type:
     """The torch module class (defined on first use, so importing this family stays light)."""
     torch = require("torch", "torch")
 
-    class YesNoLogits(torch.nn.Module):  # type: ignore[misc,name-defined]
+    class YesNoLogits(torch.nn.Module):  # type: ignore[name-defined]
         """``forward(input_ids, attention_mask)`` -> (rows, 2) float32 ``[no, yes]`` logits."""
 
         def __init__(self, causal_lm: Any, no_id: int, yes_id: int) -> None:
@@ -400,17 +403,19 @@ class YesNoReranker(PairScorer):
     def _check_settings(self) -> None:
         """Resolve the prompt, its token ids and the answer ids once the tokenizer is known."""
         name = choose_prompt(self.prompt, self.model, getattr(self.config_, "model_type", None))
-        chosen = PROMPTS[name]
-        given = {
-            "prefix": self.prefix,
-            "middle": self.middle,
-            "suffix": self.suffix,
-            "instruction": self.instruction,
-            "yes": self.yes,
-            "no": self.no,
-        }
-        chosen = replace(chosen, **{k: v for k, v in given.items() if v is not None})
-        if self.instruction and not any(INSTRUCTION in p for p in (chosen.prefix, chosen.middle, chosen.suffix)):
+        preset = PROMPTS[name]
+        chosen = replace(
+            preset,
+            prefix=preset.prefix if self.prefix is None else self.prefix,
+            middle=preset.middle if self.middle is None else self.middle,
+            suffix=preset.suffix if self.suffix is None else self.suffix,
+            instruction=preset.instruction if self.instruction is None else self.instruction,
+            yes=preset.yes if self.yes is None else self.yes,
+            no=preset.no if self.no is None else self.no,
+        )
+        if self.instruction and not any(
+            INSTRUCTION in p for p in (chosen.prefix, chosen.middle, chosen.suffix)
+        ):
             raise ValueError(
                 f"the {name} prompt has no {INSTRUCTION} place for an instruction; put one in prefix, "
                 "middle or suffix"
@@ -440,7 +445,7 @@ class YesNoReranker(PairScorer):
     def pair_template(self) -> Template:
         return self.template_
 
-    @property  # type: ignore[misc]
+    @property
     def task(self) -> YesNoHead:  # type: ignore[override]
         """The torch module's recipe: the answer ids are the tokenizer's."""
         self.prepare()
@@ -456,12 +461,7 @@ class YesNoReranker(PairScorer):
             "instruction": prompt.instruction,
             "pieces": [prefix, middle, suffix],
             "bos": prompt.bos,
-            "text_after_space": self.spaced_,
-            "template_ids": [
-                list(self.template_.prefix),
-                list(self.template_.middle),
-                list(self.template_.suffix),
-            ],
+            "text_after_space": self.spaced_,  # with the tokenizer's files (fingerprinted): the ids
             "answers": {"no": [prompt.no, self.answer_ids_[0]], "yes": [prompt.yes, self.answer_ids_[1]]},
             "head": "log_softmax(no,yes)[yes]@last",
         }
