@@ -315,7 +315,7 @@ def log_p_yes(logits: Any) -> np.ndarray:
     """``log P(yes)`` under the softmax over ``[no, yes]`` logits, per row, in float64.
 
     Example:
-        >>> [round(v, 4) for v in log_p_yes(np.array([[0.0, 0.0], [0.0, 50.0]]))]
+        >>> [round(float(v), 4) for v in log_p_yes(np.array([[0.0, 0.0], [0.0, 50.0]]))]
         [-0.6931, -0.0]
         >>> bool(log_p_yes(np.array([[0.0, 40.0]]))[0] > log_p_yes(np.array([[0.0, 39.0]]))[0])
         True
