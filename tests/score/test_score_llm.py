@@ -375,3 +375,13 @@ def test_the_service_ranks_with_the_llm(tiny_llm: Path, tmp_path: Path) -> None:
     assert searcher.info["scorer"] == "llm"
     best = result.candidates[0].evidence[0]
     assert np.isfinite(best.score) and best.score <= 0.0  # a log-probability
+
+
+def test_the_in_memory_ranker_passes_the_instruction_to_the_llm(tiny_llm: Path) -> None:
+    from evirank.ranker import Ranker
+
+    instruction = "Given a claim, find passages that support it"
+    ranker = Ranker(tiny_llm, scorer="llm", device="cpu", instruction=instruction)
+    assert isinstance(ranker.scorer, YesNoReranker) and ranker.scorer.describe()["instruction"] == instruction
+    ranked = ranker.rank("where did the cat sit", list(DOCS.values()))
+    assert len(ranked) == len(DOCS) and all(np.isfinite(d.score) for d in ranked)
