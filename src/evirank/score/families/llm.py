@@ -1,0 +1,486 @@
+"""The yes/no LLM family: a causal language model asked whether a passage meets a query.
+
+The input is the model's own prompt: an instruction, the query and the passage between literal
+prompt pieces (a chat template), and the score is read from the language model's next-token
+logits of its two answer words at the prompt's last token: ``log P(yes)`` under the softmax over
+the two (``yes`` against ``no``), a monotone function of the model card's ``P(yes)``.
+
+How the reference implementations compute it (read, then written here anew):
+
+- Qwen3-Reranker's model card (Qwen/Qwen3-Reranker-0.6B, its transformers example; the same
+  pieces in vLLM's and OpenVINO GenAI's Qwen3-Reranker code): the prefix
+  ``<|im_start|>system\\nJudge whether the Document meets the requirements based on the Query and
+  the Instruct provided. Note that the answer can only be "yes" or "no".<|im_end|>\\n<|im_start|>user\\n``,
+  then ``<Instruct>: {instruction}\\n<Query>: {query}\\n<Document>: {doc}``, then the suffix
+  ``<|im_end|>\\n<|im_start|>assistant\\n<think>\\n\\n</think>\\n\\n``; the default instruction is
+  "Given a web search query, retrieve relevant passages that answer the query". The tokenizer pads
+  on the left, ``logits[:, -1, :]`` gives the last position, the ``no`` and ``yes`` logits are
+  stacked, log-softmaxed, and ``exp`` of the ``yes`` entry is the score.
+- bge-reranker-v2-gemma (FlagEmbedding's ``FlagLLMReranker``, and rerankers' LLM ranker): ``<bos>``
+  ``A: {query}`` ``\\n`` ``B: {passage}`` ``\\n`` then the prompt "Given a query A and a passage B,
+  determine whether the passage contains an answer to the query by providing a prediction of
+  either 'Yes' or 'No'."; FlagEmbedding ranks by the raw ``Yes`` logit (here: ``Yes`` against
+  ``No``, as for the others).
+- mxbai-rerank-v2 (mixedbread's mxbai-rerank, as rerankers' ``mxbai_v2.py`` reads it): a Qwen2 chat
+  prefix, ``query: {query}`` ``\\n`` ``document: {doc}`` ``\\n`` a task prompt ending
+  ``Relevance:``, the chat suffix; the score is ``logit('1') - logit('0')``, which ranks exactly
+  as ``log P('1')`` against ``'0'`` does.
+
+Why ``log P(yes)`` rather than ``P(yes)``: both rank alike, but ``P(yes)`` in float64 rounds to
+exactly 1.0 once the ``yes`` logit leads by about 37, which would tie confident passages at the
+top of a ranking; ``log P(yes) = -log(1 + exp(no - yes))`` stays distinct (and it is the read-out
+of the seq2seq family's monoT5, so fusing the two weighs like with like). ``exp(score)`` is the
+model card's ``P(yes)``.
+
+Example:
+    >>> PROMPTS["qwen3"].yes, PROMPTS["qwen3"].no
+    ('yes', 'no')
+    >>> claims_causal_lm(ModelInfo({"architectures": ["Qwen3ForCausalLM"]}))
+    2
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from evirank._extras import require
+from evirank.score.family import Family, ModelInfo, register_family
+from evirank.score.pairs import PairScorer
+from evirank.score.store import Store
+from evirank.score.tokenize import Template, TextEncoder
+
+if TYPE_CHECKING:
+    from evirank.scale.options import RayOptions
+
+logger = logging.getLogger(__name__)
+
+#: Where the instruction goes in a prompt piece.
+INSTRUCTION = "{instruction}"
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A yes/no reranker's prompt: literal pieces around the query and the passage, and its answers.
+
+    The model reads ``prefix`` query ``middle`` passage ``suffix`` (after the tokenizer's
+    beginning-of-sequence token when ``bos``); ``{instruction}`` in a piece is replaced by
+    ``instruction``. ``yes`` and ``no`` are the answer words, one token each.
+
+    Example:
+        >>> Prompt("Q: ", " D: ", " Relevant:", "", "yes", "no").pieces()
+        ('Q: ', ' D: ', ' Relevant:')
+    """
+
+    prefix: str
+    middle: str
+    suffix: str
+    instruction: str
+    yes: str
+    no: str
+    bos: bool = False
+
+    def pieces(self) -> tuple[str, str, str]:
+        """(prefix, middle, suffix) with the instruction in its place."""
+        prefix, middle, suffix = (
+            p.replace(INSTRUCTION, self.instruction) for p in (self.prefix, self.middle, self.suffix)
+        )
+        return prefix, middle, suffix
+
+    def text(self, query: str, passage: str) -> str:
+        """The whole prompt of one pair, as a string (without the bos token).
+
+        Example:
+            >>> Prompt("Q: ", " D: ", " Relevant:", "", "yes", "no").text("cat", "a cat")
+            'Q: cat D: a cat Relevant:'
+        """
+        prefix, middle, suffix = self.pieces()
+        return f"{prefix}{query}{middle}{passage}{suffix}"
+
+
+_QWEN_CHAT_USER = "<|im_start|>user\n"
+_QWEN_ASSISTANT = "<|im_end|>\n<|im_start|>assistant\n"
+_MXBAI_TASK = (
+    "You are a search relevance expert who evaluates how well documents match search queries. "
+    "For each query-document pair, carefully analyze the semantic relationship between them, then "
+    "provide your binary relevance judgment (0 for not relevant, 1 for relevant).\nRelevance:"
+)
+
+#: The prompts of the yes/no rerankers evirank knows, by name (see the module docstring).
+PROMPTS: dict[str, Prompt] = {
+    "qwen3": Prompt(
+        prefix=(
+            "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query "
+            'and the Instruct provided. Note that the answer can only be "yes" or "no".<|im_end|>\n'
+            f"{_QWEN_CHAT_USER}<Instruct>: {INSTRUCTION}\n<Query>: "
+        ),
+        middle="\n<Document>: ",
+        suffix=f"{_QWEN_ASSISTANT}<think>\n\n</think>\n\n",
+        instruction="Given a web search query, retrieve relevant passages that answer the query",
+        yes="yes",
+        no="no",
+    ),
+    "bge-gemma": Prompt(
+        prefix="A: ",
+        middle="\nB: ",
+        suffix=f"\n{INSTRUCTION}",
+        instruction=(
+            "Given a query A and a passage B, determine whether the passage contains an answer to the "
+            "query by providing a prediction of either 'Yes' or 'No'."
+        ),
+        yes="Yes",
+        no="No",
+        bos=True,
+    ),
+    "mxbai": Prompt(
+        prefix=(
+            "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+            f"<|im_end|>\n{_QWEN_CHAT_USER}query: "
+        ),
+        middle="\ndocument: ",
+        suffix=f"\n{_MXBAI_TASK}{_QWEN_ASSISTANT}",
+        instruction="",
+        yes="1",
+        no="0",
+    ),
+}
+#: The prompt name that picks one from the model (see :func:`choose_prompt`).
+AUTO_PROMPT = "auto"
+
+
+def choose_prompt(name: str, model: str | os.PathLike[str], model_type: str | None) -> str:
+    """The prompt name for ``name`` (``auto``: told from the model).
+
+    ``auto`` reads a Gemma model as bge-reranker-v2-gemma, a model whose id or folder names
+    ``mxbai-rerank`` as mxbai-rerank-v2, and anything else as Qwen3-Reranker.
+
+    Raises:
+        ValueError: an unknown prompt name.
+
+    Example:
+        >>> choose_prompt("auto", "BAAI/bge-reranker-v2-gemma", "gemma")
+        'bge-gemma'
+        >>> choose_prompt("auto", "models/Qwen3-Reranker-0.6B", "qwen3")
+        'qwen3'
+    """
+    wanted = name.strip().lower()
+    if wanted == AUTO_PROMPT:
+        if (model_type or "").lower() == "gemma":
+            return "bge-gemma"
+        return "mxbai" if "mxbai-rerank" in str(model).lower() else "qwen3"
+    if wanted not in PROMPTS:
+        raise ValueError(f"unknown prompt {name!r}; expected one of {AUTO_PROMPT}, {', '.join(PROMPTS)}")
+    return wanted
+
+
+def answer_id(encoder: TextEncoder, word: str) -> int:
+    """The token id of an answer word, which must be exactly one token.
+
+    Raises:
+        ValueError: the word is not one token for this tokenizer.
+    """
+    ids = encoder.tokenizer.encode(word, add_special_tokens=False)
+    if len(ids) != 1:
+        raise ValueError(
+            f"the answer word {word!r} is {len(ids)} tokens for this tokenizer; a yes/no reranker reads "
+            "the logit of one token: give a word that is one token (yes=..., no=...)"
+        )
+    return int(ids[0])
+
+
+def space_joins_text(encoder: TextEncoder, pieces: Sequence[str], probe: str = "relevance") -> bool:
+    """Whether a text must be tokenised with the space before it, for these prompt pieces.
+
+    Byte-level BPE tokenizers (Qwen, Llama 3) and SentencePiece-style ones without a dummy prefix
+    (Gemma) attach a space to the word after it: ``"<Query>: what"`` reads ``":"``, ``" what"``,
+    while ``"<Query>: "`` and ``"what"`` tokenised apart read ``":"``, ``" "``, ``"what"``. The
+    texts are tokenised once each, apart from the prompt, so when a piece ending in a space
+    tokenises so, the space moves from the piece to the front of each text and the joined ids
+    are those of the whole prompt string. Word-level and BERT-style tokenizers split at spaces
+    whatever their position, and keep the pieces as they are.
+    """
+
+    def ids(text: str) -> list[int]:
+        return list(encoder.tokenizer.encode(text, add_special_tokens=False)) if text else []
+
+    moves = []
+    for piece in pieces:
+        if not piece.endswith(" "):
+            return False
+        joint = ids(piece + probe)
+        moved = ids(piece[:-1]) + ids(" " + probe)
+        moves.append(joint == moved and joint != ids(piece) + ids(probe))
+    return all(moves)
+
+
+class SpacedTextEncoder(TextEncoder):
+    """A :class:`TextEncoder` that tokenises every text with a space before it (see
+    :func:`space_joins_text`)."""
+
+    def token_ids(self, texts: Sequence[str], max_tokens: int) -> list[list[int]]:
+        return super().token_ids([f" {t}" for t in texts], max_tokens)
+
+
+@dataclass(frozen=True)
+class YesNoHead:
+    """The torch module of a yes/no reranker: a causal LM's ``[no, yes]`` logits at the last real token.
+
+    ``load_torch`` loads the ``*ForCausalLM`` checkpoint and wraps it so that ``forward`` returns
+    a (rows, 2) float32 tensor of the ``no`` and ``yes`` next-token logits: the model's body gives
+    the hidden states, the last real token's state of each row is taken, and only the two answer
+    rows of the output embedding are applied to it (never the full vocabulary at every position).
+
+    Example:
+        >>> YesNoHead(no_id=7, yes_id=9).name
+        'causal-lm:yes_no:7,9'
+    """
+
+    no_id: int
+    yes_id: int
+
+    @property
+    def name(self) -> str:
+        return f"causal-lm:yes_no:{self.no_id},{self.yes_id}"
+
+    def load_torch(self, model_dir: Path) -> tuple[Any, tuple[str, ...]]:
+        transformers = require("transformers", "torch")
+        auto = transformers.AutoModelForCausalLM
+        try:  # fused attention (FlashAttention / memory-efficient kernels on GPUs)
+            model, info = auto.from_pretrained(
+                str(model_dir), output_loading_info=True, attn_implementation="sdpa"
+            )
+        except (ValueError, TypeError, ImportError):  # an architecture without an SDPA path
+            model, info = auto.from_pretrained(str(model_dir), output_loading_info=True)
+        vocab = int(model.get_output_embeddings().weight.shape[0])
+        for token in (self.no_id, self.yes_id):
+            if not 0 <= token < vocab:
+                raise ValueError(
+                    f"{model_dir}: answer token id {token} is outside the model's {vocab} logits"
+                )
+        module = _yes_no_module_class()(model, self.no_id, self.yes_id)
+        return module, tuple(sorted(info.get("missing_keys", ())))
+
+
+@functools.cache
+def _yes_no_module_class() -> type:
+    """The torch module class (defined on first use, so importing this family stays light)."""
+    torch = require("torch", "torch")
+
+    class YesNoLogits(torch.nn.Module):  # type: ignore[name-defined]
+        """``forward(input_ids, attention_mask)`` -> (rows, 2) float32 ``[no, yes]`` logits."""
+
+        def __init__(self, causal_lm: Any, no_id: int, yes_id: int) -> None:
+            super().__init__()
+            self.causal_lm = causal_lm
+            self.register_buffer("answer_ids", torch.tensor([no_id, yes_id], dtype=torch.long))
+            # Gemma 2/3 squash their logits (tanh soft-capping) after the output layer.
+            self.softcap = getattr(causal_lm.config, "final_logit_softcapping", None)
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any = None) -> Any:
+            body = self.causal_lm.base_model
+            hidden = body(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
+            states = hidden.last_hidden_state
+            # The batch is right-padded: row i's real tokens sit at 0 .. n_i - 1, so its last real
+            # token is at attention_mask.sum(-1) - 1. This is the reference code's logits[:, -1]
+            # under left padding: causal attention lets no real token see the padding after it,
+            # and every row's positions start at 0 as they would unpadded (left padding shifts a
+            # row's positions, which rotary embeddings cancel: they see only relative offsets).
+            last = attention_mask.sum(dim=-1) - 1
+            rows = torch.arange(states.shape[0], device=states.device)
+            final = states[rows, last]
+            head = self.causal_lm.get_output_embeddings()
+            weight = head.weight[self.answer_ids]
+            bias = None if getattr(head, "bias", None) is None else head.bias[self.answer_ids]
+            # The two logits in float32 even under bf16/fp16 autocast: in bf16, 'yes' and 'no'
+            # logits keep 8 bits and many passages would tie.
+            with torch.autocast(device_type=final.device.type, enabled=False):
+                logits = torch.nn.functional.linear(
+                    final.float(), weight.float(), None if bias is None else bias.float()
+                )
+            if self.softcap:
+                logits = torch.tanh(logits / self.softcap) * self.softcap
+            return logits
+
+    return YesNoLogits
+
+
+def log_p_yes(logits: Any) -> np.ndarray:
+    """``log P(yes)`` under the softmax over ``[no, yes]`` logits, per row, in float64.
+
+    Example:
+        >>> [round(float(v), 4) for v in log_p_yes(np.array([[0.0, 0.0], [0.0, 50.0]]))]
+        [-0.6931, -0.0]
+        >>> bool(log_p_yes(np.array([[0.0, 40.0]]))[0] > log_p_yes(np.array([[0.0, 39.0]]))[0])
+        True
+    """
+    values = np.asarray(logits, dtype=np.float64)
+    if values.ndim != 2 or values.shape[1] != 2:
+        raise ValueError(f"expected [no, yes] logits of shape (rows, 2), found {values.shape}")
+    return -np.logaddexp(0.0, values[:, 0] - values[:, 1])
+
+
+class YesNoReranker(PairScorer):
+    """Score (query, passage) pairs with a causal LM asked for "yes" or "no" (Qwen3-Reranker style).
+
+    Input ``Passages`` [qid, query, docno, pid, text, ...]; output the same frame with ``score``.
+    Each pair becomes the model's prompt (``prefix`` query ``middle`` passage ``suffix``, with the
+    instruction in its place; see :data:`PROMPTS`); the passage is cut first (the query keeps at
+    most ``query_max_tokens`` tokens, the passage the rest of ``max_length``). The score is
+    ``log P(yes)`` under the softmax over the answer words' next-token logits at the prompt's last
+    token (``exp(score)`` is the model card's ``P(yes)``; see the module docstring).
+
+    Batching, the score store, resuming and Ray are :class:`~evirank.score.pairs.PairScorer`'s.
+    On a GPU the model runs under bf16 autocast (``dtype="auto"``), its weights held in float32;
+    the two answer logits are computed in float32.
+
+    Args:
+        model: a Hugging Face id or local folder of a ``*ForCausalLM`` checkpoint.
+        prompt: ``qwen3``, ``bge-gemma``, ``mxbai``, or ``auto`` (see :func:`choose_prompt`).
+        instruction: the task instruction (default: the prompt's own); ``{instruction}`` in a
+            piece is where it goes.
+        prefix / middle / suffix: replace the prompt's pieces (literal text; ``\\n`` is a newline).
+        yes / no: replace the answer words (one token each).
+        max_length, query_max_tokens, batch_tokens, device, dtype, store, commit_every, ray:
+            as for :class:`~evirank.score.families.cross.CrossEncoder`.
+
+    Example:
+        >>> scorer = YesNoReranker("Qwen/Qwen3-Reranker-0.6B", instruction="Find claims")  # doctest: +SKIP
+        >>> scorer(passages)["score"]  # doctest: +SKIP
+    """
+
+    family = "llm"
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str],
+        prompt: str = AUTO_PROMPT,
+        instruction: str | None = None,
+        prefix: str | None = None,
+        middle: str | None = None,
+        suffix: str | None = None,
+        yes: str | None = None,
+        no: str | None = None,
+        max_length: int = 512,
+        query_max_tokens: int = 64,
+        batch_tokens: int | None = None,
+        device: str = "auto",
+        dtype: str = "auto",
+        backend: str = "torch",
+        store: Store | str | os.PathLike[str] | None = None,
+        commit_every: int = 4,
+        ray: RayOptions | None = None,
+    ) -> None:
+        if prompt.strip().lower() != AUTO_PROMPT:
+            choose_prompt(prompt, model, None)  # an unknown name fails here, before any loading
+        super().__init__(
+            model,
+            max_length=max_length,
+            query_max_tokens=query_max_tokens,
+            batch_tokens=batch_tokens,
+            device=device,
+            dtype=dtype,
+            backend=backend,
+            store=store,
+            commit_every=commit_every,
+            ray=ray,
+        )
+        self.prompt = prompt
+        self.instruction = instruction
+        self.prefix = prefix
+        self.middle = middle
+        self.suffix = suffix
+        self.yes = yes
+        self.no = no
+
+    # -- the prompt -----------------------------------------------------------------------
+    def _check_settings(self) -> None:
+        """Resolve the prompt, its token ids and the answer ids once the tokenizer is known."""
+        name = choose_prompt(self.prompt, self.model, getattr(self.config_, "model_type", None))
+        preset = PROMPTS[name]
+        chosen = replace(
+            preset,
+            prefix=preset.prefix if self.prefix is None else self.prefix,
+            middle=preset.middle if self.middle is None else self.middle,
+            suffix=preset.suffix if self.suffix is None else self.suffix,
+            instruction=preset.instruction if self.instruction is None else self.instruction,
+            yes=preset.yes if self.yes is None else self.yes,
+            no=preset.no if self.no is None else self.no,
+        )
+        if self.instruction and not any(
+            INSTRUCTION in p for p in (chosen.prefix, chosen.middle, chosen.suffix)
+        ):
+            raise ValueError(
+                f"the {name} prompt has no {INSTRUCTION} place for an instruction; put one in prefix, "
+                "middle or suffix"
+            )
+        encoder = self.encoder_
+        prefix, middle, suffix = chosen.pieces()
+        spaced = space_joins_text(encoder, (prefix, middle))
+        if spaced:  # the space goes with the text (see space_joins_text)
+            prefix, middle = prefix[:-1], middle[:-1]
+            encoder = SpacedTextEncoder(encoder.tokenizer)
+            self.encoder_ = encoder
+        bos: tuple[int, ...] = ()
+        if chosen.bos:
+            if encoder.tokenizer.bos_token_id is None:
+                raise ValueError(f"the {name} prompt starts with the bos token, but this tokenizer has none")
+            bos = (int(encoder.tokenizer.bos_token_id),)
+        literal = encoder.prompt_template(prefix, middle, suffix)
+        self.prompt_ = chosen
+        self.prompt_name_ = name
+        self.spaced_ = spaced
+        self.template_ = Template((*bos, *literal.prefix), literal.middle, literal.suffix, literal.types)
+        self.answer_ids_ = (answer_id(encoder, chosen.no), answer_id(encoder, chosen.yes))
+        if self.answer_ids_[0] == self.answer_ids_[1]:
+            raise ValueError(f"the answer words {chosen.yes!r} and {chosen.no!r} are the same token")
+        super()._check_settings()
+
+    def pair_template(self) -> Template:
+        return self.template_
+
+    @property
+    def task(self) -> YesNoHead:  # type: ignore[override]
+        """The torch module's recipe: the answer ids are the tokenizer's."""
+        self.prepare()
+        no_id, yes_id = self.answer_ids_
+        return YesNoHead(no_id=no_id, yes_id=yes_id)
+
+    def settings(self) -> dict[str, Any]:
+        prompt = self.prompt_
+        prefix, middle, suffix = prompt.pieces()
+        return {
+            **super().settings(),
+            "prompt": self.prompt_name_,
+            "instruction": prompt.instruction,
+            "pieces": [prefix, middle, suffix],
+            "bos": prompt.bos,
+            "text_after_space": self.spaced_,  # with the tokenizer's files (fingerprinted): the ids
+            "answers": {"no": [prompt.no, self.answer_ids_[0]], "yes": [prompt.yes, self.answer_ids_[1]]},
+            "head": "log_softmax(no,yes)[yes]@last",
+        }
+
+    def read_out(self, output: np.ndarray) -> np.ndarray:
+        return log_p_yes(output)
+
+
+def claims_causal_lm(info: ModelInfo) -> int:
+    """A causal language model reads as a yes/no reranker."""
+    return 2 if info.has_architecture("ForCausalLM") else 0
+
+
+FAMILY = register_family(
+    Family(
+        "llm",
+        scorer=YesNoReranker,
+        summary="a yes/no LLM reranker: log P(yes) of a causal LM asked in its prompt (Qwen3-Reranker)",
+        claims=claims_causal_lm,
+        backends=("torch",),
+    )
+)
