@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-WORDS = (
-    "Query: Document: Document0: Document1: Relevant: true false what is bm25 ranks documents the cat "
-    "sat on mat dogs bark at night vaccine virus cells evidence sentence score a of and in to"
-).split()
+WORDS = [
+    *("Query:", "Document:", "Document0:", "Document1:", "Relevant:", "true", "false"),
+    *("what", "is", "bm25", "ranks", "documents", "the", "cat", "sat", "on", "mat", "dogs", "bark"),
+    *("at", "night", "vaccine", "virus", "cells", "evidence", "sentence", "score", "a", "of", "and"),
+    *("in", "to"),
+]
 
 
 def build_tiny_t5(

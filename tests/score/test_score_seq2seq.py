@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from seq2seq_helpers import build_tiny_t5, reference_true_false
 
 from evirank.cli import main
 from evirank.frames import SCORE
@@ -25,6 +24,7 @@ from evirank.score.families.seq2seq import (
     split_pair,
     sym_sum,
 )
+from seq2seq_helpers import build_tiny_t5, reference_true_false
 
 pytest.importorskip("torch")
 
@@ -65,7 +65,9 @@ class Counting(MonoT5):
 def test_monot5_scores_equal_transformers_on_the_whole_prompt(t5: Path) -> None:
     frame = passages()
     scored = MonoT5(t5, device="cpu", batch_tokens=40)(frame)
-    prompts = [f"Query: {q} Document: {t} Relevant:" for q, t in zip(frame["query"], frame["text"], strict=True)]
+    prompts = [
+        f"Query: {q} Document: {t} Relevant:" for q, t in zip(frame["query"], frame["text"], strict=True)
+    ]
     expected = [log_p for log_p, _ in reference_true_false(t5, prompts)]
     np.testing.assert_allclose(scored[SCORE].to_numpy(), expected, atol=1e-5)
     assert (scored[SCORE] <= 0).all() and scored[SCORE].nunique() == len(frame)
@@ -73,7 +75,9 @@ def test_monot5_scores_equal_transformers_on_the_whole_prompt(t5: Path) -> None:
 
 def test_the_document_is_cut_first_and_the_prompt_kept(t5: Path) -> None:
     long_doc = " ".join(["evidence"] * 200)
-    frame = pd.DataFrame({"qid": ["1"], "query": ["what is bm25"], "docno": ["a"], "pid": [0], "text": [long_doc]})
+    frame = pd.DataFrame(
+        {"qid": ["1"], "query": ["what is bm25"], "docno": ["a"], "pid": [0], "text": [long_doc]}
+    )
     scorer = MonoT5(t5, device="cpu", max_length=32, query_max_tokens=8)
     room = scorer.passage_budget()[1]
     assert room == 32 - 4 - 8  # Query: Document: Relevant: </s>
@@ -83,7 +87,10 @@ def test_the_document_is_cut_first_and_the_prompt_kept(t5: Path) -> None:
 
 
 def test_the_true_and_false_words_are_settings(t5: Path) -> None:
-    plain, swapped = MonoT5(t5, device="cpu"), MonoT5(t5, device="cpu", true_token="false", false_token="true")
+    plain, swapped = (
+        MonoT5(t5, device="cpu"),
+        MonoT5(t5, device="cpu", true_token="false", false_token="true"),
+    )
     frame = passages().head(3)
     a, b = plain(frame)[SCORE].to_numpy(), swapped(frame)[SCORE].to_numpy()
     np.testing.assert_allclose(np.exp(a) + np.exp(b), 1.0, atol=1e-6)
@@ -158,7 +165,9 @@ def test_rerank_through_the_cli_ranks_by_monot5_and_explains(
     assert main(rerank_args(files, t5, out, "--scorer", "seq2seq")) == 0
     lines = [line.split() for line in out.read_text().splitlines()]
     prompts = {(q, d): f"Query: {QUERIES[q]} Document: {DOCS[d]} Relevant:" for q in QUERIES for d in DOCS}
-    expected = dict(zip(prompts, (lp for lp, _ in reference_true_false(t5, list(prompts.values()))), strict=True))
+    expected = dict(
+        zip(prompts, (lp for lp, _ in reference_true_false(t5, list(prompts.values()))), strict=True)
+    )
     for q in QUERIES:
         ranked = [(line[2], float(line[4])) for line in lines if line[0] == q]
         assert [d for d, _ in ranked] == sorted(DOCS, key=lambda d: -expected[(q, d)])
@@ -207,7 +216,9 @@ def test_serve_builds_a_monot5_searcher(t5: Path, tmp_path: Path) -> None:
     assert len(result.candidates) == 2
     for candidate in result.candidates:  # each evidence passage scored as monoT5 scores it
         best = candidate.evidence[0]
-        expected = reference_true_false(t5, [f"Query: the cat ranks documents Document: {best.text} Relevant:"])[0][0]
+        expected = reference_true_false(
+            t5, [f"Query: the cat ranks documents Document: {best.text} Relevant:"]
+        )[0][0]
         assert best.score == pytest.approx(expected, abs=1e-5)
 
 
@@ -223,7 +234,13 @@ def test_duot5_pair_probabilities_equal_transformers(duo_t5: Path) -> None:
     texts = list(DOCS.values())
     pairs = [(a, b) for a in texts for b in texts if a != b]
     frame = pd.DataFrame(
-        {"qid": "1", "query": "what is bm25", "docno": "", "pid": 0, "text": [join_pair(a, b) for a, b in pairs]}
+        {
+            "qid": "1",
+            "query": "what is bm25",
+            "docno": "",
+            "pid": 0,
+            "text": [join_pair(a, b) for a, b in pairs],
+        }
     )
     scored = DuoT5(duo_t5, device="cpu")(frame)
     prompts = [f"Query: what is bm25 Document0: {a} Document1: {b} Relevant:" for a, b in pairs]
@@ -233,7 +250,9 @@ def test_duot5_pair_probabilities_equal_transformers(duo_t5: Path) -> None:
 
 def test_sym_sum_adds_each_documents_wins_both_ways() -> None:
     p = np.array([[0.0, 0.8, 0.6], [0.3, 0.0, 0.9], [0.5, 0.2, 0.0]])
-    np.testing.assert_allclose(sym_sum(p), [0.8 + 0.6 + 0.7 + 0.5, 0.3 + 0.9 + 0.2 + 0.8, 0.5 + 0.2 + 0.4 + 0.1])
+    np.testing.assert_allclose(
+        sym_sum(p), [0.8 + 0.6 + 0.7 + 0.5, 0.3 + 0.9 + 0.2 + 0.8, 0.5 + 0.2 + 0.4 + 0.1]
+    )
 
 
 def a_run(k_extra: int = 1) -> pd.DataFrame:
@@ -258,7 +277,9 @@ class CountingDuo(DuoT5):
         super()._score_pairs(pairs, todo, write, stats)
 
 
-def test_duo_reranks_the_top_k_by_the_symmetric_sum_and_reuses_the_store(duo_t5: Path, tmp_path: Path) -> None:
+def test_duo_reranks_the_top_k_by_the_symmetric_sum_and_reuses_the_store(
+    duo_t5: Path, tmp_path: Path
+) -> None:
     store = tmp_path / "duo.sqlite"
     CountingDuo.scored = 0
     run = a_run()
@@ -271,12 +292,16 @@ def test_duo_reranks_the_top_k_by_the_symmetric_sum_and_reuses_the_store(duo_t5:
         for j in top
         if i != j
     }
-    probs = dict(zip(prompts, (p for _, p in reference_true_false(duo_t5, list(prompts.values()))), strict=True))
+    probs = dict(
+        zip(prompts, (p for _, p in reference_true_false(duo_t5, list(prompts.values()))), strict=True)
+    )
     matrix = np.array([[probs.get((i, j), 0.0) for j in top] for i in top])
     sums = dict(zip(top, sym_sum(matrix), strict=True))
     expected_order = sorted(top, key=lambda d: -sums[d])
     assert out["docno"].tolist() == [*expected_order, "d"]
-    np.testing.assert_allclose(out.set_index("docno").loc[top, "duo_score"].to_numpy(), [sums[d] for d in top], atol=1e-5)
+    np.testing.assert_allclose(
+        out.set_index("docno").loc[top, "duo_score"].to_numpy(), [sums[d] for d in top], atol=1e-5
+    )
     assert out["rank"].tolist() == [1, 2, 3, 4]
     assert out["score"].is_monotonic_decreasing and out["score"].iloc[3] == 7.0
     again = Duo(CountingDuo(duo_t5, device="cpu", store=store), k=3)(run)
@@ -291,9 +316,18 @@ def test_duo_reads_best_passages_and_needs_text(duo_t5: Path) -> None:
     with pytest.raises(ValueError, match="text"):
         Duo(duo_t5, k=2, device="cpu")(run)
     passages_frame = pd.DataFrame(
-        {"qid": "1", "docno": ["a", "a", "b"], "pid": [0, 1, 0], "text": ["x", "bm25 ranks", "the cat"], "score": [0.1, 0.5, 0.2]}
+        {
+            "qid": "1",
+            "docno": ["a", "a", "b"],
+            "pid": [0, 1, 0],
+            "text": ["x", "bm25 ranks", "the cat"],
+            "score": [0.1, 0.5, 0.2],
+        }
     )
-    assert best_passages(run, passages_frame).set_index("docno").loc[["a", "b"], "text"].tolist() == ["bm25 ranks", "the cat"]
+    assert best_passages(run, passages_frame).set_index("docno").loc[["a", "b"], "text"].tolist() == [
+        "bm25 ranks",
+        "the cat",
+    ]
     with pytest.raises(ValueError, match="at least 2"):
         Duo(duo_t5, k=1)
 
@@ -313,7 +347,9 @@ def test_rerank_with_duo_through_the_cli(t5: Path, duo_t5: Path, tmp_path: Path)
         d = [r[2] for r in duo_rows if r[0] == q]
         assert sorted(d[:3]) == sorted(m[:3]) and d[3:] == m[3:]
     rerun = tmp_path / "rerun.txt"
-    args = rerank_args(files, t5, rerun, "--duo", "3", "--duo-model", str(duo_t5), "--scores", f"{duo}.scores.sqlite")
+    args = rerank_args(
+        files, t5, rerun, "--duo", "3", "--duo-model", str(duo_t5), "--scores", f"{duo}.scores.sqlite"
+    )
     assert main(args) == 0
     assert json.loads(Path(f"{rerun}.json").read_text())["counts"]["duo_computed"] == 0
     assert rerun.read_text().replace("rerun", "") == duo.read_text().replace("rerun", "")

@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from seq2seq_helpers import build_tiny_t5
 from train_helpers import WORDS, toy_examples
 
 from evirank.cli import main
 from evirank.frames import SCORE
 from evirank.train.examples import write_examples
+from seq2seq_helpers import build_tiny_t5
 
 pytest.importorskip("torch")
 
@@ -28,7 +28,10 @@ def test_evirank_train_kind_seq2seq_lowers_the_loss_and_saves_a_monot5(
 ) -> None:
     examples = toy_examples(n_queries=6, per_query=8)
     pairs = write_examples(examples, tmp_path / "pairs.jsonl")
-    val = write_examples(toy_examples(n_queries=2, per_query=8, seed=5).assign(qid=lambda f: "v" + f["qid"]), tmp_path / "val.jsonl")
+    val = write_examples(
+        toy_examples(n_queries=2, per_query=8, seed=5).assign(qid=lambda f: "v" + f["qid"]),
+        tmp_path / "val.jsonl",
+    )
     out = tmp_path / "model"
     args = ["-q", "train", "--scorer", "seq2seq", "--model", str(tiny_t5), "--output", str(out)]
     args += ["--pairs", str(pairs), "--val-pairs", str(val), "--epochs", "8", "--batch-size", "8"]

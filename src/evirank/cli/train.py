@@ -196,7 +196,9 @@ def _optimisation(args: argparse.Namespace) -> TrainConfig:
         if recipe is None:
             raise UsageError(f"--kind: the {args.kind} family has no training recipe")
         if loss not in recipe.losses:
-            raise UsageError(f"the {args.kind} family trains with --loss {' or '.join(recipe.losses)}, not {loss}")
+            raise UsageError(
+                f"the {args.kind} family trains with --loss {' or '.join(recipe.losses)}, not {loss}"
+            )
     return optimisation_config(
         args,
         encoder=args.kind,

@@ -54,8 +54,6 @@ def split_pair(text: str) -> tuple[str, str]:
     return first, second
 
 
-
-
 def sym_sum(p: np.ndarray) -> np.ndarray:
     """duoT5's symmetric sum: s_i = sum over j != i of (p[i, j] + (1 - p[j, i])).
 
@@ -78,7 +76,9 @@ def best_passages(run: pd.DataFrame, passages: pd.DataFrame) -> pd.DataFrame:
         ['y']
     """
     require_columns(passages, (QID, DOCNO, PID, TEXT, SCORE), "best_passages (passages)")
-    ordered = passages.sort_values([QID, DOCNO, SCORE, PID], ascending=[True, True, False, True], kind="stable")
+    ordered = passages.sort_values(
+        [QID, DOCNO, SCORE, PID], ascending=[True, True, False, True], kind="stable"
+    )
     best = ordered.drop_duplicates([QID, DOCNO])[[QID, DOCNO, TEXT]]
     return run.drop(columns=[TEXT], errors="ignore").merge(best, on=[QID, DOCNO], how="left")
 
@@ -107,7 +107,8 @@ class Duo(Stage):
     Example:
         >>> from evirank.score.families.seq2seq import MonoT5
         >>> mono = Rerank(Whole(), MonoT5(m), MaxP(), fetch=FetchText(corpus=c))  # doctest: +SKIP
-        >>> run = (mono >> Duo("castorini/duot5-base-msmarco", k=10, fetch=FetchText(corpus=c)))(topics)  # doctest: +SKIP
+        >>> duo = Duo("castorini/duot5-base-msmarco", k=10, fetch=FetchText(corpus=c))  # doctest: +SKIP
+        >>> run = (mono >> duo)(first_stage_run)  # doctest: +SKIP
     """
 
     def __init__(
@@ -121,7 +122,7 @@ class Duo(Stage):
     ) -> None:
         if not isinstance(k, int) or k < 2:
             raise ValueError(f"duo's k must be an integer of at least 2, found {k!r}")
-        self.scorer = model if hasattr(model, "transform") else pair_scorer(model, family, **options)
+        self.scorer: Any = model if hasattr(model, "transform") else pair_scorer(model, family, **options)
         self.k = k
         self.fetch = fetch
 
@@ -169,7 +170,12 @@ class Duo(Stage):
         probs = self.scorer.transform(pairs)[SCORE].to_numpy(dtype=np.float64)
         stats = getattr(self.scorer, "stats_", None)
         if stats is not None:
-            logger.info("duo: %d distinct pairs, %d from the store, %d computed", stats.distinct, stats.cached, stats.computed)
+            logger.info(
+                "duo: %d distinct pairs, %d from the store, %d computed",
+                stats.distinct,
+                stats.cached,
+                stats.computed,
+            )
         scored: dict[tuple[str, str], float] = {}
         at = 0
         for _, docs in groups:
@@ -223,5 +229,3 @@ def _reorder(ranked: pd.DataFrame, duo: Mapping[tuple[str, str], float], k: int)
     out = out.drop(columns="_head")
     out[RANK] = out.groupby(QID).cumcount() + 1
     return out.reset_index(drop=True)
-
-

@@ -113,14 +113,18 @@ class TrainConfig:
                 f"found {self.num_labels}"
             )
         if self.encoder in ("cross", "bi"):  # the trainer's built-in paths
-            allowed: tuple[str, ...] = ("pointwise", "listwise") if self.encoder == "cross" else ("contrastive",)
+            allowed: tuple[str, ...] = (
+                ("pointwise", "listwise") if self.encoder == "cross" else ("contrastive",)
+            )
         else:
             from evirank.train.recipe import recipe_for
 
             try:
                 recipe = recipe_for(self.encoder)
             except ValueError as exc:  # an unknown family: the message names the known ones
-                raise ValueError(f"encoder must be 'cross', 'bi' or a trainable model family: {exc}") from None
+                raise ValueError(
+                    f"encoder must be 'cross', 'bi' or a trainable model family: {exc}"
+                ) from None
             if recipe is None:
                 raise ValueError(f"the {self.encoder} family has no training recipe")
             allowed = recipe.losses

@@ -883,7 +883,9 @@ def train_model(
         return fit.run(model, tokenizer, payload)
     if recipe is not None:  # the family's own model and loss
         model, tokenizer = recipe.load(source, config)
-        logger.info("training %s %s on %d examples, %d queries", recipe.kind, source, len(items), items[QID].nunique())
+        logger.info(
+            "training %s %s on %d examples, %d queries", recipe.kind, source, len(items), items[QID].nunique()
+        )
         return fit.run(model, tokenizer, None)
     if bi:
         model, tokenizer = load_encoder(source, dropout=config.dropout)

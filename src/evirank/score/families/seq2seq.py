@@ -20,10 +20,10 @@ the same ids as for the whole prompt string, since every piece starts at a word 
 **duoT5** (Pradeep, Nogueira & Lin 2021, "The Expando-Mono-Duo Design Pattern for Text Ranking with
 Pretrained Sequence-to-Sequence Models") reads ``Query: q Document0: d0 Document1: d1 Relevant:``
 and gives p_ij = P('true') = P(d_i is more relevant than d_j) by the same read-out
-(:class:`DuoT5`). :class:`~evirank.score.pairwise.Duo` re-ranks the top ``k`` documents of an earlier ranking with the
-symmetric sum of the paper, s_i = sum over j != i of (p_ij + (1 - p_ji)): ``k * (k - 1)`` model calls
-per query. pygaggle's ``DuoT5`` aggregates so (its ``sym_sum``); pyterrier_t5's ``DuoT5ReRanker`` adds
-log-probabilities instead.
+(:class:`DuoT5`). :class:`~evirank.score.pairwise.Duo` re-ranks the top ``k`` documents of an
+earlier ranking with the symmetric sum of the paper, s_i = sum over j != i of (p_ij + (1 - p_ji)):
+``k * (k - 1)`` model calls per query. pygaggle's ``DuoT5`` aggregates so (its ``sym_sum``);
+pyterrier_t5's ``DuoT5ReRanker`` adds log-probabilities instead.
 
 Example:
     >>> from evirank.score import get_family
@@ -39,7 +39,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -98,7 +98,7 @@ def _true_false_module(model: Any, ids: tuple[int, int, int]) -> Any:
     """A torch module over ``model`` whose forward gives :func:`true_false_logits`."""
     torch = require("torch", "torch")
 
-    class TrueFalse(torch.nn.Module):  # type: ignore[misc,name-defined]
+    class TrueFalse(torch.nn.Module):  # type: ignore[name-defined]
         def __init__(self) -> None:
             super().__init__()
             self.model = model
@@ -109,7 +109,7 @@ def _true_false_module(model: Any, ids: tuple[int, int, int]) -> Any:
     return TrueFalse()
 
 
-@dataclass(frozen=True)
+@dataclass
 class TrueFalseHead:
     """The :class:`~evirank.score.backends.ModelHead` of the family: a seq2seq LM
     (``AutoModelForSeq2SeqLM``) run one decoder step from ``decoder_start``, giving the logits of
@@ -123,10 +123,10 @@ class TrueFalseHead:
     decoder_start: int
     true_id: int
     false_id: int
+    name: str = field(init=False)
 
-    @property
-    def name(self) -> str:
-        return f"{OBJECTIVE}:{self.decoder_start}:{self.true_id}:{self.false_id}"
+    def __post_init__(self) -> None:
+        self.name = f"{OBJECTIVE}:{self.decoder_start}:{self.true_id}:{self.false_id}"
 
     @property
     def ids(self) -> tuple[int, int, int]:
@@ -501,12 +501,14 @@ class DuoT5(_TrueFalseScorer):
 
         def tokenize(items: np.ndarray) -> np.ndarray:
             new_q = sorted({int(i) for i in pairs.pair_query[todo[items]]} - q_ids.keys())
-            for i, ids in zip(new_q, encoder.token_ids([queries[i] for i in new_q], self.query_max_tokens)):
+            for i, ids in zip(
+                new_q, encoder.token_ids([queries[i] for i in new_q], self.query_max_tokens), strict=True
+            ):
                 q_ids[i] = ids
             new_d = sorted(
                 {(int(t), side) for t in pairs.pair_text[todo[items]] for side in (0, 1)} - d_ids.keys()
             )
-            for key, ids in zip(new_d, encoder.token_ids([halves[t][s] for t, s in new_d], cap)):
+            for key, ids in zip(new_d, encoder.token_ids([halves[t][s] for t, s in new_d], cap), strict=True):
                 d_ids[key] = ids
             lengths = np.zeros(len(items), dtype=np.int64)
             for n, item in enumerate(items):
@@ -523,9 +525,7 @@ class DuoT5(_TrueFalseScorer):
                 pair = todo[item]
                 t = int(pairs.pair_text[pair])
                 firsts.append(q_ids[int(pairs.pair_query[pair])])
-                seconds.append(
-                    [*d_ids[(t, 0)][: kept[item, 0]], *between, *d_ids[(t, 1)][: kept[item, 1]]]
-                )
+                seconds.append([*d_ids[(t, 0)][: kept[item, 0]], *between, *d_ids[(t, 1)][: kept[item, 1]]])
             return encoder.pair_batch(firsts, seconds, pad_multiple, template=template)
 
         with _ChunkedWriter(write, self.commit_every) as writer:
@@ -539,7 +539,9 @@ class DuoT5(_TrueFalseScorer):
 
 
 # -- training -------------------------------------------------------------------------------------
-def _training_scorer(model: Any, tokenizer: Any, max_length: int, batch_size: int, device: str, bf16: bool) -> MonoT5:
+def _training_scorer(
+    model: Any, tokenizer: Any, max_length: int, batch_size: int, device: str, bf16: bool
+) -> MonoT5:
     """A :class:`MonoT5` over a model in memory, with training's length caps."""
     name = str(getattr(model.config, "_name_or_path", "") or "in-memory model")
     scorer = MonoT5(
@@ -596,16 +598,18 @@ class TrueFalseTargets:
 class Seq2SeqRecipe:
     """How ``evirank train --kind seq2seq`` fine-tunes a T5 (see :mod:`evirank.train.recipe`)."""
 
-    kind = "seq2seq (monoT5)"
-    losses = ("pointwise",)
-    score = "log P('true') in the softmax over the 'true' and 'false' logits at the first decoder step"
+    kind: str = "seq2seq (monoT5)"
+    losses: tuple[str, ...] = ("pointwise",)
+    score: str = "log P('true') in the softmax over the 'true' and 'false' logits at the first decoder step"
 
     def load(self, source: str, config: Any) -> tuple[Any, Any]:
         torch = require("torch", "torch")
         transformers = require("transformers", "torch")
         model_config = transformers.AutoConfig.from_pretrained(source)
         if not getattr(model_config, "is_encoder_decoder", False):
-            raise ValueError(f"{source} is not an encoder-decoder model; the seq2seq family trains T5-style models")
+            raise ValueError(
+                f"{source} is not an encoder-decoder model; the seq2seq family trains T5-style models"
+            )
         if config.dropout is not None and hasattr(model_config, "dropout_rate"):
             model_config.dropout_rate = float(config.dropout)
         torch.manual_seed(config.seed)
@@ -665,6 +669,7 @@ FAMILY = register_family(
         objective=OBJECTIVE,
     )
 )
+
 
 def _duo_claims(info: ModelInfo) -> int:
     """A T5 read as a pairwise model (1: below monoT5's claim, so ``auto`` reads a T5 as monoT5,
