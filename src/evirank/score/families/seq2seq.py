@@ -29,8 +29,8 @@ Example:
     >>> from evirank.score import get_family
     >>> get_family("seq2seq").objective, get_family("duo-seq2seq").pairwise
     ('seq2seq-true-false', True)
-    >>> sym_sum(np.array([[0.0, 0.9], [0.2, 0.0]])).tolist()
-    [1.7, 0.30000000000000004]
+    >>> sym_sum(np.array([[0.0, 0.9], [0.2, 0.0]])).round(6).tolist()
+    [1.7, 0.3]
 """
 
 from __future__ import annotations
