@@ -18,7 +18,7 @@ QUERY_LENGTH = 12
 DOCUMENT_LENGTH = 24
 
 
-WORDS = (
+WORDS = (  # noqa: SIM905 (a word list reads better as text)
     "the a an of and or to in is are was what bm25 ranks documents by their terms cat cats sat on mat dog "
     "dogs too vaccine virus cells query model score evidence relevant passages search retrieval"
 ).split()
@@ -38,7 +38,9 @@ def build_colbert(folder: Path, *, bias: bool = True, seed: int = 5) -> Path:
     backend.normalizer = normalizers.BertNormalizer(lowercase=True)
     backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     backend.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)]
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", 2), ("[SEP]", 3)],
     )
     tokenizer = transformers.PreTrainedTokenizerFast(
         tokenizer_object=backend,
@@ -146,7 +148,13 @@ def reference_scores(folder: Path, pairs: list[tuple[str, str]]) -> list[float]:
 PASSAGES = [
     ("1", "what is bm25", "d1", 0, "BM25 ranks documents by their terms."),
     ("1", "what is bm25", "d1", 1, "A cat sat on the mat, and the dog sat too!"),
-    ("1", "what is bm25", "d2", 0, "the vaccine virus cells and the query model score evidence of relevant passages"),
+    (
+        "1",
+        "what is bm25",
+        "d2",
+        0,
+        "the vaccine virus cells and the query model score evidence of relevant passages",
+    ),
     ("2", "cats and dogs", "d1", 1, "A cat sat on the mat, and the dog sat too!"),
     ("2", "cats and dogs", "d3", 0, "search retrieval"),
 ]
@@ -164,3 +172,165 @@ def test_scores_equal_an_independent_maxsim(colbert_path: Path) -> None:
     expected = reference_scores(colbert_path, [(q, t) for _, q, _, _, t in PASSAGES])
     np.testing.assert_allclose(scored["score"].to_numpy(), expected, atol=1e-5, rtol=0)
     assert len(set(np.round(expected, 4))) == len(expected)  # the random model tells them apart
+
+
+def test_detection_reads_pylate_and_stanford_folders(colbert_path: Path) -> None:
+    from evirank.score import ModelInfo, detect_family
+    from evirank.score.families.bi import default_bi_encoder
+    from evirank.score.multi import ScorerSpec
+
+    assert detect_family(colbert_path).name == "colbert"
+    assert ScorerSpec.parse(f"auto:{colbert_path}").family == "colbert"
+    assert detect_family(ModelInfo({"architectures": ["HF_ColBERT"]})).name == "colbert"
+    assert detect_family(default_bi_encoder()).name == "bi"  # all-MiniLM-L6-v2 pools: still a bi-encoder
+
+
+def test_a_stanford_checkpoint_reads_its_linear_layer(tmp_path: Path, colbert_path: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    from evirank.score.families.colbert import read_layout
+
+    folder = tmp_path / "stanford"
+    folder.mkdir()
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (folder / name).write_bytes((colbert_path / name).read_bytes())
+    config = json.loads((colbert_path / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "architectures": ["HF_ColBERT"]}))
+    weights = {f"bert.{k}": v for k, v in load_file(str(colbert_path / "model.safetensors")).items()}
+    weights["linear.weight"] = load_file(str(colbert_path / "1_Dense" / "model.safetensors"))["linear.weight"]
+    save_file(weights, str(folder / "model.safetensors"))
+    (folder / "artifact.metadata").write_text(json.dumps({"query_token_id": "[Q] ", "doc_token_id": "[D] "}))
+    layout = read_layout(folder)
+    assert (layout.query_prefix, layout.query_length, layout.dim) == ("[Q] ", 32, 8)
+    assert not layout.projections[0].bias
+
+
+def test_each_query_token_names_its_best_passage_word(colbert_path: Path) -> None:
+    from evirank.score.families.colbert import ColBERT
+
+    scorer = ColBERT(colbert_path, device="cpu")
+    text = "A cat sat on the mat, and the dog sat too!"
+    found = scorer.matches("cats and dogs", [text])[0]
+    assert [m.query for m in found] == ["cats", "and", "dogs"]
+    words = set(text.replace(",", " ").replace("!", " ").split()) | {"[CLS]", "[SEP]", "[D] "}
+    assert all(m.passage in words for m in found)
+    assert all(-1.0 <= m.similarity <= 1.0 for m in found)
+    assert "->" in str(found[0])
+
+
+def test_the_store_keeps_scores_and_token_vectors(tmp_path: Path, colbert_path: Path) -> None:
+    from evirank.score.families.colbert import ColBERT
+
+    frame = passages()
+    first = ColBERT(colbert_path, device="cpu", store=tmp_path / "scores.sqlite")
+    expected = first(frame)["score"].to_numpy()
+    assert first.stats_.computed == frame["query"].nunique() + frame["text"].nunique()
+    again = ColBERT(colbert_path, device="cpu", store=tmp_path / "scores.sqlite")
+    np.testing.assert_array_equal(again(frame)["score"].to_numpy(), expected)
+    assert again.stats_.computed == 0 and again.stats_.cached == len(frame)
+    # a new query over the same passages encodes only the query: the passages' vectors are stored
+    other = frame.assign(qid="3", query="relevant evidence")
+    scored = again(other)["score"].to_numpy()
+    assert again.stats_.computed == 1 and again.stats_.embeddings_cached == frame["text"].nunique()
+    fresh = ColBERT(colbert_path, device="cpu")(other)["score"].to_numpy()
+    np.testing.assert_allclose(scored, fresh, atol=1e-6)
+
+
+def write_collection(folder: Path) -> dict[str, Path]:
+    corpus = folder / "corpus.jsonl"
+    docs = {
+        "a": "Dogs and cats sat. BM25 ranks documents by their terms.",
+        "b": "The cat sat on the mat. A vaccine virus and cells.",
+        "c": "Search retrieval of relevant passages. The query model score.",
+    }
+    corpus.write_text("".join(json.dumps({"id": d, "contents": t}) + "\n" for d, t in docs.items()))
+    topics = folder / "topics.tsv"
+    topics.write_text("1\tcat mat\n2\twhat is bm25\n")
+    run = folder / "run.txt"
+    run.write_text("".join(f"{q} Q0 {d} {r} {3 - r} bm25\n" for q in (1, 2) for r, d in enumerate(docs, 1)))
+    return {"corpus": corpus, "topics": topics, "run": run}
+
+
+def rerank_argv(files: dict[str, Path], model: Path, out: Path, *extra: str) -> list[str]:
+    return [
+        "-q",
+        "rerank",
+        "--run",
+        str(files["run"]),
+        "--corpus",
+        str(files["corpus"]),
+        "--topics",
+        str(files["topics"]),
+        "--model",
+        str(model),
+        "--device",
+        "cpu",
+        "--aggregate",
+        "maxp",
+        "--output",
+        str(out),
+        *extra,
+    ]
+
+
+def test_rerank_scores_reuses_the_store_and_explain_shows_matched_words(
+    tmp_path: Path, colbert_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from evirank.cli import main
+
+    files = write_collection(tmp_path)
+    scores = tmp_path / "scores.sqlite"
+    out = tmp_path / "run-auto.txt"
+    assert main(rerank_argv(files, colbert_path, out, "--scores", str(scores))) == 0  # --scorer auto
+    record = json.loads(Path(f"{out}.json").read_text())
+    assert record["scorer"]["kind"] == "colbert" and record["scorer"]["query_length"] == QUERY_LENGTH
+    named = tmp_path / "run-named.txt"
+    assert main(rerank_argv(files, colbert_path, named, "--scorer", "colbert", "--scores", str(scores))) == 0
+    assert named.read_text().replace("named", "auto") == out.read_text().replace("named", "auto")
+    counts = json.loads(Path(f"{named}.json").read_text())["counts"]
+    assert counts["scorer_cached"] == counts["scorer_distinct"] > 0 and counts["scorer_computed"] == 0
+    capsys.readouterr()
+    assert main(["explain", "--scores", str(scores), "--qid", "1", "--docno", "b"]) == 0
+    shown = capsys.readouterr().out
+    assert shown.count("matched: cat -> ") == 2 and ", mat -> " in shown  # both passages, each query word
+    assert main(["explain", "--scores", str(scores), "--qid", "1", "--docno", "b", "--no-matches"]) == 0
+    assert "matched:" not in capsys.readouterr().out
+
+
+def test_rerank_on_local_ray_writes_the_same_run(tmp_path: Path, colbert_path: Path) -> None:
+    pytest.importorskip("ray.data")
+    from evirank.cli import main
+
+    files = write_collection(tmp_path)
+    plain, on_ray = tmp_path / "plain.txt", tmp_path / "ray.txt"
+    assert main(rerank_argv(files, colbert_path, plain, "--no-scores")) == 0
+    ray_flags = ["--ray", "local", "--ray-workers", "1", "--scores", str(tmp_path / "shards")]
+    assert main(rerank_argv(files, colbert_path, on_ray, *ray_flags)) == 0
+    import ray
+
+    ray.shutdown()
+    assert on_ray.read_text() == plain.read_text().replace("plain", "ray")
+    counts = json.loads(Path(f"{on_ray}.json").read_text())["counts"]
+    assert counts["scorer_computed"] > 0 and counts["scorer_cached"] == 0
+
+
+def test_serve_searches_with_the_colbert_scorer(tmp_path: Path, colbert_path: Path) -> None:
+    pytest.importorskip("pyserini")
+    from evirank.cli import main
+    from evirank.serve.build import build_searcher
+
+    files = write_collection(tmp_path)
+    index = tmp_path / "index"
+    assert main(["-q", "index", "--corpus", str(files["corpus"]), "--index", str(index)]) == 0
+    searcher = build_searcher(index, model=str(colbert_path), scorer="colbert", device="cpu")
+    assert searcher.scorer.family == "colbert"
+    result = searcher.search("cat mat", k=2, depth=3)
+    assert len(result.candidates) == 2
+    best = result.candidates[0].evidence[0]
+    from evirank.score.families.colbert import ColBERT
+
+    alone = ColBERT(colbert_path, device="cpu")
+    frame = pd.DataFrame(
+        [("q", "cat mat", "x", 0, best.text)], columns=["qid", "query", "docno", "pid", "text"]
+    )
+    assert alone(frame)["score"].iloc[0] == pytest.approx(best.score, abs=1e-5)

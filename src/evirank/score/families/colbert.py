@@ -31,7 +31,9 @@ Left out: PyLate's document token pooling (``pool_factor``), its sliding-window 
 texts (documents are cut at ``document_length`` tokens, as PyLate does by default), activation
 functions other than the identity and tanh, prompts (``prompts`` in the sentence-transformers
 config), and a Transformer module stored in a subfolder (it must be the folder's root, as PyLate
-saves it). Only the torch backend runs it.
+saves it). Only the torch backend runs it. Passage token vectors are kept in the score store
+(keyed by text), not in a passage-vector folder beside the index (``evirank embed`` writes one
+vector per passage).
 """
 
 from __future__ import annotations
@@ -59,7 +61,6 @@ from evirank.score.store import Store, text_hash
 
 if TYPE_CHECKING:
     from evirank.scale.options import RayOptions
-    from evirank.vectors import PassageVectors
 
 logger = logging.getLogger(__name__)
 
@@ -146,7 +147,7 @@ def _read_tensor(path: Path, name: str) -> Any:
     if path.suffix == ".safetensors":
         safetensors = require("safetensors", "torch")
         with safetensors.safe_open(str(path), framework="pt", device="cpu") as f:
-            return f.get_tensor(name) if name in f.keys() else None
+            return f.get_tensor(name) if name in f.keys() else None  # noqa: SIM118 (safe_open is no dict)
     state = torch.load(str(path), map_location="cpu", weights_only=True)
     return state.get(name)
 
@@ -175,7 +176,10 @@ def read_layout(model_dir: str | os.PathLike[str]) -> Layout:
             activation = str(config.get("activation_function") or _ACTIVATIONS[0])
             if activation not in _ACTIVATIONS:
                 raise InputFormatError(
-                    sub / "config.json", None, f"an activation_function of {', '.join(_ACTIVATIONS)}", activation
+                    sub / "config.json",
+                    None,
+                    f"an activation_function of {', '.join(_ACTIVATIONS)}",
+                    activation,
                 )
             projections.append(
                 Projection(
@@ -255,7 +259,10 @@ class TokenVectorsHead:
                     continue
                 if tuple(stored.shape) != tuple(parameter.shape):
                     raise InputFormatError(
-                        spec.weights, None, f"{name} of shape {tuple(parameter.shape)}", f"{tuple(stored.shape)}"
+                        spec.weights,
+                        None,
+                        f"{name} of shape {tuple(parameter.shape)}",
+                        f"{tuple(stored.shape)}",
                     )
                 parameter.copy_(stored)
             layer.use_residual = spec.residual
@@ -305,8 +312,8 @@ class ColBERT(TransformerScorer):
     Queries and passages are encoded apart (each distinct text once per call) into unit token
     vectors; the score is MaxSim, in [-query tokens, +query tokens]. With ``store``, pair scores
     and token vectors are kept (token vectors as float32, keyed by the text and its side), so a
-    passage met again is not encoded again. With ``vectors`` (token vectors stored at indexing
-    time by ``evirank embed``), stored passages are looked up and only queries are encoded.
+    passage met again is not encoded again (passage token vectors stored beside an index, as
+    bi-encoder vectors are, are not written yet: the family does not claim ``stores_passages``).
 
     Args:
         model: a PyLate / sentence-transformers ColBERT folder or a Stanford ``HF_ColBERT`` one
@@ -321,8 +328,6 @@ class ColBERT(TransformerScorer):
         store: a score store or its location, to reuse and persist scores and token vectors.
         commit_every: write to the store every this many batches.
         cache_embeddings: keep token vectors in the store (scores are always kept).
-        vectors: stored passage token vectors (a :class:`~evirank.vectors.PassageVectors` or its
-            folder, made by this model).
         ray: encode on Ray (:class:`~evirank.scale.RayOptions`), block by block, with the same batches.
 
     Example:
@@ -348,7 +353,6 @@ class ColBERT(TransformerScorer):
         store: Store | str | os.PathLike[str] | None = None,
         commit_every: int = 4,
         cache_embeddings: bool = True,
-        vectors: PassageVectors | str | os.PathLike[str] | None = None,
         ray: RayOptions | None = None,
     ) -> None:
         super().__init__(
@@ -366,7 +370,6 @@ class ColBERT(TransformerScorer):
             raise ValueError(f"query_length must be at least 4 tokens, found {query_length}")
         self.query_length = query_length
         self.cache_embeddings = cache_embeddings
-        self.vectors = vectors
 
     # -- set-up ------------------------------------------------------------------------
     def _default_max_length(self, model_dir: Path) -> int:
@@ -468,7 +471,9 @@ class ColBERT(TransformerScorer):
             [(32, 128)]
         """
         if side not in (QUERY_SIDE, PASSAGE_SIDE):
-            raise ValueError(f"side must be {QUERY_SIDE!r} (queries) or {PASSAGE_SIDE!r} (passages), found {side!r}")
+            raise ValueError(
+                f"side must be {QUERY_SIDE!r} (queries) or {PASSAGE_SIDE!r} (passages), found {side!r}"
+            )
         return self._encode([side] * len(texts), list(texts), ScoringStats(), None)
 
     def _encode(
@@ -536,7 +541,9 @@ class ColBERT(TransformerScorer):
             if store is not None and fingerprint is not None:
 
                 def write(done: list[tuple[int, np.ndarray]]) -> None:
-                    store.put_embeddings(fingerprint, [hashes[i] for i, _ in done], [m.ravel() for _, m in done])
+                    store.put_embeddings(
+                        fingerprint, [hashes[i] for i, _ in done], [m.ravel() for _, m in done]
+                    )
 
             todo_sides = [sides[i] for i in todo]
             todo_texts = [texts[i] for i in todo]
@@ -547,7 +554,9 @@ class ColBERT(TransformerScorer):
                     SIDE: lambda items: [todo_sides[i] for i in items],
                     TEXT: lambda items: [todo_texts[i] for i in items],
                 }
-                for items, padded in run_blocks(self, columns, np.arange(len(todo)), stats, desc="colbert (Ray)"):
+                for items, padded in run_blocks(
+                    self, columns, np.arange(len(todo)), stats, desc="colbert (Ray)"
+                ):
                     done = [(int(todo[i]), m) for i, m in zip(items.tolist(), _unpad(padded), strict=True)]
                     out.update(done)
                     if write is not None:
@@ -575,33 +584,30 @@ class ColBERT(TransformerScorer):
             self.stats_ = stats
             return out
         self.prepare()
-        if self.vectors is not None:
-            out[SCORE] = self._scores_by_lookup(out, stats)
-        else:
-            pairs = DistinctPairs.of(out)
-            store = self._use_store(out, pairs)
-            missing = pairs.missing()
-            stats.cached = len(pairs.scores) - len(missing)
-            if len(missing):
-                queries = pd.unique(pairs.pair_query[missing])
-                passages = pd.unique(pairs.pair_text[missing])
-                sides = [QUERY_SIDE] * len(queries) + [PASSAGE_SIDE] * len(passages)
-                texts = [pairs.queries[i] for i in queries] + [pairs.texts[i] for i in passages]
-                stats.distinct = len(texts)
-                cache = store if self.cache_embeddings else None
-                matrices = self._token_vectors(sides, texts, stats, cache, pairs.fingerprint, on_ray=True)
-                q_at = pd.Index(queries).get_indexer(pairs.pair_query[missing])
-                p_at = len(queries) + pd.Index(passages).get_indexer(pairs.pair_text[missing])
-                new = maxsim_pairs(matrices, q_at, p_at)
-                pairs.scores[missing] = new
-                write = self._score_writer(store, pairs)
-                if write is not None:
-                    write(list(zip(missing.tolist(), new.tolist(), strict=True)))
-            out[SCORE] = pairs.scores[pairs.row_pair]
+        pairs = DistinctPairs.of(out)
+        store = self._use_store(out, pairs)
+        missing = pairs.missing()
+        stats.distinct = len(pairs.scores)
+        stats.cached = len(pairs.scores) - len(missing)
+        if len(missing):
+            queries = pd.unique(pairs.pair_query[missing])
+            passages = pd.unique(pairs.pair_text[missing])
+            sides = [QUERY_SIDE] * len(queries) + [PASSAGE_SIDE] * len(passages)
+            texts = [pairs.queries[i] for i in queries] + [pairs.texts[i] for i in passages]
+            cache = store if self.cache_embeddings else None
+            matrices = self._token_vectors(sides, texts, stats, cache, pairs.fingerprint, on_ray=True)
+            q_at = pd.Index(queries).get_indexer(pairs.pair_query[missing])
+            p_at = len(queries) + pd.Index(passages).get_indexer(pairs.pair_text[missing])
+            new = maxsim_pairs(matrices, q_at, p_at)
+            pairs.scores[missing] = new
+            write = self._score_writer(store, pairs)
+            if write is not None:
+                write(list(zip(missing.tolist(), new.tolist(), strict=True)))
+        out[SCORE] = pairs.scores[pairs.row_pair]
         stats.total_s = time.perf_counter() - started
         self.stats_ = stats
         logger.info(
-            "colbert: %d rows, %d from the store, %d texts encoded (%d token matrices from the store) in %.1f s",
+            "colbert: %d rows, %d from the store, %d texts encoded (%d token matrices stored) in %.1f s",
             stats.rows,
             stats.cached,
             stats.computed,
@@ -609,47 +615,6 @@ class ColBERT(TransformerScorer):
             stats.total_s,
         )
         return out
-
-    def passage_vectors(self) -> PassageVectors:
-        """The stored passage token vectors, opened once and checked against this model.
-
-        Raises:
-            VectorsMismatchError: they were made by another model (or other settings).
-        """
-        opened = getattr(self, "vectors_", None)
-        if opened is None:
-            from evirank.vectors import PassageVectors
-
-            assert self.vectors is not None
-            opened = self.vectors if isinstance(self.vectors, PassageVectors) else PassageVectors.open(self.vectors)
-            opened.check_scorer(self)
-            self.vectors_ = opened
-        return opened
-
-    def _scores_by_lookup(self, out: pd.DataFrame, stats: ScoringStats) -> np.ndarray:
-        """MaxSim with stored passage token vectors; queries (and passages not stored, or changed
-        since) are encoded now."""
-        vectors = self.passage_vectors()
-        texts = out[TEXT].astype(str).to_numpy(dtype=object)
-        rows = vectors.lookup(out[DOCNO].astype(str).to_numpy(dtype=object), out[PID].to_numpy())
-        hit = rows >= 0
-        hit[hit] = vectors.texts(rows[hit]) == texts[hit]
-        queries = out[QUERY].astype(str).to_numpy(dtype=object)
-        q_distinct = pd.Index(pd.unique(queries))
-        missed = pd.Index(pd.unique(texts[~hit]))
-        stored_rows = pd.Index(pd.unique(rows[hit]))
-        sides = [QUERY_SIDE] * len(q_distinct) + [PASSAGE_SIDE] * len(missed)
-        fresh = self._encode(sides, [*q_distinct, *missed], stats, None)
-        matrices = fresh + vectors.token_vectors(stored_rows.to_numpy())
-        stats.distinct = len(fresh) + len(stored_rows)
-        stats.cached = int(hit.sum())
-        q_at = q_distinct.get_indexer(queries)
-        p_at = np.empty(len(out), dtype=np.int64)
-        p_at[hit] = len(fresh) + stored_rows.get_indexer(rows[hit])
-        p_at[~hit] = len(q_distinct) + missed.get_indexer(texts[~hit])
-        if len(missed):
-            logger.info("%d passages not in the stored token vectors were encoded now", int((~hit).sum()))
-        return maxsim_pairs(matrices, q_at, p_at)
 
     # -- evidence ----------------------------------------------------------------------
     def matches(self, query: str, texts: Sequence[str]) -> list[list[Match]]:
@@ -659,7 +624,8 @@ class ColBERT(TransformerScorer):
         in the score but are not words); a passage token is shown as its whole word.
 
         Example:
-            >>> [str(m) for m in ColBERT("models/colbert").matches("cat", ["A cat sat."])[0]]  # doctest: +SKIP
+            >>> found = ColBERT("models/colbert").matches("cat", ["A cat sat."])  # doctest: +SKIP
+            >>> [str(m) for m in found[0]]  # doctest: +SKIP
             ['cat -> cat (0.97)']
         """
         self.prepare()
@@ -700,7 +666,10 @@ class ColBERT(TransformerScorer):
         for word, (a, b) in zip(word_ids, offsets, strict=True):
             lo, hi = spans.get(word, (a, b))
             spans[word] = (min(lo, a), max(hi, b))
-        return [text[slice(*spans[w])] if w is not None else text[a:b] for w, (a, b) in zip(word_ids, offsets, strict=True)]
+        return [
+            text[slice(*spans[w])] if w is not None else text[a:b]
+            for w, (a, b) in zip(word_ids, offsets, strict=True)
+        ]
 
 
 def maxsim(query: np.ndarray, passage: np.ndarray) -> float:
@@ -770,6 +739,8 @@ FAMILY = register_family(
         summary="late interaction (ColBERT): projected, normalised token vectors and MaxSim "
         "(PyLate or Stanford ColBERT folders)",
         claims=_claims,
-        stores_passages=True,
+        # Token vectors are kept in the score store; a passage-vector folder (evirank embed) holds
+        # one vector per passage, so the family does not read one.
+        stores_passages=False,
     )
 )
