@@ -4,6 +4,9 @@ The core is light: importing ``evirank`` loads pandas and numpy, never torch or 
 Heavy parts (Lucene, transformers, the web service) live behind optional extras and are
 imported when first used.
 
+``evirank.rank(query, documents)`` ranks documents held in memory by their passages' evidence, and
+``evirank.Ranker`` does the same with the model loaded once (:mod:`evirank.ranker`).
+
 Example:
     >>> import evirank
     >>> evirank.__version__
@@ -13,9 +16,19 @@ Example:
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 __version__ = "0.1.0"
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
-__all__ = ["__version__"]
+__all__ = ["Ranker", "__version__", "rank"]
+
+
+def __getattr__(name: str) -> Any:
+    """``rank`` and ``Ranker``, imported on first use (the bare import stays light)."""
+    if name in ("rank", "Ranker"):
+        from evirank import ranker
+
+        return getattr(ranker, name)
+    raise AttributeError(f"module 'evirank' has no attribute {name!r}")

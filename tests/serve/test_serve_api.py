@@ -242,3 +242,21 @@ def test_a_search_that_could_only_time_out_in_the_queue_is_refused_at_once(live_
             assert r.elapsed.total_seconds() < 1.0  # answered at once, not after the 2 s timeout
             assert int(r.headers["Retry-After"]) >= 1
         assert sum(r.status_code == 200 for r in responses) >= 3
+
+
+# ---- why a score ----------------------------------------------------------------------------------
+def test_each_candidate_carries_the_terms_of_its_score_on_the_api_and_the_page() -> None:
+    from evirank.aggregate import Birch
+
+    index = ToyIndex(TOY_DOCUMENTS)
+    searcher = Searcher(index.retrieve, ToySentences(), ToyScorer(), Birch(top_n=2, alpha=0.4), index.lookup)
+    body = client(searcher).get("/v1/search", params={"q": "cats purr", "k": 3, "depth": 4}).json()
+    assert body["candidates"]
+    for candidate in body["candidates"]:
+        names = [t["name"] for t in candidate["terms"]]
+        assert names == ["first stage", "passage 1", "passage 2"]
+        assert sum(t["contribution"] for t in candidate["terms"]) == pytest.approx(candidate["score"])
+        assert candidate["terms"][0]["weight"] == pytest.approx(0.4)
+    page = client(searcher).get("/", params={"q": "cats purr", "k": 3, "depth": 4}).text
+    assert page.count('<details class="why">') == len(body["candidates"])
+    assert '<td class="term">first stage</td><td>0.4</td>' in page

@@ -151,3 +151,32 @@ def test_a_query_on_an_index_with_stored_vectors_shows_evidence_model_and_time(
         shoot(page, "results-stored-vectors.png")
         assert errors == []
         context.close()
+
+
+def test_the_terms_of_a_score_open_under_it_and_add_up(browser: Any, live_server: Any) -> None:
+    from evirank.aggregate import Birch
+    from evirank.serve.searcher import Searcher
+    from evirank.serve.testing import TOY_DOCUMENTS, ToyIndex, ToyScorer, ToySentences
+
+    index = ToyIndex(TOY_DOCUMENTS)
+    searcher = Searcher(index.retrieve, ToySentences(), ToyScorer(), Birch(top_n=2, alpha=0.3), index.lookup)
+    with live_server(create_app(searcher, ServeConfig(default_k=3, default_depth=5))) as base:
+        context = browser.new_context(java_script_enabled=True)
+        page = context.new_page()
+        page.goto(base + "/?q=cats+purr")
+        first = page.locator("li.result").nth(0)
+        why = first.locator("details.why")
+        table = why.locator("table.terms")
+        assert not table.is_visible()  # folded until asked
+        why.locator("summary").click()
+        assert table.is_visible()
+        cells = table.locator("tbody tr td.term").all_inner_texts()
+        assert cells == ["first stage", "passage 1", "passage 2"]
+        parts = [
+            float(t.removeprefix("= ")) for t in table.locator("tbody tr td:last-child").all_inner_texts()
+        ]
+        score = float(first.locator(".chip.score b").inner_text())
+        assert sum(parts) == pytest.approx(score, abs=2e-3)  # three decimals shown per cell
+        assert "passage 1" in (first.locator(".chip.score").get_attribute("title") or "")
+        shoot(page, "why.png")
+        context.close()

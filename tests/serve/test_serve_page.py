@@ -176,3 +176,31 @@ def test_page_sends_a_content_security_policy_that_allows_only_its_own_script() 
     policy = response.headers["content-security-policy"]
     assert "default-src 'none'" in policy and "script-src 'sha256-" in policy
     assert response.headers["x-content-type-options"] == "nosniff"
+
+
+def test_the_start_page_names_the_collection_and_offers_its_example_queries(tmp_path) -> None:
+    import json
+
+    from evirank.lucene.index import describe_collection
+    from evirank.serve.build import collection_info
+    from evirank.serve.config import ServeConfig
+    from evirank.serve.page import render_page
+
+    beir = tmp_path / "pets"
+    (beir / "qrels").mkdir(parents=True)
+    (beir / "corpus.jsonl").write_text('{"_id": "d1", "text": "Cats purr."}\n')
+    (beir / "queries.jsonl").write_text(
+        '{"_id": "1", "text": "why do cats purr"}\n{"_id": "2", "text": "train only"}\n'
+    )
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n1\td1\t1\n")
+    about = describe_collection(beir)
+    assert about == {"name": "pets", "source": str(beir), "examples": ["why do cats purr"]}
+    index = tmp_path / "index"
+    index.mkdir()
+    (index / "evirank-index.json").write_text(json.dumps({"about": about}))
+    info = collection_info(index)
+    assert info == {"index": "pets", "examples": ["why do cats purr"]}
+    page = render_page(ServeConfig(), info)
+    assert "<h1>Search pets</h1>" in page and 'placeholder="Search pets…"' in page
+    assert '<a href="/?q=why+do+cats+purr">why do cats purr</a>' in page
+    assert "examples" not in page.split("<footer")[1]  # the footer lists facts, not the examples

@@ -11,7 +11,8 @@ import pytest
 
 from evirank.frames import DOCNO, QID, SCORE, TEXT, Document, make_run
 from evirank.rerank.timing import STAGES
-from evirank.serve.searcher import DocumentNotFound, Searcher, SearchTimeout, locate, stage_retriever
+from evirank.segment.spans import passage_span
+from evirank.serve.searcher import DocumentNotFound, Searcher, SearchTimeout, stage_retriever
 from evirank.serve.testing import ToyIndex, ToyMaxP, ToyScorer, ToySentences, toy_searcher
 from evirank.stage import Stage
 
@@ -197,10 +198,11 @@ def test_stage_retriever_builds_the_first_stage_per_depth() -> None:
         ("a+b (c) [d]?", "(c) [d]?", "", (4, 12)),
     ],
 )
-def test_locate_finds_passages_despite_whitespace_and_titles(
+def test_passages_are_found_despite_whitespace_and_titles(
     text: str, passage: str, title: str, expected: tuple[int, int] | None
 ) -> None:
-    assert locate(text, passage, title) == expected
+    where, start, end = passage_span(passage, title, text)
+    assert (None if where != "text" else (start, end)) == expected
 
 
 def test_warm_up_opens_the_first_stage_and_calls_the_model_once() -> None:

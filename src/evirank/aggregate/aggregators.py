@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -154,6 +154,58 @@ class Aggregator(Stage):
     def scores(self, table: PassageTable) -> np.ndarray:
         """Document scores ``[D]`` for the rows of ``table.keys``."""
         return self.settings_scores(table, self.params())
+
+    def evidence_terms(self, table: PassageTable) -> list[tuple[str, np.ndarray, np.ndarray]]:
+        """The passage evidence as ``(name, weight [D], value [D])`` terms whose weighted sum is it."""
+        return [(f"{self.name} of the passages", np.ones(len(table.s_doc)), self.evidence(table))]
+
+    def terms(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """Each document's score as a sum of terms: what a user reads to see why it ranks where it does.
+
+        Returns:
+            One row per (qid, docno, term) with ``weight``, ``value`` (the normalised first-stage
+            score or passage score the term reads) and ``contribution`` = weight x value; the
+            contributions of a document add up to its ``score`` in :meth:`transform`. The
+            first-stage term is left out when its weight, ``alpha``, is 0.
+
+        Example:
+            >>> p = pd.DataFrame({"qid": ["1"] * 2, "docno": ["a"] * 2, "score": [0.2, 0.9],
+            ...                   "first_stage_score": [10.0, 10.0]})
+            >>> t = Birch(top_n=2, alpha=0.5, weights=(1.0, 0.5), normalise="none").terms(p)
+            >>> t[["term", "weight", "value", "contribution"]].values.tolist()
+            [['first stage', 0.5, 10.0, 5.0], ['passage 1', 0.5, 0.9, 0.45], ['passage 2', 0.25, 0.2, 0.05]]
+        """
+        table = top_passage_matrix(frame, self.top_n, self.normalise, require_first_stage=self.alpha > 0)
+        parts = [
+            (name, (1.0 - self.alpha) * weight, value) for name, weight, value in self.evidence_terms(table)
+        ]
+        return terms_frame(table, self.alpha, parts)
+
+
+def terms_frame(
+    table: Any, alpha: float, parts: Sequence[tuple[str, np.ndarray, np.ndarray]]
+) -> pd.DataFrame:
+    """The long frame of score terms of :meth:`Aggregator.terms` from arrays over ``table.keys``."""
+    n_docs = len(table.keys)
+    if alpha > 0:
+        parts = [("first stage", np.full(n_docs, alpha), table.s_doc), *parts]
+    rows = [
+        pd.DataFrame(
+            {
+                QID: table.keys[QID].to_numpy(),
+                DOCNO: table.keys[DOCNO].to_numpy(),
+                "term": name,
+                "order": order,
+                "weight": np.broadcast_to(np.asarray(weight, dtype=np.float64), (n_docs,)),
+                "value": np.asarray(value, dtype=np.float64),
+            }
+        )
+        for order, (name, weight, value) in enumerate(parts)
+    ]
+    out = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=[QID, DOCNO, "term"])
+    out["contribution"] = out["weight"] * out["value"]
+    out = out.sort_values([QID, DOCNO, "order"], kind="mergesort").drop(columns="order")
+    return out.reset_index(drop=True)
 
 
 class MaxP(Aggregator):
@@ -282,6 +334,13 @@ class Birch(Aggregator):
 
     def params(self) -> dict[str, float]:
         return {"alpha": self.alpha, **{f"w{i}": w for i, w in enumerate(self.weights, start=1)}}
+
+    def evidence_terms(self, table: PassageTable) -> list[tuple[str, np.ndarray, np.ndarray]]:
+        n_docs = len(table.s_doc)
+        return [
+            (f"passage {i}", np.full(n_docs, w), table.top[:, i - 1])
+            for i, w in enumerate(self.weights, start=1)
+        ]
 
 
 def default_weights(top_n: int) -> tuple[float, ...]:

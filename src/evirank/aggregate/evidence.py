@@ -384,6 +384,20 @@ class MultiEvidence(Stage):
         """Document scores ``[D]`` for the rows of ``table.keys``."""
         return evidence_scores(type(self.aggregator), table, self.params())
 
+    def terms(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """Each document's score as a sum of terms (see :meth:`evirank.aggregate.Aggregator.terms`),
+        each scorer's passage terms named ``LABEL: TERM`` and weighted by its share."""
+        from evirank.aggregate.aggregators import terms_frame
+
+        table = self.table(frame)
+        alpha = self.alpha
+        parts = [
+            (f"{label}: {name}", (1.0 - alpha) * lam * weight, value)
+            for label, lam, sub in zip(self.labels, self.weights, table.tables, strict=True)
+            for name, weight, value in self.aggregator.evidence_terms(sub)
+        ]
+        return terms_frame(table, alpha, parts)
+
     def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
         """Aggregate a Passages frame with a ``score_<label>`` column per scorer into a Run."""
         table = self.table(frame)

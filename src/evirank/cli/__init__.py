@@ -27,6 +27,7 @@ SUBCOMMANDS = (
     "embed",
     "search",
     "rerank",
+    "rank",
     "explain",
     "store",
     "evaluate",

@@ -75,6 +75,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument(
         "--corpus", required=True, metavar="PATH", help="BEIR folder, JSONL file, or irds:<id>"
     )
+    parser.add_argument(
+        "--name",
+        default=None,
+        help="the collection's name, shown by the search page (default: the corpus folder's or file's name)",
+    )
     parser.add_argument("--index", required=True, metavar="DIR", help="the index folder to create")
     parser.add_argument(
         "--threads", type=positive_int, default=1, metavar="N", help="indexing threads (default: 1)"
@@ -102,7 +107,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Stream the corpus into the indexer and report what was built; with --embed, embed it too."""
     from evirank.io import count_corpus, read_corpus
-    from evirank.lucene.index import INFO_FILE, build_index, read_index_info
+    from evirank.lucene.index import INFO_FILE, build_index, describe_collection, read_index_info
     from evirank.outputs import check_output
 
     embed = getattr(args, "embed", False)
@@ -124,7 +129,10 @@ def run(args: argparse.Namespace) -> int:
         logger.info("%s is a complete index: keeping it and adding its passage vectors", args.index)
     else:
         documents = read_corpus(args.corpus, empty=args.empty_documents)
-        info = build_index(documents, args.index, threads=args.threads, overwrite=args.overwrite, total=total)
+        about = describe_collection(args.corpus, name=args.name)
+        info = build_index(
+            documents, args.index, threads=args.threads, overwrite=args.overwrite, total=total, about=about
+        )
         logger.info("wrote %s (%s)", info.path, "evirank-index.json records how it was built")
     if embed:
         _embed(args, total)

@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 from collections import deque
-from collections.abc import Iterable, Sized
+from collections.abc import Iterable, Mapping, Sized
 from contextlib import ExitStack, suppress
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -96,6 +96,8 @@ class IndexInfo:
             (0 where the platform cannot tell).
         config: how it was built.
         versions: evirank, pyserini, Anserini jar and Java versions.
+        about: what the collection is, for people: its ``name``, its ``source`` (the corpus path)
+            and a few ``examples`` of queries (the search page shows them).
     """
 
     path: str
@@ -106,12 +108,43 @@ class IndexInfo:
     indexer_peak_rss: int
     config: IndexConfig
     versions: dict[str, str] = field(default_factory=dict)
+    about: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict, with the format tag and the creation time."""
         data = asdict(self)
         data.pop("path")
         return {"format": INDEX_FORMAT, "created": datetime.now(UTC).isoformat(timespec="seconds"), **data}
+
+
+def describe_collection(
+    corpus: str | os.PathLike[str], name: str | None = None, examples: int = 5
+) -> dict[str, Any]:
+    """A collection's name, source and a few example queries, for the index record and the search page.
+
+    The name is ``name``, else the BEIR folder's name or the corpus file's stem; the examples are
+    the first queries of a BEIR folder's ``queries.jsonl`` (those of its test split when it has one).
+
+    Example:
+        >>> describe_collection("data/scifact/corpus.jsonl")["name"]
+        'scifact'
+    """
+    path = Path(str(corpus))
+    folder = path if path.is_dir() else path.parent if path.name.startswith("corpus.") else None
+    if name is None:
+        name = folder.name if folder is not None else path.name.split(".")[0]
+    about: dict[str, Any] = {"name": name, "source": str(corpus)}
+    if folder is not None and (folder / "queries.jsonl").is_file() and examples > 0:
+        from evirank.io import read_topics
+
+        split = "test" if (folder / "qrels" / "test.tsv").is_file() else None
+        try:
+            topics = read_topics(folder, split=split)
+        except (OSError, ValueError) as exc:  # examples are a courtesy: never fail indexing for them
+            logger.info("no example queries from %s: %s", folder, exc)
+        else:
+            about["examples"] = [str(q) for q in topics["query"].head(examples)]
+    return about
 
 
 def read_index_info(index: str | os.PathLike[str]) -> dict[str, Any] | None:
@@ -308,6 +341,7 @@ def build_index(
     overwrite: bool = False,
     *,
     total: int | None = None,
+    about: Mapping[str, Any] | None = None,
 ) -> IndexInfo:
     """Index ``documents`` with Lucene (title and text in one field) into ``index_dir``.
 
@@ -318,6 +352,8 @@ def build_index(
         threads: indexing threads (the collection is split into this many files, one per thread).
         overwrite: replace an existing ``index_dir``.
         total: the number of documents, if known (only for the progress bar).
+        about: the collection's name, source and example queries, recorded for people
+            (see :func:`describe_collection`).
 
     Returns:
         What was built; the same facts are in ``index_dir/evirank-index.json``.
@@ -391,6 +427,7 @@ def build_index(
             indexer_peak_rss=peak_rss,
             config=config,
             versions=_versions(Path(command[command.index("-cp") + 1]).name),
+            about=dict(about or {}),
         )
         record = info.to_json()
         write_record(tmp / INFO_FILE, "index", record.pop("config"), **record)

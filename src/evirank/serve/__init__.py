@@ -21,7 +21,6 @@ from evirank.serve.searcher import (
     Searcher,
     SearchResult,
     SearchTimeout,
-    locate,
     stage_retriever,
 )
 
@@ -33,6 +32,5 @@ __all__ = [
     "SearchTimeout",
     "Searcher",
     "ServeConfig",
-    "locate",
     "stage_retriever",
 ]

@@ -433,6 +433,10 @@ def _search_response(schema: Any, index: str, result: SearchResult) -> Any:
                 schema.EvidenceModel(text=e.text, score=e.score, pid=e.pid, start=e.start, end=e.end)
                 for e in c.evidence
             ],
+            terms=[
+                schema.TermModel(name=t.name, weight=t.weight, value=t.value, contribution=t.contribution)
+                for t in c.terms
+            ],
         )
         for c in result.candidates
     ]

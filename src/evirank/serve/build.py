@@ -223,7 +223,7 @@ def build_searcher(
         lookup,
         evidence=evidence,
         info={
-            "index": Path(index).name,
+            **collection_info(index),
             "model": str(model_name),
             "scorer": one.family,
             "segment": segment_spec.spec,
@@ -308,7 +308,7 @@ def _build_multi_searcher(
         lookup,
         evidence=evidence,
         info={
-            "index": Path(index).name,
+            **collection_info(index),
             "model": ", ".join(str(s) for s in specs),
             "scorer": "+".join(s.label for s in specs),
             "evidence_weights": ", ".join(f"{k}={v:g}" for k, v in shares.items()),
@@ -318,3 +318,25 @@ def _build_multi_searcher(
             **({"vectors": f"{stored.path.name} ({len(stored):,} passages)"} if stored is not None else {}),
         },
     )
+
+
+def collection_info(index: str | os.PathLike[str]) -> dict[str, Any]:
+    """What the page says about the collection: its name (from the index record, else the folder's
+    name) and a few example queries when the record has some.
+
+    Example:
+        >>> collection_info("/tmp/no-such-index")
+        {'index': 'no-such-index'}
+    """
+    from evirank.lucene.index import read_index_info
+
+    try:
+        record = read_index_info(index) or {}
+    except (OSError, ValueError):
+        record = {}
+    about = record.get("about") or {}
+    out: dict[str, Any] = {"index": str(about.get("name") or Path(index).name)}
+    examples = [str(q) for q in about.get("examples") or () if str(q).strip()]
+    if examples:
+        out["examples"] = examples
+    return out

@@ -153,14 +153,42 @@ def _candidate(candidate: Candidate, best: float, worst: float) -> str:
         f"<h2>{_e(title)}</h2>"
         f'<div class="meta"><a class="docno" href="/v1/doc/{_e(candidate.docno)}" '
         f'title="the stored document as JSON">{_e(candidate.docno)}</a>'
-        f'<span class="chip score" title="evidence score (aggregated passage scores)">score '
+        f'<span class="chip score" title="{_e(_breakdown_text(candidate))}">score '
         f"<b>{candidate.score:.3f}</b></span>"
         f'<span class="chip" title="first-stage (BM25) score and rank">BM25 '
         f"<b>{candidate.first_stage_score:.2f}</b> · #{candidate.first_stage_rank}</span>"
         f"{_movement(candidate)}</div>"
         f'<ol class="evidence" aria-label="evidence scores, best first">'
         f'<li class="label">evidence</li>{"".join(chips)}</ol>'
+        f"{_breakdown(candidate)}"
         f"{body}</div></li>"
+    )
+
+
+def _breakdown_text(candidate: Candidate) -> str:
+    """The score's terms in one line (the score chip's tooltip)."""
+    if not candidate.terms:
+        return "evidence score (aggregated passage scores)"
+    parts = " + ".join(f"{t.weight:.3g} × {t.value:.3f} ({t.name})" for t in candidate.terms)
+    return f"score {candidate.score:.3f} = {parts}"
+
+
+def _breakdown(candidate: Candidate) -> str:
+    """Why this score: each term's weight, value and contribution, adding up to the score."""
+    if not candidate.terms:
+        return ""
+    rows = "".join(
+        f'<tr><td class="term">{_e(t.name)}</td><td>{t.weight:.3g}</td>'
+        f"<td>× {t.value:.3f}</td><td>= {t.contribution:.3f}</td></tr>"
+        for t in candidate.terms
+    )
+    return (
+        f'<details class="why"><summary>why {candidate.score:.3f}</summary>'
+        f'<table class="terms" aria-label="the terms of the score"><thead><tr><th>term</th><th>weight</th>'
+        f"<th>value</th><th>contribution</th></tr></thead><tbody>{rows}</tbody>"
+        f'<tfoot><tr><td colspan="3">score</td><td>= {candidate.score:.3f}</td></tr></tfoot></table>'
+        "<p>The first stage and passage scores are normalised per query (min-max) unless the "
+        "aggregator says otherwise; passage 1 is the document's best passage.</p></details>"
     )
 
 
@@ -183,11 +211,20 @@ def render_results(
     if error:
         return f'<section id="results"><div class="error" role="alert">{_e(error)}</div></section>'
     if result is None:
+        name = (info or {}).get("index")
+        examples = [str(q) for q in (info or {}).get("examples") or ()]
+        tries = ""
+        if examples:
+            links = "".join(f'<li><a href="/?{_e(urlencode({"q": q}))}">{_e(q)}</a></li>' for q in examples)
+            tries = f'<p>Try one of this collection\'s queries:</p><ul class="examples">{links}</ul>'
         return (
-            '<section id="results"><div class="intro"><p>Documents are first retrieved with BM25, then '
+            '<section id="results"><div class="intro">'
+            + (f"<h1>Search {_e(name)}</h1>" if name else "")
+            + "<p>Documents are first retrieved with BM25, then "
             "re-ranked by the evidence their sentences hold: each passage is scored by a neural model and "
             "the best passages decide the document's rank.</p><p>Highlighted sentences are that evidence, "
-            "numbered best first.</p></div></section>"
+            "numbered best first; under each score, <i>why</i> shows the terms it adds up from.</p>"
+            f"{tries}</div></section>"
         )
     t = result.timings
     scoring = sum(t.get(key, 0.0) for key in SCORING_PARTS)
@@ -232,7 +269,10 @@ def render_page(
     k = config.default_k if k is None else k
     depth = config.default_depth if depth is None else depth
     title = f"{query} — {config.title}" if query else config.title
-    described = " · ".join(_e(f"{key} {value}") for key, value in info.items() if value not in (None, ""))
+    described = " · ".join(
+        _e(f"{key} {value}") for key, value in info.items() if value not in (None, "") and key != "examples"
+    )
+    name = info.get("index")
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -243,7 +283,7 @@ def render_page(
 <a class="brand" href="/">{_e(config.title)}<span>evidence search</span></a>
 <form id="search" method="get" action="/" role="search">
 <input id="q" name="q" type="search" value="{_e(query)}" maxlength="{config.max_query_chars}"
- placeholder="Search the collection…" aria-label="query" autocomplete="off" autofocus>
+ placeholder="Search {_e(name or "the collection")}…" aria-label="query" autocomplete="off" autofocus>
 <label>top <input name="k" type="number" min="1" max="{config.max_k}" value="{k}"
  aria-label="results"></label>
 <label>of <input name="depth" type="number" min="1" max="{config.max_depth}" value="{depth}"
@@ -301,6 +341,14 @@ h2{font-size:17px;line-height:1.35;margin:0 0 6px;font-weight:650}
 text-decoration:none;border-bottom:1px dotted #b8c0cc}
 .chip{background:#f1f3f7;border-radius:999px;padding:2px 9px;font-variant-numeric:tabular-nums}
 .chip.score{background:#eaf0ff;color:#23408f}
+details.why{margin:.3rem 0;font-size:.85rem;color:#444}
+details.why summary{cursor:pointer;color:#23408f}
+table.terms{border-collapse:collapse;margin:.3rem 0}
+table.terms td,table.terms th{padding:.1rem .6rem;text-align:right}
+table.terms td.term,table.terms th:first-child{text-align:left}
+table.terms tfoot td{border-top:1px solid var(--line);font-weight:600}
+.intro h1{font-size:1.3rem;margin:.2rem 0 .6rem}
+ul.examples{margin:.3rem 0;padding-left:1.2rem}
 .move{font-weight:600;font-size:12px}
 .move.up{color:var(--up)}.move.down{color:var(--down)}.move.same{color:#9aa3b0;font-weight:500}
 ol.evidence{list-style:none;margin:8px 0 8px;padding:0;display:flex;flex-wrap:wrap;gap:6px 16px;

@@ -38,6 +38,16 @@ class EvidenceModel(BaseModel):
     end: int | None = Field(None, description="character offset just after the passage in doc.text")
 
 
+class TermModel(BaseModel):
+    """One term of a document's score: ``contribution = weight * value``; a document's contributions
+    add up to its score."""
+
+    name: str = Field(description="first stage, passage 1 (the best passage), ..., or LABEL: ... per scorer")
+    weight: float = Field(description="the aggregator's weight of the term")
+    value: float = Field(description="the normalised first-stage or passage score the term weighs")
+    contribution: float = Field(description="weight x value")
+
+
 class DocModel(BaseModel):
     """The stored document (Anserini's ``doc``, parsed)."""
 
@@ -51,12 +61,15 @@ class CandidateModel(BaseModel):
     docid: str = Field(description="the document id (Anserini's name for docno)")
     docno: str = Field(description="the document id")
     rank: int = Field(ge=1, description="1-based rank after re-ranking")
-    score: float = Field(description="the evidence score the ranking is by (aggregated passage scores)")
+    score: float = Field(
+        description="the evidence score the ranking is by: the sum of the contributions in terms"
+    )
     first_stage_score: float = Field(description="the first-stage (BM25) score")
     first_stage_rank: int = Field(ge=1, description="the first-stage rank")
     title: str
     doc: DocModel
     evidence: list[EvidenceModel] = Field(description="the best passages, best first")
+    terms: list[TermModel] = Field(default_factory=list, description="the score as a sum of weighted terms")
 
 
 class TimingsModel(BaseModel):

@@ -47,7 +47,6 @@ Example:
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -73,8 +72,10 @@ from evirank.frames import (
     make_topics,
     require_columns,
 )
+from evirank.ranker import ScoreTerm
 from evirank.rerank.pipeline import Rerank
 from evirank.rerank.timing import STAGES, StageTimings
+from evirank.segment.spans import passage_span
 from evirank.stage import Stage
 
 logger = logging.getLogger(__name__)
@@ -153,6 +154,7 @@ class Candidate:
     title: str
     text: str
     evidence: tuple[Evidence, ...]
+    terms: tuple[ScoreTerm, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,41 +211,6 @@ class _Clock:
         seconds = self.timings.as_dict(digits=9)
         seconds["total"] = time.perf_counter() - self.started
         return {name: round(seconds.get(name, 0.0) * 1000.0, 3) for name in TIMING_KEYS}
-
-
-def locate(text: str, passage: str, title: str = "") -> tuple[int, int] | None:
-    """Find where ``passage`` sits in ``text``, tolerating whitespace changes and a prepended title.
-
-    Segmenters may normalise whitespace or prepend the title to a passage; the highlight should still
-    land on the right span. Returns ``(start, end)`` character offsets, or ``None``.
-
-    Example:
-        >>> locate("Cats purr.  Dogs  bark.", "Dogs bark.")
-        (12, 23)
-        >>> locate("Dogs bark.", "Pets Dogs bark.", title="Pets")
-        (0, 10)
-    """
-    if not passage.strip():
-        return None
-    start = text.find(passage)
-    if start >= 0:
-        return start, start + len(passage)
-    if title and passage.startswith(title):  # a prepended title, the sentence verbatim
-        rest = passage[len(title) :].lstrip()
-        start = text.find(rest) if rest else -1
-        if start >= 0:
-            return start, start + len(rest)
-    candidates = [passage.split()]
-    title_words = title.split()
-    if title_words and candidates[0][: len(title_words)] == title_words:
-        candidates.append(candidates[0][len(title_words) :])  # a prepended title, spaces normalised or not
-    for words in candidates:
-        if not words:
-            continue
-        match = re.search(r"\s+".join(re.escape(w) for w in words), text)
-        if match:
-            return match.start(), match.end()
-    return None
 
 
 class Searcher:
@@ -338,7 +305,9 @@ class Searcher:
         scored = result.passages
         require_columns(scored, (QID, DOCNO, PID, TEXT, SCORE), "scorer output")
         with clock.timings.measure("aggregation"):
-            candidates = self._candidates(result.documents, scored, result.run.head(k))
+            top = result.run.head(k)
+            terms = self._terms(scored, set(top[DOCNO].astype(str)))
+            candidates = self._candidates(result.documents, scored, top, terms)
         timings = clock.milliseconds()
         logger.debug("query %r: %d candidates, timings %s", query, len(candidates), timings)
         return SearchResult(query, k, depth, candidates, timings, passages=len(scored))
@@ -427,8 +396,31 @@ class Searcher:
         except DocumentNotFound:
             return None
 
+    def _terms(self, scored: pd.DataFrame, docnos: set[str]) -> dict[str, tuple[ScoreTerm, ...]]:
+        """The terms of each shown document's score, as its aggregator computes them (by docno)."""
+        terms_of = getattr(self.aggregator, "terms", None)
+        if terms_of is None:
+            return {}
+        table = terms_of(scored)
+        table = table[table[DOCNO].astype(str).isin(docnos)]
+        out: dict[str, list[ScoreTerm]] = {}
+        for docno, name, weight, value, part in zip(
+            table[DOCNO].astype(str),
+            table["term"],
+            table["weight"],
+            table["value"],
+            table["contribution"],
+            strict=True,
+        ):
+            out.setdefault(docno, []).append(ScoreTerm(str(name), float(weight), float(value), float(part)))
+        return {docno: tuple(items) for docno, items in out.items()}
+
     def _candidates(
-        self, run: pd.DataFrame, scored: pd.DataFrame, ranked: pd.DataFrame
+        self,
+        run: pd.DataFrame,
+        scored: pd.DataFrame,
+        ranked: pd.DataFrame,
+        terms: Mapping[str, tuple[ScoreTerm, ...]] | None = None,
     ) -> tuple[Candidate, ...]:
         # Plain lists and one sort, not per-row pandas lookups: this runs on every request.
         position = {docno: i for i, docno in enumerate(run[DOCNO].astype(str).tolist())}
@@ -456,14 +448,15 @@ class Searcher:
             text, title = texts[hit], titles[hit]
             evidence = []
             for i in by_doc.get(docno, []):
-                span = locate(text, p_texts[i], title)
+                where, start, end = passage_span(p_texts[i], title, text)
+                in_text = where == "text"
                 evidence.append(
                     Evidence(
                         p_texts[i],
                         float(p_scores[i]),
                         int(p_pids[i]),
-                        None if span is None else span[0],
-                        None if span is None else span[1],
+                        start if in_text else None,
+                        end if in_text else None,
                     )
                 )
             out.append(
@@ -476,6 +469,7 @@ class Searcher:
                     title=title,
                     text=text,
                     evidence=tuple(evidence),
+                    terms=(terms or {}).get(docno, ()),
                 )
             )
         return tuple(out)

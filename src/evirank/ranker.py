@@ -1,0 +1,424 @@
+"""Rank documents held in memory by their evidence: no index, no files.
+
+The common case in two lines: long documents as strings (or dicts with an id, a title, a text and
+any metadata), one query, and back come the documents ranked, each with its score, the terms that
+make up that score, and its best passages with their character offsets in the document. Every
+segmenter (sentences, windows, whole documents), every model family and every aggregator of the
+command line can be used, and the same flow runs underneath (:class:`~evirank.rerank.Rerank`).
+
+Unlike rerankers that cut a document at the model's input length (512 tokens), a document is split
+into passages that each fit, every passage is scored, and the document's score aggregates them
+(the best passage by default, MaxP; ``birch:3`` for Birch's weighted top three).
+
+Example:
+    >>> import evirank
+    >>> docs = ["Cats purr when they are content. Dogs bark.", "The stock market fell today."]
+    >>> ranked = evirank.rank("why do cats purr", docs)  # doctest: +SKIP
+    >>> ranked[0].id, ranked[0].evidence[0].text  # doctest: +SKIP
+    ('0', 'Cats purr when they are content.')
+    >>> ranker = evirank.Ranker(aggregate="birch:2")  # doctest: +SKIP
+    >>> results = ranker.rank_many(["cats", "stocks"], docs)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from evirank.frames import DOCNO, FIRST_STAGE_SCORE, PID, QID, QUERY, RANK, SCORE, TEXT, TITLE
+from evirank.segment.spans import WORD, passage_span
+
+logger = logging.getLogger(__name__)
+
+#: The keys of a document dict that are not metadata.
+ID_KEYS = ("id", "_id", "docid", "docno")
+TEXT_KEYS = ("text", "contents", "body")
+
+
+@dataclass(frozen=True)
+class ScoreTerm:
+    """One term of a document's score: ``contribution = weight * value``.
+
+    Attributes:
+        name: ``first stage``, ``passage 1`` (the best passage), ``maxp of the passages``, or with
+            several scorers ``LABEL: passage 1``.
+        weight: the aggregator's weight of the term.
+        value: what it weighs: the first-stage score or a passage score, as the aggregator read it
+            (normalised per query unless the aggregator says ``normalise="none"``).
+        contribution: weight x value; a document's contributions add up to its score.
+    """
+
+    name: str
+    weight: float
+    value: float
+    contribution: float
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A passage of a document with its model score and where it is in the document.
+
+    Attributes:
+        pid: its position among the document's passages (0-based).
+        text: the passage as the model read it (with the title when the segmenter prepends it).
+        score: the model's score (raw: a logit, a cosine, a probability, as the family gives it).
+        field: ``"text"`` or ``"title"``: which field of the document ``start``/``end`` index.
+        start: the character offset of the passage's first word in that field (None when the
+            passage could not be located, e.g. a sentence splitter changed its characters).
+        end: one past its last character.
+    """
+
+    pid: int
+    text: str
+    score: float
+    field: str | None = None
+    start: int | None = None
+    end: int | None = None
+
+
+@dataclass(frozen=True)
+class RankedDocument:
+    """A ranked document: its id, rank, score, the score's terms and the evidence passages.
+
+    Attributes:
+        id: the document's id (given, or its position in the list as a string).
+        rank: 1 for the best.
+        score: the aggregated score.
+        terms: the score as a sum of :class:`ScoreTerm` (``sum(t.contribution) == score``).
+        evidence: the document's best passages, best first (at most ``show_passages``).
+        document: the document as given (a dict: its id, title, text and metadata).
+        first_stage_score: the first-stage score given for it, if any.
+    """
+
+    id: str
+    rank: int
+    score: float
+    terms: tuple[ScoreTerm, ...]
+    evidence: tuple[Evidence, ...]
+    document: Mapping[str, Any] = field(default_factory=dict)
+    first_stage_score: float | None = None
+
+    def explain(self) -> str:
+        """The score's terms as one readable line.
+
+        Example:
+            >>> doc = RankedDocument("d", 1, 0.9, (ScoreTerm("passage 1", 1.0, 0.9, 0.9),), ())
+            >>> doc.explain()
+            '0.9000 = 1 x 0.9000 (passage 1)'
+        """
+        parts = " + ".join(f"{t.weight:.3g} x {t.value:.4f} ({t.name})" for t in self.terms)
+        return f"{self.score:.4f} = {parts}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (what ``evirank rank --json`` prints)."""
+        return {
+            "id": self.id,
+            "rank": self.rank,
+            "score": self.score,
+            "first_stage_score": self.first_stage_score,
+            "terms": [vars(t) for t in self.terms],
+            "evidence": [vars(e) for e in self.evidence],
+            "document": dict(self.document),
+        }
+
+
+def _as_document(item: Any, position: int) -> dict[str, Any]:
+    """A document dict with ``id``, ``title``, ``text`` (and metadata) from a string or a mapping."""
+    if isinstance(item, str):
+        return {"id": str(position), "title": "", "text": item}
+    if not isinstance(item, Mapping):
+        raise TypeError(
+            f"document {position}: expected a string or a dict with a text, found {type(item).__name__}"
+        )
+    doc = dict(item)
+    key = next((k for k in ID_KEYS if k in doc), None)
+    doc_id = str(doc.pop(key)) if key is not None else str(position)
+    text_key = next((k for k in TEXT_KEYS if k in doc), None)
+    text = doc.pop(text_key) if text_key is not None else ""
+    title = doc.pop("title", "") or ""
+    if not isinstance(text, str) or not isinstance(title, str):
+        raise TypeError(f"document {doc_id!r}: its title and text must be strings")
+    if not text.strip() and not title.strip():
+        raise ValueError(
+            f"document {doc_id!r} (position {position}) has no text (keys: text, contents or body)"
+        )
+    return {"id": doc_id, "title": title, "text": text, **doc}
+
+
+class Ranker:
+    """Rank in-memory documents by their passages' evidence; the model loads once, on first use.
+
+    Args:
+        model: a Hugging Face id or a local folder (None: the offline all-MiniLM-L6-v2 bi-encoder).
+        scorer: the model family (``auto``: told from the model's files; see
+            :func:`evirank.score.family_names`), or a scorer object (any Stage adding ``score``).
+        segment: a segmenter spec (``sentences``, ``sentences:prepend``, ``windows:150:75``,
+            ``whole``) or a segmenter object; passages are cut to fit the model's input.
+        aggregate: an aggregator spec (``maxp``, ``firstp``, ``sump``, ``meanp``, ``birch:N``).
+        alpha: the first-stage weight (None: the aggregator's default when first-stage scores are
+            given, else 0: without them there is nothing to interpolate).
+        weights: Birch's top-n weights (None: 1, 1/2, 1/4, ...).
+        normalise: ``"minmax"`` or ``"none"`` (None: ``minmax`` when first-stage scores are given,
+            so alpha mixes comparable scales; else ``none``, so scores are the model's own).
+        show_passages: evidence passages kept per document.
+        max_passages: passages per document (its first ones; 0: no limit).
+        device: ``auto``, ``cpu``, ``cuda``, ``mps``.
+        store: a score store (a ``.sqlite`` file or a folder), to reuse scores across calls and runs.
+        options: other keyword arguments of the family's scorer (``batch_tokens``, ``backend``, ...).
+
+    Example:
+        >>> ranker = Ranker(segment="windows:100:50", aggregate="maxp")  # doctest: +SKIP
+        >>> best = ranker.rank("effects of aspirin", long_documents)[0]  # doctest: +SKIP
+        >>> print(best.explain())  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] | None = None,
+        *,
+        scorer: Any = "auto",
+        segment: Any = "sentences",
+        aggregate: str = "maxp",
+        alpha: float | None = None,
+        weights: Sequence[float] | None = None,
+        normalise: str | None = None,
+        show_passages: int = 3,
+        max_passages: int = 1000,
+        device: str = "auto",
+        store: str | os.PathLike[str] | None = None,
+        **options: Any,
+    ) -> None:
+        from evirank.aggregate import parse_aggregate
+        from evirank.segment import SegmentSpec
+
+        if show_passages < 0:
+            raise ValueError(f"show_passages must be >= 0, found {show_passages}")
+        if isinstance(scorer, str):
+            from evirank.score.multi import ScorerSpec
+
+            spec = ScorerSpec.parse(f"{scorer}:{model}" if model is not None else scorer)
+            self.scorer = spec.build(device=device, store=store, **options)
+        else:
+            self.scorer = scorer
+        self.segment = SegmentSpec.parse(segment) if isinstance(segment, str) else segment
+        # parsed now, so a bad spec fails before any model loads; alpha is settled per call
+        parse_aggregate(aggregate, alpha=alpha, weights=weights, normalise=normalise)  # type: ignore[arg-type]
+        self.aggregate = aggregate
+        self.alpha = alpha
+        self.weights = weights
+        self.normalise = normalise
+        self.show_passages = show_passages
+        self.max_passages = max_passages
+        self.segmenter_: Any = None
+
+    def _segmenter(self) -> Any:
+        if self.segmenter_ is None:
+            from evirank.rerank import passage_budget
+
+            if hasattr(self.segment, "build"):
+                budget = passage_budget(self.scorer)
+                built = self.segment.build(
+                    tokenizer=budget[0] if budget else None, max_tokens=budget[1] if budget else None
+                )
+            else:
+                built = self.segment
+            self.segmenter_ = built.with_max_passages(self.max_passages or None)
+        return self.segmenter_
+
+    def _aggregator(self, has_first_stage: bool) -> Any:
+        from evirank.aggregate import parse_aggregate
+
+        alpha = self.alpha if self.alpha is not None or has_first_stage else 0.0
+        normalise = self.normalise or ("minmax" if has_first_stage else "none")
+        return parse_aggregate(self.aggregate, alpha=alpha, weights=self.weights, normalise=normalise)  # type: ignore[arg-type]
+
+    def rank(
+        self,
+        query: str,
+        documents: Sequence[Any],
+        *,
+        first_stage_scores: Sequence[float] | None = None,
+        top: int | None = None,
+    ) -> list[RankedDocument]:
+        """The documents ranked for ``query``, best first (see :class:`RankedDocument`).
+
+        Args:
+            query: the query text.
+            documents: strings, or dicts with an id (``id``/``_id``/``docid``), a ``title`` and a
+                ``text`` (or ``contents``/``body``); other keys are kept as metadata.
+            first_stage_scores: one score per document (BM25, say), interpolated by ``alpha``.
+            top: keep the best ``top`` documents (None: all).
+        """
+        return self.rank_many(
+            [query],
+            [documents],
+            first_stage_scores=None if first_stage_scores is None else [first_stage_scores],
+            top=top,
+        )[0]
+
+    def rank_many(
+        self,
+        queries: Sequence[str],
+        documents: Sequence[Any],
+        *,
+        first_stage_scores: Sequence[Sequence[float]] | None = None,
+        top: int | None = None,
+    ) -> list[list[RankedDocument]]:
+        """:meth:`rank` for many queries in one model pass (batches shared across queries).
+
+        ``documents`` is one list for every query, or one list per query (a list of lists).
+        """
+        from evirank.rerank import Rerank
+
+        queries = [str(q) for q in queries]
+        per_query = bool(documents) and all(
+            isinstance(d, Sequence) and not isinstance(d, str | Mapping) for d in documents
+        )
+        doc_lists = list(documents) if per_query else [documents] * len(queries)
+        if len(doc_lists) != len(queries):
+            raise ValueError(f"{len(queries)} queries but {len(doc_lists)} lists of documents")
+        if first_stage_scores is not None and len(first_stage_scores) != len(queries):
+            raise ValueError(
+                f"{len(queries)} queries but {len(first_stage_scores)} lists of first-stage scores"
+            )
+        frames, given = [], []
+        for q_index, (query, docs) in enumerate(zip(queries, doc_lists, strict=True)):
+            parsed = [_as_document(d, i) for i, d in enumerate(docs)]
+            ids = [d["id"] for d in parsed]
+            if len(set(ids)) != len(ids):
+                repeated = sorted({i for i in ids if ids.count(i) > 1})
+                raise ValueError(f"document ids must differ; repeated: {', '.join(repeated[:5])}")
+            scores = np.zeros(len(parsed))
+            if first_stage_scores is not None:
+                scores = np.asarray(first_stage_scores[q_index], dtype=np.float64)
+                if scores.shape != (len(parsed),) or not np.isfinite(scores).all():
+                    raise ValueError(
+                        f"query {q_index}: expected {len(parsed)} finite first-stage scores, "
+                        f"found {scores.shape[0]}"
+                    )
+            given.append({d["id"]: d for d in parsed})
+            frames.append(
+                pd.DataFrame(
+                    {
+                        QID: str(q_index),
+                        QUERY: query,
+                        DOCNO: ids,
+                        SCORE: scores,
+                        TITLE: [d["title"] for d in parsed],
+                        TEXT: [d["text"] for d in parsed],
+                    }
+                )
+            )
+        run = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        if run.empty:
+            return [[] for _ in queries]
+        aggregator = self._aggregator(first_stage_scores is not None)
+        depth = int(run.groupby(QID).size().max())
+        result = Rerank(self._segmenter(), self.scorer, aggregator, depth=depth).run(run)
+        passages = result.passages
+        terms = aggregator.terms(passages)
+        return [
+            self._results(str(i), given[i], result.run, passages, terms, first_stage_scores is not None, top)
+            for i in range(len(queries))
+        ]
+
+    def _results(
+        self,
+        qid: str,
+        docs: Mapping[str, Mapping[str, Any]],
+        run: pd.DataFrame,
+        passages: pd.DataFrame,
+        terms: pd.DataFrame,
+        has_first_stage: bool,
+        top: int | None,
+    ) -> list[RankedDocument]:
+        ranked = run[run[QID].astype(str) == qid].sort_values(RANK, kind="mergesort")
+        if top is not None:
+            ranked = ranked.head(top)
+        mine = passages[passages[QID].astype(str) == qid]
+        by_doc = {docno: rows for docno, rows in mine.groupby(DOCNO, sort=False)}
+        term_rows = {
+            docno: rows for docno, rows in terms[terms[QID].astype(str) == qid].groupby(DOCNO, sort=False)
+        }
+        out = []
+        for row in ranked.itertuples(index=False):
+            docno = str(getattr(row, DOCNO))
+            doc = docs[docno]
+            rows = by_doc.get(docno)
+            evidence: list[Evidence] = []
+            if rows is not None and self.show_passages:
+                ordered = rows.sort_values(PID, kind="mergesort")
+                located: dict[int, tuple[str | None, int | None, int | None]] = {}
+                cursor = 0
+                for pid, text in zip(ordered[PID], ordered[TEXT], strict=True):
+                    where = passage_span(str(text), doc["title"], doc["text"], cursor)
+                    located[int(pid)] = where
+                    if where[0] == "text" and where[1] is not None:
+                        cursor = len(WORD.findall(doc["text"][: where[1]]))
+                best = rows.sort_values([SCORE, PID], ascending=[False, True], kind="mergesort").head(
+                    self.show_passages
+                )
+                for pid, text, score in zip(best[PID], best[TEXT], best[SCORE], strict=True):
+                    fld, start, end = located[int(pid)]
+                    evidence.append(Evidence(int(pid), str(text), float(score), fld, start, end))
+            doc_terms = term_rows.get(docno)
+            score_terms = (
+                ()
+                if doc_terms is None
+                else tuple(
+                    ScoreTerm(str(t), float(w), float(v), float(c))
+                    for t, w, v, c in zip(
+                        doc_terms["term"],
+                        doc_terms["weight"],
+                        doc_terms["value"],
+                        doc_terms["contribution"],
+                        strict=True,
+                    )
+                )
+            )
+            first = float(getattr(row, FIRST_STAGE_SCORE)) if has_first_stage else None
+            out.append(
+                RankedDocument(
+                    id=docno,
+                    rank=int(getattr(row, RANK)),
+                    score=float(getattr(row, SCORE)),
+                    terms=score_terms,
+                    evidence=tuple(evidence),
+                    document=doc,
+                    first_stage_score=first,
+                )
+            )
+        return out
+
+
+def rank(
+    query: str,
+    documents: Sequence[Any],
+    model: str | os.PathLike[str] | None = None,
+    *,
+    first_stage_scores: Sequence[float] | None = None,
+    top: int | None = None,
+    **options: Any,
+) -> list[RankedDocument]:
+    """Rank ``documents`` for ``query`` by their passages' evidence (a one-off :class:`Ranker`).
+
+    Args:
+        query: the query text.
+        documents: strings, or dicts with an id, a title, a text and any metadata.
+        model: a Hugging Face id or a local folder (None: the offline all-MiniLM-L6-v2 bi-encoder).
+        first_stage_scores: one score per document to interpolate (e.g. BM25).
+        top: keep the best ``top`` documents.
+        options: :class:`Ranker`'s settings (``scorer``, ``segment``, ``aggregate``, ``device``, ...).
+
+    Example:
+        >>> ranked = rank("why do cats purr", ["Cats purr when content.", "Stocks fell."])  # doctest: +SKIP
+        >>> [(d.id, round(d.score, 3)) for d in ranked]  # doctest: +SKIP
+        [('0', 1.0), ('1', 0.0)]
+    """
+    return Ranker(model, **options).rank(query, documents, first_stage_scores=first_stage_scores, top=top)
