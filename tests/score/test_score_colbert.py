@@ -297,6 +297,7 @@ def test_rerank_scores_reuses_the_store_and_explain_shows_matched_words(
     assert "matched:" not in capsys.readouterr().out
 
 
+@pytest.mark.slow  # about 30 s: Ray starts
 def test_rerank_on_local_ray_writes_the_same_run(tmp_path: Path, colbert_path: Path) -> None:
     pytest.importorskip("ray.data")
     from evirank.cli import main
@@ -334,3 +335,17 @@ def test_serve_searches_with_the_colbert_scorer(tmp_path: Path, colbert_path: Pa
         [("q", "cat mat", "x", 0, best.text)], columns=["qid", "query", "docno", "pid", "text"]
     )
     assert alone(frame)["score"].iloc[0] == pytest.approx(best.score, abs=1e-5)
+
+
+def test_a_marker_the_tokenizer_lacks_is_a_clear_error(tmp_path: Path, colbert_path: Path) -> None:
+    import shutil
+
+    from evirank.errors import InputFormatError
+    from evirank.score.families.colbert import ColBERT
+
+    folder = tmp_path / "model"
+    shutil.copytree(colbert_path, folder)
+    config = json.loads((folder / "config_sentence_transformers.json").read_text())
+    (folder / "config_sentence_transformers.json").write_text(json.dumps({**config, "query_prefix": "[QQ] "}))
+    with pytest.raises(InputFormatError, match=r"query marker token '\[QQ\] '"):
+        ColBERT(folder, device="cpu").prepare()

@@ -268,7 +268,7 @@ class TokenVectorsHead:
             layer.use_residual = spec.residual
             layers.append(layer)
 
-        class TokenVectors(torch.nn.Module):  # type: ignore[misc,name-defined]
+        class TokenVectors(torch.nn.Module):  # type: ignore[name-defined]
             def __init__(self) -> None:
                 super().__init__()
                 self.encoder = encoder
@@ -397,7 +397,7 @@ class ColBERT(TransformerScorer):
         found = tokenizer.convert_tokens_to_ids(marker)
         if found is None or (found == tokenizer.unk_token_id and marker != tokenizer.unk_token):
             raise InputFormatError(
-                self.model_dir_,
+                self.model_dir_ or str(self.model),
                 None,
                 f"a tokenizer with the {side} marker token {marker!r} (PyLate adds it when it saves a model)",
                 "none",
