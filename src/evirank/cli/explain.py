@@ -34,6 +34,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="PREFIX",
         help="which scorer's results, when the store holds several for this document (a prefix is enough)",
     )
+    parser.add_argument(
+        "--no-matches",
+        action="store_true",
+        help="do not show each passage's matched words (shown for scorers that tell them, such as "
+        "late interaction; they load the model)",
+    )
     parser.add_argument("--top", type=int, metavar="N", help="show only the N best passages")
     parser.add_argument(
         "--format", choices=("table", "tsv", "jsonl"), default="table", help="output format (default: table)"
@@ -43,31 +49,40 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Print the explanation to stdout."""
-    from evirank.score.explain import explain, store_descriptions
+    from evirank.score.explain import explain, passage_matches, store_descriptions
     from evirank.score.store import FINGERPRINT, open_store
 
     with open_store(args.scores, readonly=True) as store:
         rows = explain(store, args.qid, args.docno, fingerprint=args.fingerprint)
         label = store_descriptions(store, [rows[FINGERPRINT].iloc[0]])[0]
-    total = len(rows)
-    if args.top is not None:
-        rows = rows.head(max(args.top, 0))
+        total = len(rows)
+        if args.top is not None:
+            rows = rows.head(max(args.top, 0))
+        matches = None
+        if not args.no_matches and len(rows):
+            matches = passage_matches(
+                store, rows[FINGERPRINT].iloc[0], str(rows[QUERY].iloc[0]), rows[TEXT].astype(str).tolist()
+            )
+    if matches is not None:
+        rows = rows.assign(matches=matches)
     out = sys.stdout
     if args.format == "jsonl":
         for record in rows.to_dict(orient="records"):
             out.write(json.dumps(record, ensure_ascii=False) + "\n")
         return 0
     if args.format == "tsv":
-        columns = [RANK, PID, SCORE, TEXT]
+        columns = [RANK, PID, SCORE, TEXT] + (["matches"] if matches is not None else [])
         out.write("\t".join(columns) + "\n")
         for record in rows[columns].itertuples(index=False):
-            out.write("\t".join(_cell(v) for v in record) + "\n")
+            out.write("\t".join(_cell("; ".join(v) if isinstance(v, list) else v) for v in record) + "\n")
         return 0
     out.write(f"query {args.qid}: {rows[QUERY].iloc[0]}\n")
     out.write(f"document {args.docno}, {total} passages, {label}\n")
     out.write(f"{'rank':>4}  {'pid':>4}  {'score':>10}  text\n")
-    for rank, pid, score, text in rows[[RANK, PID, SCORE, TEXT]].itertuples(index=False):
+    for i, (rank, pid, score, text) in enumerate(rows[[RANK, PID, SCORE, TEXT]].itertuples(index=False)):
         out.write(f"{rank:>4}  {pid:>4}  {_cell(score):>10}  {_cell(text)}\n")
+        if matches is not None:
+            out.write(f"{'':>22}matched: {', '.join(matches[i])}\n")
     return 0
 
 

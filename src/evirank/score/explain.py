@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -93,3 +94,50 @@ def store_descriptions(store: Store, fingerprints: list[str]) -> list[str]:
         desc = table.loc[fp, "description"] if fp in table.index else {}
         labels.append(f"{fp[:12]} ({desc.get('kind', '?')} {desc.get('model', '?')})")
     return labels
+
+
+def passage_matches(
+    store: Store, fingerprint: str, query: str, texts: Sequence[str], *, device: str = "cpu"
+) -> list[list[str]] | None:
+    """Each passage's matched words (``"query token -> passage word (similarity)"``), from the scorer
+    that made ``fingerprint`` when its family can tell them (a ``matches`` method: late interaction).
+
+    The scorer is rebuilt from the store's description of the fingerprint (its family and model);
+    None when the family has no ``matches``, or the model cannot be rebuilt to the same fingerprint
+    (moved, changed, or made with other settings): the scores alone are shown then.
+
+    Example:
+        >>> passage_matches(store, fp, "cats", ["A cat sat."])  # doctest: +SKIP
+        [['cats -> cat (0.93)']]
+    """
+    from evirank.score.family import get_family, make_scorer
+
+    table = store.fingerprints().set_index(FINGERPRINT)
+    if fingerprint not in table.index:
+        return None
+    described = dict(table.loc[fingerprint, "description"])
+    family = get_family(str(described.get("kind") or table.loc[fingerprint, "kind"]))
+    if not callable(getattr(family.scorer, "matches", None)) or not described.get("model"):
+        return None
+    try:
+        scorer = make_scorer(
+            family, described["model"], device=device, max_length=described.get("max_length")
+        )
+        if scorer.fingerprint != fingerprint:
+            scorer.load()  # a model with randomly initialised parts knows its fingerprint once loaded
+        if scorer.fingerprint != fingerprint:
+            logger.warning(
+                "%s no longer gives fingerprint %s; matched words are not shown",
+                described["model"],
+                fingerprint[:12],
+            )
+            return None
+        return [[str(match) for match in found] for found in scorer.matches(query, list(texts))]
+    except (OSError, ValueError) as exc:
+        logger.warning(
+            "the %s model %s could not be loaded (%s); matched words are not shown",
+            family.name,
+            described["model"],
+            exc,
+        )
+        return None

@@ -432,8 +432,10 @@ class ScoreStore:
                     found[position[key]] = np.frombuffer(blob, dtype=np.float32)
         return found
 
-    def put_embeddings(self, fingerprint: str, hashes: Sequence[bytes], vectors: np.ndarray) -> None:
-        """Store float32 vectors (one row per hash) in one transaction."""
+    def put_embeddings(
+        self, fingerprint: str, hashes: Sequence[bytes], vectors: np.ndarray | Sequence[np.ndarray]
+    ) -> None:
+        """Store float32 vectors (one per hash; they may differ in length) in one transaction."""
         fp = self._fp_id(fingerprint, create=True)
         rows = [
             (fp, h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in zip(hashes, vectors, strict=True)
@@ -569,7 +571,9 @@ class Store(Protocol):
     def segment_table(self, fingerprint: str) -> pd.DataFrame: ...
     def texts(self, hashes: Iterable[bytes] | None = None) -> dict[bytes, str]: ...
     def get_embeddings(self, fingerprint: str, hashes: Sequence[bytes]) -> dict[int, np.ndarray]: ...
-    def put_embeddings(self, fingerprint: str, hashes: Sequence[bytes], vectors: np.ndarray) -> None: ...
+    def put_embeddings(
+        self, fingerprint: str, hashes: Sequence[bytes], vectors: np.ndarray | Sequence[np.ndarray]
+    ) -> None: ...
     def record_segments(
         self,
         fingerprint: str,

@@ -399,11 +399,13 @@ class ParquetScoreStore:
         frame["vector"] = [np.asarray(v, dtype=np.float32) for v in frame["vector"]]
         return frame.drop_duplicates("hash", keep="last").reset_index(drop=True)
 
-    def put_embeddings(self, fingerprint: str, hashes: Sequence[bytes], vectors: np.ndarray) -> None:
-        """Store float32 vectors (one row per hash) as one shard."""
+    def put_embeddings(
+        self, fingerprint: str, hashes: Sequence[bytes], vectors: np.ndarray | Sequence[np.ndarray]
+    ) -> None:
+        """Store float32 vectors (one per hash; they may differ in length) as one shard."""
         self._check_writable()
-        matrix = np.asarray(vectors, dtype=np.float32)
-        table = pa.table({"hash": list(hashes), "vector": list(matrix)}, schema=_EMBEDDINGS)
+        rows = [np.asarray(v, dtype=np.float32) for v in vectors]
+        table = pa.table({"hash": list(hashes), "vector": rows}, schema=_EMBEDDINGS)
         self._write_table(f"embeddings/{fingerprint}", table)
 
     # -- segments --------------------------------------------------------------------
