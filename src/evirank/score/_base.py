@@ -573,10 +573,10 @@ def prefetch(items: Iterator[T], depth: int) -> Generator[T, None, None]:
     thread.start()
     try:
         while True:
-            kind, value = box.get()
-            if kind == "done":
+            tag, value = box.get()
+            if tag == "done":
                 return
-            if kind == "error":
+            if tag == "error":
                 raise value
             yield value
     finally:

@@ -74,11 +74,11 @@ def resolve_precision(device: str, dtype: str = "auto") -> str:
     """
     if dtype != "auto":
         return normalise_precision(dtype)
-    kind = device.split(":")[0]
-    if kind == "cuda":
+    device_type = device.split(":")[0]
+    if device_type == "cuda":
         torch = require("torch", "torch")
         return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-    if kind == "mps":
+    if device_type == "mps":
         return "fp16"
     return "fp32"
 

@@ -63,14 +63,14 @@ class NegativeSource:
 
     Example:
         >>> NegativeSource.parse("run:runs/train.bm25.txt")
-        NegativeSource(kind='run', path='runs/train.bm25.txt')
+        NegativeSource(origin='run', path='runs/train.bm25.txt')
         >>> NegativeSource.parse("bm25")  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
         evirank.errors.UsageError: a negatives source is run:FILE (a TREC run) or vectors:PATH ...
     """
 
-    kind: Literal["run", "vectors"]
+    origin: Literal["run", "vectors"]
     path: str
 
     @classmethod
@@ -91,7 +91,7 @@ class NegativeSource:
     @property
     def spec(self) -> str:
         """The source as given (``kind:path``)."""
-        return f"{self.kind}:{self.path}"
+        return f"{self.origin}:{self.path}"
 
     def check(self) -> None:
         """Raise :class:`~evirank.errors.InputPathError` unless the path exists as its kind needs.
@@ -103,9 +103,9 @@ class NegativeSource:
             evirank.errors.InputPathError: no/such/run.txt: expected a TREC run file, found nothing
         """
         path = Path(self.path)
-        if self.kind == "run" and not path.is_file():
+        if self.origin == "run" and not path.is_file():
             raise InputPathError(path, "a TREC run file", "a folder" if path.is_dir() else "nothing")
-        if self.kind == "vectors" and not path.is_dir():
+        if self.origin == "vectors" and not path.is_dir():
             expected = "an index with passage vectors or a vector folder"
             raise InputPathError(path, expected, "a file" if path.exists() else "nothing")
 
@@ -328,7 +328,7 @@ class HardNegatives:
         return run[run[QID].isin(wanted)].reset_index(drop=True)
 
     def _rank(self, queries: Mapping[str, str]) -> pd.DataFrame:
-        if self.source.kind == "run":
+        if self.source.origin == "run":
             from evirank.io import read_run
 
             run = read_run(self.source.path)

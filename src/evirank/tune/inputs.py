@@ -104,28 +104,28 @@ def read_passages(path: str | os.PathLike[str]) -> pd.DataFrame:
     if not file.is_file():
         raise FileNotFoundError(f"{file}: no such passages file")
     suffixes = [s.lower() for s in file.suffixes]
-    kind = (
+    suffix = (
         suffixes[-2] if suffixes and suffixes[-1] == ".gz" and len(suffixes) > 1 else (suffixes or [""])[-1]
     )
     try:
-        if kind == ".parquet":
+        if suffix == ".parquet":
             frame = pd.read_parquet(file)
-        elif kind == ".tsv":
+        elif suffix == ".tsv":
             frame = pd.read_csv(file, sep="\t", dtype={QID: str, DOCNO: str}, keep_default_na=False)
-        elif kind in (".jsonl", ".json"):
+        elif suffix in (".jsonl", ".json"):
             frame = pd.read_json(file, lines=True, dtype={QID: str, DOCNO: str}, precise_float=True)
         else:
             raise InputFormatError(
                 file,
                 None,
                 f"a passages file ending in {', '.join(PASSAGE_FORMATS)} (optionally .gz)",
-                repr(kind),
+                repr(suffix),
             )
     except (ValueError, OSError) as exc:
         if isinstance(exc, InputFormatError):
             raise
         raise InputFormatError(
-            file, None, f"a readable {kind[1:]} file of scored passages", str(exc)
+            file, None, f"a readable {suffix[1:]} file of scored passages", str(exc)
         ) from exc
     needed = [QID, DOCNO, SCORE]
     missing = [c for c in needed if c not in frame.columns]
@@ -143,10 +143,10 @@ def read_passages(path: str | os.PathLike[str]) -> pd.DataFrame:
             values = pd.to_numeric(frame[column], errors="coerce")
             bad = np.flatnonzero(values.isna().to_numpy())
             if len(bad):
-                line = int(bad[0]) + 2 if kind == ".tsv" else int(bad[0]) + 1
+                line = int(bad[0]) + 2 if suffix == ".tsv" else int(bad[0]) + 1
                 raise InputFormatError(
                     file,
-                    line if kind != ".parquet" else None,
+                    line if suffix != ".parquet" else None,
                     f"a number in column {column!r}",
                     repr(frame[column].iloc[bad[0]]),
                 )

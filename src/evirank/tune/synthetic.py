@@ -159,11 +159,11 @@ def planted_case(copies: int = 5) -> tuple[pd.DataFrame, pd.DataFrame, Folds]:
     return passages, make_qrels(qrels), folds
 
 
-def write_case(kind: str, output: str | Path, *, seed: int = 0, overwrite: bool = False) -> Path:
+def write_case(case: str, output: str | Path, *, seed: int = 0, overwrite: bool = False) -> Path:
     """Write a case as files under ``output``: passages.parquet, run.txt, qrels.txt (+ folds.tsv).
 
     Args:
-        kind: ``"random"`` (:func:`synthetic_passages`, SciFact-sized) or ``"planted"``.
+        case: ``"random"`` (:func:`synthetic_passages`, SciFact-sized) or ``"planted"``.
         output: the folder (created; refused if it exists unless ``overwrite``).
         seed: the random case's seed.
         overwrite: replace an existing folder.
@@ -171,20 +171,20 @@ def write_case(kind: str, output: str | Path, *, seed: int = 0, overwrite: bool 
     from evirank.io import write_qrels, write_run
     from evirank.outputs import atomic_output
 
-    if kind == "planted":
+    if case == "planted":
         passages, qrels, folds = planted_case()
-    elif kind == "random":
+    elif case == "random":
         passages, qrels = synthetic_passages(seed=seed)
         folds = None
     else:
-        raise ValueError(f"kind must be 'random' or 'planted', found {kind!r}")
+        raise ValueError(f"case must be 'random' or 'planted', found {case!r}")
     docs = passages.drop_duplicates([QID, DOCNO])[[QID, DOCNO, FIRST_STAGE_SCORE]]
     run = make_run(docs.rename(columns={FIRST_STAGE_SCORE: SCORE}))
     out = Path(output)
     with atomic_output(out, overwrite=overwrite, marker="passages.parquet") as tmp:
         tmp.mkdir(parents=True)
         passages.to_parquet(tmp / "passages.parquet", index=False)
-        write_run(run, tmp / "run.txt", tag=f"synthetic-{kind}")
+        write_run(run, tmp / "run.txt", tag=f"synthetic-{case}")
         write_qrels(qrels, tmp / "qrels.txt")
         if folds is not None:
             lines = [f"{qid}\t{fold.name}\n" for fold in folds for qid in fold.test]
