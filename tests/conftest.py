@@ -51,15 +51,36 @@ def build_tiny_bert(folder: Path, *, head: str = "classify", num_labels: int = 1
         seed: torch seed of the random weights.
     """
     import torch
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from transformers import BertConfig, BertForSequenceClassification, BertModel, BertTokenizer
 
     folder.mkdir(parents=True, exist_ok=True)
     letters = list(string.ascii_lowercase + string.digits)
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *string.punctuation, *letters]
     vocab += [f"##{c}" for c in letters] + [w for w in _WORDS if w not in vocab]
-    vocab_file = folder / "vocab.txt"
-    vocab_file.write_text("\n".join(vocab) + "\n")
-    tokenizer = BertTokenizer(vocab_file=str(vocab_file), do_lower_case=True, model_max_length=128)
+    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    # Built with the tokenizers library: transformers 5 reads a bare vocab.txt as a 5-token vocabulary
+    # (every word [UNK]); a tokenizer.json keeps the whole WordPiece vocabulary.
+    ids = {token: i for i, token in enumerate(vocab)}
+    backend = Tokenizer(models.WordPiece(ids, unk_token="[UNK]"))
+    backend.normalizer = normalizers.BertNormalizer(lowercase=True)
+    backend.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    backend.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", ids["[CLS]"]), ("[SEP]", ids["[SEP]"])],
+    )
+    backend.decoder = decoders.WordPiece()
+    tokenizer = BertTokenizer(
+        tokenizer_object=backend,
+        do_lower_case=True,
+        model_max_length=128,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+    )
     tokenizer.save_pretrained(str(folder))
     config = BertConfig(
         vocab_size=len(vocab),
