@@ -219,6 +219,13 @@ def _add_scoring(model: Any) -> None:
         metavar="[FAMILY:]MODEL",
         help="the pairwise model of --duo (e.g. a duoT5 folder; the family is told from the model)",
     )
+    model.add_argument(
+        "--duo-aggregate",
+        choices=("sum", "binary", "min", "max", "sym-sum"),
+        default="sym-sum",
+        help="how --duo turns pair probabilities p_ij into document scores: sum, binary (p_ij > 0.5 "
+        "counted), min or max over j (duoBERT), or sym-sum, the sum of p_ij + 1 - p_ji (duoT5)",
+    )
 
 
 def _add_segments_and_aggregation(agg: Any) -> None:
@@ -316,6 +323,7 @@ def config_from_args(args: argparse.Namespace) -> RerankConfig:
         evidence_weights=tuple(args.evidence_weights) if args.evidence_weights else None,
         duo=args.duo,
         duo_model=args.duo_model,
+        duo_aggregate=args.duo_aggregate,
     )
 
 

@@ -90,6 +90,8 @@ class RerankConfig:
             read as its best passage; None: no pairwise stage.
         duo_model: the pairwise model, ``[FAMILY:]MODEL`` (the family: a pairwise one; None: the
             pairwise family that recognises the model).
+        duo_aggregate: how the pair probabilities become document scores: ``sum``, ``binary``,
+            ``min``, ``max`` (duoBERT) or ``sym-sum`` (duoT5; :data:`evirank.score.pairwise.DUO_AGGREGATES`).
     """
 
     topics: str | Path
@@ -133,6 +135,7 @@ class RerankConfig:
     evidence_weights: tuple[str, ...] | None = None
     duo: int | None = None
     duo_model: str | None = None
+    duo_aggregate: str = "sym-sum"
 
     def scorer_specs(self) -> tuple[Any, ...]:
         """The scorers: :attr:`evidence` parsed, or the one of ``scorer`` and ``model``.
@@ -180,6 +183,13 @@ class RerankConfig:
             raise RerankConfigError("--duo K and --duo-model MODEL go together")
         if self.duo is not None and self.duo < 2:
             raise RerankConfigError(f"--duo re-ranks at least 2 documents per query, found {self.duo}")
+        if self.duo_aggregate != "sym-sum":
+            from evirank.score.pairwise import duo_aggregate
+
+            try:
+                duo_aggregate(self.duo_aggregate)
+            except ValueError as exc:
+                raise RerankConfigError(f"--duo-aggregate: {exc}") from exc
         if self.evidence_weights and not self.multi:
             raise RerankConfigError("--evidence-weights needs two scorers or more (--evidence, repeated)")
         try:
@@ -372,7 +382,7 @@ def build_duo(config: RerankConfig, store: str | Path | None) -> Any:
         "max_length": config.max_length,
         "ray": config.ray_options(),
     }
-    return Duo(model, config.duo, family=family, **options)
+    return Duo(model, config.duo, aggregate=config.duo_aggregate, family=family, **options)
 
 
 def read_first_stage(config: RerankConfig) -> tuple[Any, Any, dict[str, Any]]:
