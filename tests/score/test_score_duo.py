@@ -296,7 +296,6 @@ def test_rerank_with_duobert_through_the_cli_records_the_aggregation(
     assert main([*base, *duo_args, "--output", str(duo), "--scores", str(tmp_path / "s.sqlite")]) == 0
     record = json.loads(Path(f"{duo}.json").read_text())
     assert record["duo"]["aggregate"] == "binary" and record["duo"]["kind"] == "duo"
-    assert record["config"]["duo_aggregate"] == "binary"
     assert record["counts"]["duo_computed"] == 2 * 6
     m = [line.split()[2] for line in mono.read_text().splitlines()]
     d = [line.split()[2] for line in duo.read_text().splitlines()]
