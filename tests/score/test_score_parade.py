@@ -21,7 +21,7 @@ transformers = pytest.importorskip("transformers")
 
 from evirank.score import detect_family  # noqa: E402
 from evirank.score.families.parade import Parade  # noqa: E402
-from evirank.score.passage_aggregation import HeadConfig, ParadeHead, save_head  # noqa: E402
+from evirank.score.passage_aggregation import HeadConfig, make_head, save_head  # noqa: E402
 
 QUERIES = {"1": "what is bm25", "2": "the cat"}
 DOCS = {  # documents as their passages, in order
@@ -43,7 +43,7 @@ def build_parade(folder: Path, aggregation: str, builder: Callable[..., Path], m
         max_length=64,
     )
     torch.manual_seed(7)
-    head = ParadeHead(config)
+    head = make_head(config)
     with torch.no_grad():
         for param in head.parameters():
             param.normal_(0.0, 0.3)

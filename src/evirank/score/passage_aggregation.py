@@ -18,12 +18,11 @@ A passage's own score is the score of a document made of that passage alone (for
 score, too.
 
 The head is saved beside the encoder in the model folder: :data:`HEAD_CONFIG` (what it is) and
-:data:`HEAD_WEIGHTS` (its weights). This module imports torch: it is loaded only when a PARADE
-model is.
+:data:`HEAD_WEIGHTS` (its weights). Torch is imported when a head is made.
 
 Example:
-    >>> head = ParadeHead(HeadConfig("avg", hidden_size=4, max_passages=3, num_heads=2,
-    ...                              intermediate_size=8))
+    >>> head = make_head(HeadConfig("avg", hidden_size=4, max_passages=3, num_heads=2,
+    ...                             intermediate_size=8))
     >>> import torch
     >>> head(torch.zeros(2, 3, 4), torch.ones(2, 3, dtype=torch.bool)).shape
     torch.Size([2])
@@ -34,11 +33,13 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import asdict, dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
+
+from evirank._extras import require
 
 logger = logging.getLogger(__name__)
 
@@ -106,79 +107,91 @@ class HeadConfig:
         (Path(folder) / HEAD_CONFIG).write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
 
 
-class ParadeHead(torch.nn.Module):
-    """Passage vectors ``[B, P, H]`` (with a ``[B, P]`` mask of real passages) -> document scores ``[B]``.
+@cache
+def head_class() -> Any:
+    """The torch module class of a PARADE head (made on first use, so torch loads only then)."""
+    torch = require("torch", "torch")
 
-    See the module for the aggregations.
-    """
+    class ParadeHead(torch.nn.Module):  # type: ignore[name-defined]
+        """Passage vectors ``[B, P, H]`` (with a ``[B, P]`` mask of real passages) -> document scores ``[B]``.
 
-    def __init__(self, config: HeadConfig) -> None:
-        super().__init__()
-        self.config = config
-        hidden = config.hidden_size
-        self.dropout = torch.nn.Dropout(config.dropout)
-        self.score = torch.nn.Linear(hidden, 1)
-        if config.aggregation == "attn":
-            self.attention = torch.nn.Linear(hidden, 1, bias=False)
-        if config.aggregation == "transformer":
-            self.cls = torch.nn.Parameter(torch.zeros(hidden))
-            self.position = torch.nn.Embedding(config.max_passages + 1, hidden)
-            self.layers = torch.nn.ModuleList(
-                torch.nn.TransformerEncoderLayer(
-                    hidden,
-                    config.num_heads,
-                    config.intermediate_size,
-                    dropout=config.dropout,
-                    activation="gelu",
-                    batch_first=True,
+        See the module for the aggregations.
+        """
+
+        def __init__(self, config: HeadConfig) -> None:
+            super().__init__()
+            self.config = config
+            hidden = config.hidden_size
+            self.dropout = torch.nn.Dropout(config.dropout)
+            self.score = torch.nn.Linear(hidden, 1)
+            if config.aggregation == "attn":
+                self.attention = torch.nn.Linear(hidden, 1, bias=False)
+            if config.aggregation == "transformer":
+                self.cls = torch.nn.Parameter(torch.zeros(hidden))
+                self.position = torch.nn.Embedding(config.max_passages + 1, hidden)
+                self.layers = torch.nn.ModuleList(
+                    torch.nn.TransformerEncoderLayer(
+                        hidden,
+                        config.num_heads,
+                        config.intermediate_size,
+                        dropout=config.dropout,
+                        activation="gelu",
+                        batch_first=True,
+                    )
+                    for _ in range(config.layers)
                 )
-                for _ in range(config.layers)
-            )
-        self.reset_parameters()
+            self.reset_parameters()
 
-    def reset_parameters(self) -> None:
-        """BERT's initialisation of the new weights: normal(0, 0.02), biases 0."""
-        for name, param in self.named_parameters():
-            if name.endswith("bias"):
-                torch.nn.init.zeros_(param)
-            elif "norm" in name:
-                torch.nn.init.ones_(param)
-            else:
-                torch.nn.init.normal_(param, std=0.02)
+        def reset_parameters(self) -> None:
+            """BERT's initialisation of the new weights: normal(0, 0.02), biases 0."""
+            for name, param in self.named_parameters():
+                if name.endswith("bias"):
+                    torch.nn.init.zeros_(param)
+                elif "norm" in name:
+                    torch.nn.init.ones_(param)
+                else:
+                    torch.nn.init.normal_(param, std=0.02)
 
-    def document_vectors(self, vectors: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """D ``[B, H]`` of passage vectors ``[B, P, H]`` (``mask`` ``[B, P]``: real passages)."""
-        aggregation = self.config.aggregation
-        real = mask.unsqueeze(-1)
-        if aggregation == "avg":
-            count = real.sum(dim=1).clamp(min=1).to(vectors.dtype)
-            return (vectors * real).sum(dim=1) / count
-        if aggregation == "max":
-            return vectors.masked_fill(~real, float("-inf")).amax(dim=1)
-        if aggregation == "attn":
-            logits = self.attention(vectors).squeeze(-1).masked_fill(~mask, float("-inf"))
-            weights = torch.softmax(logits, dim=1)
-            return (weights.unsqueeze(-1) * vectors).sum(dim=1)
-        batch, passages, hidden = vectors.shape
-        if passages > self.config.max_passages:
-            raise ValueError(
-                f"PARADE-Transformer reads at most {self.config.max_passages} passages, found {passages}"
-            )
-        sequence = torch.cat([self.cls.expand(batch, 1, hidden), vectors], dim=1)
-        positions = torch.arange(passages + 1, device=vectors.device)
-        sequence = sequence + self.position(positions).unsqueeze(0)
-        padding = torch.cat([torch.zeros_like(mask[:, :1]), ~mask], dim=1)
-        for layer in self.layers:
-            sequence = layer(sequence, src_key_padding_mask=padding)
-        return sequence[:, 0]
+        def document_vectors(self, vectors: Any, mask: Any) -> Any:
+            """D ``[B, H]`` of passage vectors ``[B, P, H]`` (``mask`` ``[B, P]``: real passages)."""
+            aggregation = self.config.aggregation
+            real = mask.unsqueeze(-1)
+            if aggregation == "avg":
+                count = real.sum(dim=1).clamp(min=1).to(vectors.dtype)
+                return (vectors * real).sum(dim=1) / count
+            if aggregation == "max":
+                return vectors.masked_fill(~real, float("-inf")).amax(dim=1)
+            if aggregation == "attn":
+                logits = self.attention(vectors).squeeze(-1).masked_fill(~mask, float("-inf"))
+                weights = torch.softmax(logits, dim=1)
+                return (weights.unsqueeze(-1) * vectors).sum(dim=1)
+            batch, passages, hidden = vectors.shape
+            if passages > self.config.max_passages:
+                raise ValueError(
+                    f"PARADE-Transformer reads at most {self.config.max_passages} passages, found {passages}"
+                )
+            sequence = torch.cat([self.cls.expand(batch, 1, hidden), vectors], dim=1)
+            positions = torch.arange(passages + 1, device=vectors.device)
+            sequence = sequence + self.position(positions).unsqueeze(0)
+            padding = torch.cat([torch.zeros_like(mask[:, :1]), ~mask], dim=1)
+            for layer in self.layers:
+                sequence = layer(sequence, src_key_padding_mask=padding)
+            return sequence[:, 0]
 
-    def forward(self, vectors: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Document scores ``[B]``."""
-        document = self.document_vectors(vectors, mask.bool())
-        return self.score(self.dropout(document)).squeeze(-1)
+        def forward(self, vectors: Any, mask: Any) -> Any:
+            """Document scores ``[B]``."""
+            document = self.document_vectors(vectors, mask.bool())
+            return self.score(self.dropout(document)).squeeze(-1)
+
+    return ParadeHead
 
 
-def save_head(head: ParadeHead, folder: str | Path) -> None:
+def make_head(config: HeadConfig) -> Any:
+    """A new PARADE head of ``config`` (a torch module, BERT's initialisation)."""
+    return head_class()(config)
+
+
+def save_head(head: Any, folder: str | Path) -> None:
     """Write the head's description and weights into ``folder``."""
     from safetensors.torch import save_file
 
@@ -187,7 +200,7 @@ def save_head(head: ParadeHead, folder: str | Path) -> None:
     save_file(state, str(Path(folder) / HEAD_WEIGHTS))
 
 
-def load_head(folder: str | Path) -> ParadeHead:
+def load_head(folder: str | Path) -> Any:
     """The head saved in ``folder`` (eval mode, on the CPU).
 
     Raises:
@@ -198,7 +211,7 @@ def load_head(folder: str | Path) -> ParadeHead:
     from evirank.errors import InputFormatError
 
     config = HeadConfig.read(folder)
-    head = ParadeHead(config)
+    head = make_head(config)
     path = Path(folder) / HEAD_WEIGHTS
     try:
         head.load_state_dict(load_file(str(path)))
@@ -210,7 +223,7 @@ def load_head(folder: str | Path) -> ParadeHead:
 
 
 def document_scores(
-    head: ParadeHead, vectors: np.ndarray, documents: np.ndarray, positions: np.ndarray, chunk: int = 256
+    head: Any, vectors: np.ndarray, documents: np.ndarray, positions: np.ndarray, chunk: int = 256
 ) -> np.ndarray:
     """One score per document from its passages' vectors, in float64.
 
@@ -223,10 +236,11 @@ def document_scores(
         chunk: documents per forward pass.
 
     Example:
-        >>> head = ParadeHead(HeadConfig("max", 2, 4, 1, 4))
+        >>> head = make_head(HeadConfig("max", 2, 4, 1, 4))
         >>> document_scores(head, np.ones((3, 2), np.float32), np.array([0, 0, 1]), np.array([0, 1, 0])).shape
         (2,)
     """
+    torch = require("torch", "torch")
     n_docs = int(documents.max()) + 1 if len(documents) else 0
     width = int(positions.max()) + 1 if len(positions) else 1
     hidden = vectors.shape[1] if vectors.ndim == 2 else head.config.hidden_size
@@ -246,14 +260,15 @@ def document_scores(
     return out
 
 
-def passage_scores(head: ParadeHead, vectors: np.ndarray, chunk: int = 4096) -> np.ndarray:
+def passage_scores(head: Any, vectors: np.ndarray, chunk: int = 4096) -> np.ndarray:
     """Each passage's own score: that of a document made of it alone, in float64.
 
     Example:
-        >>> head = ParadeHead(HeadConfig("attn", 2, 4, 1, 4))
+        >>> head = make_head(HeadConfig("attn", 2, 4, 1, 4))
         >>> passage_scores(head, np.ones((3, 2), np.float32)).shape
         (3,)
     """
+    torch = require("torch", "torch")
     out = np.zeros(len(vectors), dtype=np.float64)
     with torch.inference_mode():
         for start in range(0, len(vectors), chunk):

@@ -85,7 +85,7 @@ class ParadeModel:
 
     @staticmethod
     def create(encoder: Any, head: Any) -> Any:
-        """The torch module over ``encoder`` (a transformers encoder) and ``head`` (a ParadeHead)."""
+        """The torch module over ``encoder`` (a transformers encoder) and ``head`` (a PARADE head)."""
         torch = require("torch", "torch")
 
         class Module(torch.nn.Module):  # type: ignore[name-defined]
@@ -206,7 +206,7 @@ class ParadeRecipe(PairRecipe):
         return int(config.max_passages or DEFAULT_MAX_PASSAGES)
 
     def load(self, source: str, config: TrainConfig) -> tuple[Any, Any, dict[str, Any]]:
-        from evirank.score.passage_aggregation import HeadConfig, ParadeHead
+        from evirank.score.passage_aggregation import HeadConfig, make_head
 
         torch = require("torch", "torch")
         transformers = require("transformers", "torch")
@@ -225,7 +225,7 @@ class ParadeRecipe(PairRecipe):
             max_length=config.max_length,
         )
         torch.manual_seed(config.seed)
-        head = ParadeHead(head_config)
+        head = make_head(head_config)
         logger.info(
             "PARADE-%s over %s: a new head, %d passages per document",
             head_config.aggregation,

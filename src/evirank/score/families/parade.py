@@ -49,7 +49,7 @@ from evirank.score.store import Store
 from evirank.train.recipe import register_recipe
 
 if TYPE_CHECKING:
-    from evirank.score.passage_aggregation import HeadConfig, ParadeHead
+    from evirank.score.passage_aggregation import HeadConfig
 
 logger = logging.getLogger(__name__)
 
@@ -191,7 +191,7 @@ class Parade(PairScorer):
             raise ValueError("a PARADE scorer over a model in memory needs its head (adopt it)")
         return HeadConfig.read(model_dir)
 
-    def head(self) -> ParadeHead:
+    def head(self) -> Any:
         """The aggregation network (loaded once, eval mode, on the CPU)."""
         held = getattr(self, "head_", None)
         if held is None:
