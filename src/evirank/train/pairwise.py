@@ -50,9 +50,9 @@ def pair_items(examples: pd.DataFrame, negatives: int, seed: int, *, same_source
     Example:
         >>> ex = pd.DataFrame({"qid": ["1"] * 3, "query": ["q"] * 3, "text": ["good", "bad", "worse"],
         ...                    "label": [1, 0, 0]})
-        >>> items = pair_items(ex, 1, 0, same_source=False)
+        >>> items = pair_items(ex, 2, 0, same_source=False)
         >>> [(t.replace("\\x1e", " | "), y) for t, y in zip(items["text"], items["label"])]
-        [('good | bad', 1), ('bad | good', 0)]
+        [('good | bad', 1), ('bad | good', 0), ('good | worse', 1), ('worse | good', 0)]
     """
     grouped = listwise_items(examples, same_source=same_source)
     rng = np.random.default_rng(seed)
