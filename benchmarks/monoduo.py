@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         header(args.title, f"qrels: {args.qrels}", "p: paired two-sided t-test against the series' mono run")
     )
-    shown = table.fillna("")
+    shown = table.astype(object).where(table.notna(), "")
     cells = [
         [f"{v:.4f}" if isinstance(v, float) and c.startswith(("nDCG", "AP", "p ")) else
          f"{v:.1f}" if isinstance(v, float) else v for c, v in zip(shown.columns, row_, strict=True)]
