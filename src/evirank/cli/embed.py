@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from evirank.cli.index import positive_int
+from evirank.cli.index import CORPUS_FORMAT_CHOICES, positive_int
 from evirank.segment.spec import GRAMMAR
 
 logger = logging.getLogger(__name__)
@@ -52,7 +52,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--index", metavar="DIR", help="a Lucene index with stored documents (evirank index)")
-    source.add_argument("--corpus", metavar="PATH", help="a BEIR folder, JSONL file (.gz too) or irds:<id>")
+    source.add_argument(
+        "--corpus",
+        metavar="PATH",
+        help="a BEIR folder, JSONL file (.gz too), irds:<id>, or a collection as distributed "
+        "(the formats of evirank index --format)",
+    )
+    parser.add_argument(
+        "--corpus-format",
+        choices=CORPUS_FORMAT_CHOICES,
+        metavar="FMT",
+        help=f"the --corpus format: {', '.join(CORPUS_FORMAT_CHOICES)} (default: told from the files)",
+    )
     add_embedding_flags(parser)
     parser.add_argument(
         "--output", metavar="VDIR", help="the vector folder to create (default with --index: INDEX/vectors)"
@@ -117,10 +128,10 @@ def documents_of(args: argparse.Namespace) -> tuple[Iterable[Any], int | None, s
         from evirank.io import count_corpus, read_corpus
 
         try:
-            total: int | None = count_corpus(args.corpus)
+            total: int | None = count_corpus(args.corpus, format=args.corpus_format)
         except (OSError, ValueError, ImportError):
             total = None
-        return read_corpus(args.corpus, empty="skip"), total, str(args.corpus)
+        return read_corpus(args.corpus, format=args.corpus_format, empty="skip"), total, str(args.corpus)
     from evirank.lucene import LuceneDocs
 
     docs = LuceneDocs(args.index)

@@ -12,7 +12,7 @@ import argparse
 import logging
 from typing import Any
 
-from evirank.cli.index import non_negative_int, positive_int
+from evirank.cli.index import CORPUS_FORMAT_CHOICES, non_negative_int, positive_int
 from evirank.rerank.runner import DEFAULT_MAX_PASSAGES, RerankConfig
 
 logger = logging.getLogger(__name__)
@@ -20,7 +20,9 @@ logger = logging.getLogger(__name__)
 EPILOG = """\
 inputs: --run (a TREC run; without it, --index is searched with BM25 for the top --k) with
 document text from --index (a Lucene index with stored documents, `evirank index`) or --corpus
-(a BEIR folder or JSONL corpus: {_id, title, text} or {id, contents}, e.g. TREC DL passages);
+(a BEIR folder or JSONL corpus: {_id, title, text} or {id, contents}, e.g. TREC DL passages; or
+a collection as distributed, read as `evirank index --format` reads it: TREC disks, NYT, WaPo,
+WARC, MS MARCO documents);
 --topics in any format `evirank search` reads (--field, --split).
 
 --segment: sentences (title as its own first segment), sentences:prepend (title before every
@@ -104,7 +106,14 @@ def _add_inputs(inputs: Any) -> None:
     text.add_argument(
         "--corpus",
         metavar="PATH",
-        help="corpus: BEIR folder or JSONL file ({_id,title,text} or {id,contents})",
+        help="corpus: BEIR folder, JSONL file ({_id,title,text} or {id,contents}), or a collection "
+        "file or folder as distributed (see --corpus-format)",
+    )
+    inputs.add_argument(
+        "--corpus-format",
+        choices=CORPUS_FORMAT_CHOICES,
+        metavar="FMT",
+        help=f"the --corpus format: {', '.join(CORPUS_FORMAT_CHOICES)} (default: told from the files)",
     )
     inputs.add_argument("--topics", required=True, metavar="T", help="topics file, BEIR folder, or irds:<id>")
     inputs.add_argument(
@@ -280,6 +289,7 @@ def config_from_args(args: argparse.Namespace) -> RerankConfig:
         run=args.run,
         index=args.index,
         corpus=args.corpus,
+        corpus_format=args.corpus_format,
         field=args.field,
         split=args.split,
         missing_docs=args.missing_docs,

@@ -45,7 +45,8 @@ class RerankConfig:
         output: the re-ranked TREC run (``OUT.json`` and, by default, ``OUT.scores.sqlite`` beside it).
         run: the first-stage run; None retrieves BM25 from ``index`` (top ``k``, ``rm3``).
         index: Lucene index with stored documents (text, and the first stage without ``run``).
-        corpus: a corpus file or BEIR folder with the text instead of ``index``.
+        corpus: a corpus file or folder with the text instead of ``index``.
+        corpus_format: its format (None: told from the files; see :data:`evirank.io.CORPUS_FORMATS`).
         field: TREC topic field.
         split: BEIR split whose queries are kept.
         missing_docs: ``"error"`` or ``"keep"`` documents absent from the text source.
@@ -97,6 +98,7 @@ class RerankConfig:
     run: str | Path | None = None
     index: str | Path | None = None
     corpus: str | Path | None = None
+    corpus_format: str | None = None
     field: str = "title"
     split: str | None = None
     missing_docs: str = "error"
@@ -313,7 +315,11 @@ def build_pipeline(config: RerankConfig, store: str | Path | None) -> Any:
     fetch = (
         FetchText(index=config.index, missing=config.missing_docs)  # type: ignore[arg-type]
         if config.index
-        else FetchText(corpus=config.corpus, missing=config.missing_docs)  # type: ignore[arg-type]
+        else FetchText(
+            corpus=config.corpus,
+            corpus_format=config.corpus_format,
+            missing=config.missing_docs,  # type: ignore[arg-type]
+        )
     )
     aggregator = config.aggregator()
     specs = config.scorer_specs()
@@ -503,7 +509,9 @@ def run_rerank(config: RerankConfig) -> dict[str, Any]:
             run=config.output,
             tag=tag,
             first_stage=first_stage,
-            text={"index": config.index} if config.index else {"corpus": config.corpus},
+            text={"index": config.index}
+            if config.index
+            else {"corpus": config.corpus, "format": config.corpus_format},
             topics={
                 "path": config.topics,
                 "field": config.field,
