@@ -117,7 +117,10 @@ def _add_inputs(inputs: Any) -> None:
     )
     inputs.add_argument("--topics", required=True, metavar="T", help="topics file, BEIR folder, or irds:<id>")
     inputs.add_argument(
-        "--field", default="title", help="TREC topic field: title (default), description, narrative, a+b"
+        "--field",
+        default="title",
+        help="TREC topic field: title (default), description, narrative, their keyword versions "
+        "description-keywords and narrative-keywords, narrative-positive, or a combination a+b",
     )
     inputs.add_argument(
         "--split", default=None, help="for a BEIR folder: keep the queries of qrels/SPLIT.tsv"

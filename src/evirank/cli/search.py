@@ -26,7 +26,10 @@ and original query weight 0.5 (--rm3 alone), or --rm3 FB_DOCS FB_TERMS ORIG_WEIG
 
 Topics: a TREC <top> file, TREC Web XML, TSV (qid TAB query), BEIR queries.jsonl, or a BEIR
 folder (with --split to keep the queries judged in qrels/<split>.tsv). --field picks the TREC
-query text: title, description, narrative, or several joined by + (title+description).
+query text: title, description, narrative, or several joined by + (title+description); and
+the query variants of Dai & Callan's Table 3: description-keywords and narrative-keywords
+(punctuation and evirank's stopwords removed) and narrative-positive (the sentences saying
+what is not relevant removed); see docs/io.md.
 
 The run is ordered by qid (natural order), score descending, then docno descending: evirank's
 one tie rule, trec_eval's own, so the rank column is the order trec_eval evaluates. Anserini
@@ -91,7 +94,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="expand queries with RM3: no value for Anserini's defaults (10 10 0.5), or all three",
     )
     parser.add_argument(
-        "--field", default="title", help="TREC topic field: title (default), description, narrative, or a+b"
+        "--field",
+        default="title",
+        help="TREC topic field: title (default), description, narrative, their keyword versions "
+        "description-keywords and narrative-keywords, narrative-positive, or a combination a+b",
     )
     parser.add_argument(
         "--split", default=None, help="for a BEIR folder: keep the queries of qrels/SPLIT.tsv"
