@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import html
 import re
+from html.entities import html5
 
 #: HTML elements whose tags separate words in Jsoup's ``text()`` (its block tags, and ``br``).
 BLOCK_TAGS = frozenset(
@@ -40,7 +41,17 @@ _COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
 # "</" open declarations, processing instructions and bogus comments, dropped up to the next ">";
 # a tag left open at the end of the text is dropped.
 _TAG = re.compile(r"<(/?)([A-Za-z][^\s/>]*)[^>]*(?:>|\Z)|<[!?/][^>]*(?:>|\Z)")
+_REFERENCE = re.compile(r"&(?:#[xX][0-9a-fA-F]+|#[0-9]+|[A-Za-z][A-Za-z0-9]*)(;?)")
 _TITLE = re.compile(r"<title\b[^>]*>(.*?)(?:</title\s*>|\Z)", re.IGNORECASE | re.DOTALL)
+
+
+def _reference(match: re.Match[str]) -> str:
+    """A character reference decoded as Jsoup decodes it: numeric ones always, a named one when the
+    whole name is an entity (followed by ``;``, or one of the legacy names that may omit it)."""
+    text = match.group(0)
+    if text[1] == "#" or text[1:] in html5:
+        return html.unescape(text)
+    return text
 
 
 def _tag(match: re.Match[str]) -> str:
@@ -59,7 +70,7 @@ def markup_text(markup: str) -> str:
         markup = _HIDDEN.sub(" ", _COMMENT.sub("", markup))
         markup = _TAG.sub(_tag, markup)
     if "&" in markup:
-        markup = html.unescape(markup)
+        markup = _REFERENCE.sub(_reference, markup)
     return " ".join(markup.split())
 
 

@@ -108,8 +108,9 @@ def _articles(where: str, text: str) -> Iterator[Located]:
             root = ET.fromstring(match.group(0))
         except ET.ParseError as exc:
             row, column = exc.position
+            problem = str(exc).split(": line ")[0]
             raise InputFormatError(
-                where, line + row - 1, _SHAPE, f"an XML error at column {column}: {exc.msg}"
+                where, line + row - 1, _SHAPE, f"an XML error at column {column + 1}: {problem}"
             ) from None
         yield Located(_article(where, root, line), line)
     if not found:
