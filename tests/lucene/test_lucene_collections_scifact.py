@@ -75,3 +75,21 @@ def test_scifact_in_each_format_indexes_to_the_jsonl_runs(
     pd.testing.assert_frame_equal(bm25, jsonl_runs[0])
     pd.testing.assert_frame_equal(rm3, jsonl_runs[1])
     assert ndcg10(bm25, read_qrels(scifact / "qrels" / "test.tsv")) == pytest.approx(0.6789, abs=5e-5)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "collection"),
+    [("trec", "TrecCollection"), ("nyt", "NewYorkTimesCollection"), ("wapo", "WashingtonPostCollection")],
+)
+def test_every_scifact_document_keeps_the_words_of_anserinis_reader(
+    scifact: Path, tmp_path: Path, fmt: str, collection: str
+) -> None:
+    from test_lucene_collections import anserini_documents, gunzip_all
+
+    folder = WRITE[fmt](list(read_corpus(scifact)), tmp_path / fmt)
+    gunzip_all(folder)  # Anserini reads neither .xml.gz nor .jl.gz
+    for readme in folder.rglob("readme.txt"):
+        readme.unlink()
+    ours = {d.docno: sorted(d.contents.split()) for d in read_corpus(folder, format=fmt)}
+    theirs = {docno: sorted(contents.split()) for docno, contents in anserini_documents(collection, folder)}
+    assert len(ours) == 5183 and ours == theirs

@@ -134,6 +134,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Stream the corpus into the indexer and report what was built; with --embed, embed it too."""
     from evirank.io import count_corpus, read_corpus
+    from evirank.io.corpus import corpus_format
     from evirank.lucene.index import INFO_FILE, build_index, describe_collection, read_index_info
     from evirank.outputs import check_output
 
@@ -157,6 +158,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         documents = read_corpus(args.corpus, format=args.corpus_format, empty=args.empty_documents)
         about = describe_collection(args.corpus, name=args.name)
+        about["format"] = corpus_format(args.corpus, args.corpus_format)
         info = build_index(
             documents, args.index, threads=args.threads, overwrite=args.overwrite, total=total, about=about
         )

@@ -14,7 +14,8 @@ format             files                                       as distributed fo
 ``nyt``            NITF ``.xml`` files or ``.tgz`` archives    Core17 (New York Times)
 ``wapo``           JSON lines ``.jl`` / ``.jsonl`` / ``.txt``  Core18 (Washington Post v2)
 ``warc``           ``.warc`` / ``.warc.gz``                    ClueWeb09-B
-``msmarco-docs``   ``msmarco-docs.tsv`` (or every ``.tsv``)    MS MARCO documents
+``msmarco-docs``   ``msmarco-docs.tsv`` (or every ``.tsv``     MS MARCO documents
+                   with four columns)
 =================  ==========================================  =================================
 
 Example:
@@ -111,7 +112,7 @@ FORMATS: dict[str, CollectionFormat] = {
             "MS MARCO documents TSV (docid, url, title, body)",
             msmarco.read_msmarco_docs,
             msmarco.count_msmarco_docs,
-            lambda path: path.name.endswith(msmarco.SUFFIXES),
+            lambda path: path.name.endswith(msmarco.SUFFIXES) and sniff(_head(path)) == "msmarco-docs",
         ),
     )
 }

@@ -25,7 +25,8 @@ from evirank.io._common import check_docno, iter_lines, open_binary, shorten
 from evirank.io.collections.base import Located
 
 SUFFIXES = (".tsv", ".tsv.gz")
-#: In a folder, this file (or its ``.gz``) is the collection; without it, every ``.tsv`` file is.
+#: In a folder, this file (or its ``.gz``) is the collection; without it, every ``.tsv`` file with
+#: four columns is (so that the queries' and qrels' files beside it are left out).
 FILE_NAME = "msmarco-docs.tsv"
 _SHAPE = "4 tab-separated columns: docid, url, title, body"
 
