@@ -395,6 +395,9 @@ class PipelineSpec:
             "duo": None if self.duo is None else {"k": self.duo, "model": self.duo_model},
             "device": self.runtime.device,
             "backend": self.runtime.backend,
+            "batch_tokens": self.runtime.batch_tokens,
+            "max_length": self.runtime.max_length,
+            "ray": None if self.runtime.ray is None else self.runtime.ray.to_dict(),
         }
 
 
