@@ -75,9 +75,9 @@ def test_a_single_file_of_each_format_is_read_and_detected(tmp_path: Path) -> No
 
 
 def test_formats_are_the_cli_choices() -> None:
-    from evirank.cli.index import CORPUS_FORMAT_CHOICES
+    from evirank.pipeline.flags import CORPUS_FORMATS as CHOICES
 
-    assert CORPUS_FORMATS == CORPUS_FORMAT_CHOICES
+    assert CHOICES == CORPUS_FORMATS
     assert set(FORMATS) == set(WRITERS)
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from evirank.cli.index import CORPUS_FORMAT_CHOICES, positive_int
+from evirank.cli.index import positive_int
 from evirank.segment.spec import GRAMMAR
 
 logger = logging.getLogger(__name__)
@@ -58,12 +58,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="a BEIR folder, JSONL file (.gz too), irds:<id>, or a collection as distributed "
         "(the formats of evirank index --format)",
     )
-    parser.add_argument(
-        "--corpus-format",
-        choices=CORPUS_FORMAT_CHOICES,
-        metavar="FMT",
-        help=f"the --corpus format: {', '.join(CORPUS_FORMAT_CHOICES)} (default: told from the files)",
-    )
+    from evirank.pipeline.flags import add_corpus_format
+
+    add_corpus_format(parser)
     add_embedding_flags(parser)
     parser.add_argument(
         "--output", metavar="VDIR", help="the vector folder to create (default with --index: INDEX/vectors)"

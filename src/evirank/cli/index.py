@@ -12,10 +12,6 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-#: The values of ``--format`` / ``--corpus-format`` (:data:`evirank.io.corpus.CORPUS_FORMATS`,
-#: repeated here so that ``evirank --help`` imports nothing heavy).
-CORPUS_FORMAT_CHOICES = ("jsonl", "beir", "trec", "nyt", "wapo", "warc", "msmarco-docs")
-
 
 def positive_int(text: str) -> int:
     """An argparse type: an integer >= 1."""
@@ -94,14 +90,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="PATH",
         help="BEIR folder, JSONL file, irds:<id>, or a collection file or folder (see --format)",
     )
-    parser.add_argument(
-        "--format",
-        "--corpus-format",
-        dest="corpus_format",
-        choices=CORPUS_FORMAT_CHOICES,
-        metavar="FMT",
-        help=f"the corpus format: {', '.join(CORPUS_FORMAT_CHOICES)} (default: told from the files)",
-    )
+    from evirank.pipeline.flags import add_corpus_format
+
+    add_corpus_format(parser, "--format")
     parser.add_argument(
         "--name",
         default=None,
