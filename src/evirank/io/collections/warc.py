@@ -81,7 +81,7 @@ def read_warc(path: Path) -> Iterator[Located]:
             start = reader.line
             headers = _headers(reader, start)
             length = headers.get("content-length", "")
-            if not length.isdigit():
+            if not (length.isascii() and length.isdigit()):
                 raise InputFormatError(
                     path, start, "a Content-Length header in each WARC record", shorten(length or "none")
                 )
