@@ -84,12 +84,12 @@ def test_scifact_in_each_format_indexes_to_the_jsonl_runs(
 def test_every_scifact_document_keeps_the_words_of_anserinis_reader(
     scifact: Path, tmp_path: Path, fmt: str, collection: str
 ) -> None:
-    from test_lucene_collections import anserini_documents, gunzip_all
+    from test_lucene_collections import anserini_documents, gunzip_all, words
 
     folder = WRITE[fmt](list(read_corpus(scifact)), tmp_path / fmt)
     gunzip_all(folder)  # Anserini reads neither .xml.gz nor .jl.gz
     for readme in folder.rglob("readme.txt"):
         readme.unlink()
-    ours = {d.docno: sorted(d.contents.split()) for d in read_corpus(folder, format=fmt)}
-    theirs = {docno: sorted(contents.split()) for docno, contents in anserini_documents(collection, folder)}
+    ours = {d.docno: words(d.contents) for d in read_corpus(folder, format=fmt)}
+    theirs = {docno: words(contents) for docno, contents in anserini_documents(collection, folder)}
     assert len(ours) == 5183 and ours == theirs

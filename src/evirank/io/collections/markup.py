@@ -7,7 +7,9 @@ standard library. Tags of HTML's block elements (``<p>``, ``<div>``, ``<br>``, `
 stand for a space; others, and the SGML tags of the TREC disks (``<F P=105>``, ``<HEADLINE>``),
 for nothing, as in Jsoup. A ``<`` that does not open a tag (``p < 0.05``, ``p<0.01``) is text.
 Where the two can differ (tags that an HTML tree builder moves or ignores, such as a ``<td>``
-outside a table), the words are the same and only a space may differ.
+outside a table), the words are the same and only a space may differ. Jsoup also drops zero-width
+spaces and soft hyphens; they are kept here, as the JSONL form of the same text keeps them, so
+that a collection indexes to the same terms in every format.
 
 Example:
     >>> markup_text("<P>Cats &amp; dogs</P><P>p &lt; 0.05</P>")
