@@ -40,7 +40,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="do not show each passage's matched words (shown for scorers that tell them, such as "
         "late interaction; they load the model)",
     )
-    parser.add_argument("--top", type=int, metavar="N", help="show only the N best passages")
+    from evirank.pipeline.flags import Deprecated, positive_int
+
+    parser.add_argument(
+        "--show-passages",
+        type=positive_int,
+        metavar="N",
+        help="show only the N best passages (default: all)",
+    )
+    parser.add_argument(
+        "--top", dest="show_passages", type=positive_int, action=Deprecated, instead="--show-passages N"
+    )
     parser.add_argument(
         "--format", choices=("table", "tsv", "jsonl"), default="table", help="output format (default: table)"
     )
@@ -56,8 +66,8 @@ def run(args: argparse.Namespace) -> int:
         rows = explain(store, args.qid, args.docno, fingerprint=args.fingerprint)
         label = store_descriptions(store, [rows[FINGERPRINT].iloc[0]])[0]
         total = len(rows)
-        if args.top is not None:
-            rows = rows.head(max(args.top, 0))
+        if args.show_passages is not None:
+            rows = rows.head(args.show_passages)
         matches = None
         if not args.no_matches and len(rows):
             matches = passage_matches(

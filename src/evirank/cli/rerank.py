@@ -97,7 +97,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def _add_outputs(out: Any) -> None:
     out.add_argument(
-        "--output", required=True, metavar="OUT", help="the re-ranked TREC run (OUT.json beside it)"
+        "--output",
+        required=True,
+        metavar="RUN",
+        help="the TREC run to write (.gz allowed); RUN.json beside it records how it was made",
     )
     out.add_argument("--no-scores", action="store_true", help="keep no score store (nothing resumes)")
     out.add_argument("--tag", help="run tag (default: evirank-SCORER-AGGREGATE)")

@@ -77,7 +77,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     flags.add_query_encoder(parser)
     out = parser.add_argument_group("outputs")
     out.add_argument(
-        "--output", required=True, metavar="RUN", help="the TREC run file to write (.gz allowed)"
+        "--output",
+        required=True,
+        metavar="RUN",
+        help="the TREC run to write (.gz allowed); RUN.json beside it records how it was made",
     )
     out.add_argument(
         "--save-fusion",

@@ -314,19 +314,10 @@ def add_scoring(
 ) -> None:
     """The scorers and where models run: ``--scorer``, ``--model``, ``--scorer-weights``, ``--device``,
     ``--backend``, ``--batch-tokens``, ``--max-length``, ``--vectors``, ``--scores``."""
-    from evirank.score.family import AUTO, family_names
 
     group = parser.add_argument_group("scoring")
-    group.add_argument(
-        "--scorer",
-        action="append",
-        metavar="SCORER",
-        help=f"the model family ({AUTO}: told from --model's files; without --model the offline "
-        f"all-MiniLM-L6-v2 bi-encoder; or one of {', '.join(family_names())}), or a scorer spec "
-        "[LABEL=]FAMILY[:MODEL]; repeat it for several scorers' evidence in one ranking "
-        "(default: auto)",
-    )
-    _model(group)
+    scorer_flag(group)
+    model_flag(group)
     group.add_argument(
         "--scorer-weights",
         nargs="+",
@@ -343,7 +334,7 @@ def add_scoring(
         group.add_argument(
             "--evidence-scorer", dest="scorer", action=_AppendDeprecated, instead="--scorer SPEC"
         )
-    _device(group)
+    device_flag(group)
     group.add_argument(
         "--backend",
         choices=BACKENDS,
@@ -354,8 +345,8 @@ def add_scoring(
     group.add_argument(
         "--batch-tokens", type=positive_int, metavar="N", help="token budget per batch (default: by device)"
     )
-    _max_length(group)
-    _vectors(group)
+    max_length_flag(group)
+    vectors_flag(group)
     group.add_argument(
         "--scores",
         metavar="STORE",
@@ -369,13 +360,30 @@ def add_query_encoder(parser: Any) -> None:
     """The flags of a dense first stage's query encoder: ``--model``, ``--device``, ``--max-length``,
     ``--vectors`` (the same flags, with the same meaning, as in :func:`add_scoring`)."""
     group = parser.add_argument_group("dense retrieval (the query encoder)")
-    _model(group)
-    _device(group)
-    _max_length(group)
-    _vectors(group)
+    model_flag(group)
+    device_flag(group)
+    max_length_flag(group)
+    vectors_flag(group)
 
 
-def _model(group: Any) -> None:
+def scorer_flag(group: Any, *, repeat: bool = True) -> None:
+    """``--scorer``: a model family or a scorer spec (``repeat``: given once per scorer)."""
+    from evirank.score.family import AUTO, family_names
+
+    group.add_argument(
+        "--scorer",
+        action="append" if repeat else "store",
+        metavar="SCORER",
+        help=f"the model family ({AUTO}: told from --model's files; without --model the offline "
+        f"all-MiniLM-L6-v2 bi-encoder; or one of {', '.join(family_names())}), or a scorer spec "
+        "[LABEL=]FAMILY[:MODEL]"
+        + ("; repeat it for several scorers' evidence in one ranking" if repeat else "")
+        + " (default: auto)",
+    )
+
+
+def model_flag(group: Any) -> None:
+    """``--model``: the model of the one scorer."""
     group.add_argument(
         "--model",
         metavar="M",
@@ -384,19 +392,22 @@ def _model(group: Any) -> None:
     )
 
 
-def _device(group: Any) -> None:
+def device_flag(group: Any) -> None:
+    """``--device``: where models run."""
     group.add_argument(
         "--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:1, mps"
     )
 
 
-def _max_length(group: Any) -> None:
+def max_length_flag(group: Any) -> None:
+    """``--max-length``: the input token cap."""
     group.add_argument(
         "--max-length", type=positive_int, metavar="N", help="input token cap (default: the model's)"
     )
 
 
-def _vectors(group: Any) -> None:
+def vectors_flag(group: Any) -> None:
+    """``--vectors``: stored passage vectors."""
     group.add_argument(
         "--vectors",
         metavar="VDIR",
