@@ -391,13 +391,25 @@ class PipelineSpec:
             )
         return parse_aggregate(spec.spec, alpha=self.alpha, weights=weights, normalise=spec.normalise)
 
+    def text_source(self) -> dict[str, Any]:
+        """Where the documents' text comes from, for records: the index, or the corpus (and its
+        format when one was given).
+
+        Example:
+            >>> PipelineSpec(corpus="disk45", corpus_format="trec").text_source()
+            {'corpus': 'disk45', 'format': 'trec'}
+        """
+        if self.index:
+            return {"index": self.index}
+        if self.corpus_format is None:
+            return {"corpus": self.corpus}
+        return {"corpus": self.corpus, "format": self.corpus_format}
+
     def describe(self) -> dict[str, Any]:
         """A plain dict of every part (canonical specs), for records and logs."""
         return {
             "first_stage": self.first_stage.describe(),
-            "text": {"index": self.index}
-            if self.index
-            else {"corpus": self.corpus, "format": self.corpus_format},
+            "text": self.text_source(),
             "segment": None if self.segment is None else self.segment.spec,
             "max_passages": self.max_passages,
             "scorers": [str(s) for s in self.scorers],
