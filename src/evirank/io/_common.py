@@ -182,7 +182,7 @@ def json_error(exc: Exception) -> str:
         ...     json.loads('{"a": "b')
         ... except json.JSONDecodeError as exc:
         ...     print(json_error(exc))
-        malformed JSON (Unterminated string starting at column 6)
+        malformed JSON (Unterminated string starting at column 7)
     """
     if isinstance(exc, RecursionError):
         return "malformed JSON (nested too deeply)"
