@@ -175,7 +175,8 @@ def _parse_record(line: str, path: Path, line_no: int) -> Document:
         text = _field(record, "contents", path, line_no)
     else:
         text = _field(record, "text", path, line_no)
-    return Document(docno, title, text)
+    url = record.get("url")
+    return Document(docno, title, text, url if isinstance(url, str) and url.strip() else None)
 
 
 def _empty_error(format: str, path: PathLike, line_no: int | None, docno: str) -> InputFormatError:

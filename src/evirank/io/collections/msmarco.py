@@ -1,6 +1,7 @@
 """MS MARCO documents (``msmarco-docs.tsv``): ``docid TAB url TAB title TAB body`` per line.
 
-The title is the document's title and the body its text; the URL is not kept. (Anserini's MS
+The title is the document's title and the body its text; the URL is kept as the document's source
+(stored, shown and linked by the search page), not indexed. (Anserini's MS
 MARCO document regressions index ``url + title + body`` from a JSONL conversion; evirank indexes
 title and body, the text a re-ranker reads, as the JSONL form of the same documents would be
 indexed.) A line with fewer than four columns is an error naming the file and line; a body with
@@ -39,8 +40,9 @@ def read_msmarco_docs(path: Path) -> Iterator[Located]:
         columns = line.split("\t", 3)
         if len(columns) < 4:
             raise InputFormatError(path, line_no, _SHAPE, f"{len(columns)} column(s): {shorten(line)}")
-        docid, _url, title, body = columns
-        yield Located(Document(check_docno(docid.strip(), path, line_no), title, body), line_no)
+        docid, url, title, body = columns
+        docno = check_docno(docid.strip(), path, line_no)
+        yield Located(Document(docno, title, body, url.strip() or None), line_no)
 
 
 def count_msmarco_docs(path: Path) -> int:

@@ -85,7 +85,9 @@ def parse_article(line: str, path: Path, line_no: int) -> Document:
         if item.get("fullcaption") is not None:
             parts.append(markup_text(str(item["fullcaption"])))
     title = record.get("title")
-    return Document(docno, "" if title is None else str(title), "\n".join(parts))
+    url = record.get("article_url")
+    source = url if isinstance(url, str) and url.startswith(("http://", "https://")) else None
+    return Document(docno, "" if title is None else str(title), "\n".join(parts), source)
 
 
 def _content(value: Any) -> str | None:

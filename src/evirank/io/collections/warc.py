@@ -93,7 +93,9 @@ def read_warc(path: Path) -> Iterator[Located]:
                 )  # fmt: skip
             docno = headers.get("warc-trec-id")
             if headers.get("warc-type") == "response" and docno:
-                yield Located(_page(check_docno(docno, path, start), payload), start)
+                page = _page(check_docno(docno, path, start), payload)
+                url = headers.get("warc-target-uri") or None
+                yield Located(Document(page.docno, page.title, page.text, url), start)
 
 
 def count_warc(path: Path) -> int:
