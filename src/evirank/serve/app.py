@@ -14,7 +14,7 @@ Example:
     >>> from evirank.serve.testing import toy_searcher
     >>> from fastapi.testclient import TestClient
     >>> client = TestClient(create_app(toy_searcher()))
-    >>> client.get("/v1/search", params={"q": "cats"}).json()["candidates"][0]["evidence"][0]["text"]
+    >>> client.get("/v1/search", params={"q": "purr"}).json()["candidates"][0]["evidence"][0]["text"]
     'Cats purr when they are content.'
 """
 
@@ -56,7 +56,7 @@ class SearchRunner:
     Example:
         >>> from evirank.serve.testing import toy_searcher
         >>> runner = SearchRunner(toy_searcher(), ServeConfig())
-        >>> runner.run("cats", 1, 2).candidates[0].docno
+        >>> runner.run("purr", 1, 2).candidates[0].docno
         'd1'
         >>> runner.close()
     """

@@ -12,7 +12,7 @@ Example:
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "msmarco-docs.tsv"
     >>> _ = path.write_text("D1\\thttp://cats.example/\\tCats\\tCats purr.\\n")
     >>> [located.doc for located in read_msmarco_docs(path)]
-    [Document(docno='D1', title='Cats', text='Cats purr.')]
+    [Document(docno='D1', title='Cats', text='Cats purr.', url='http://cats.example/')]
 """
 
 from __future__ import annotations
