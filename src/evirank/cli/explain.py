@@ -76,7 +76,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "query word, words and tokens)",
     )
     look.add_argument("--pid", type=int, help="the passage to look inside (default: the best)")
-    look.add_argument("--heads", action="store_true", help="also draw every attention head, not only their mean")
+    look.add_argument(
+        "--heads", action="store_true", help="also draw every attention head, not only their mean"
+    )
     look.add_argument(
         "--attention-level",
         choices=("word", "token"),
@@ -96,8 +98,15 @@ def _check_attention_flags(args: argparse.Namespace) -> list[str]:
 
     asked = args.attention is not None
     if not asked:
-        extra = [flag for flag, value in (("--attention-output", args.attention_output), ("--pid", args.pid),
-                                           ("--heads", args.heads)) if value not in (None, False)]
+        extra = [
+            flag
+            for flag, value in (
+                ("--attention-output", args.attention_output),
+                ("--pid", args.pid),
+                ("--heads", args.heads),
+            )
+            if value not in (None, False)
+        ]
         if extra:
             raise UsageError(f"{', '.join(extra)} go with --attention [LAYER ...]")
         return []
@@ -151,7 +160,11 @@ def run(args: argparse.Namespace) -> int:
         from evirank.report.attention import write_attention
 
         write_attention(
-            view, args.attention_output, level=args.attention_level, heads=args.heads, overwrite=args.overwrite
+            view,
+            args.attention_output,
+            level=args.attention_level,
+            heads=args.heads,
+            overwrite=args.overwrite,
         )
         logger.info("wrote %s", " and ".join(attention_paths))
     if args.format == "jsonl":

@@ -207,8 +207,10 @@ def attention_html(view: AttentionView, *, heads: bool = False) -> str:
 
 
 CSS = """
-body{font:14px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,Arial,sans-serif;color:#1d2330;margin:24px;max-width:1400px}
-dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px}dt{font-weight:600;color:#5f6b7a}dd{margin:0}
+body{font:14px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,Arial,sans-serif;color:#1d2330;margin:24px;
+max-width:1400px}
+dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px}dt{font-weight:600;color:#5f6b7a}
+dd{margin:0}
 h1{font-size:20px}h2{font-size:17px;margin-top:22px}h3{font-size:15px;margin:18px 0 6px}
 table.sent{border-collapse:collapse;margin:4px 0 12px}table.sent th{text-align:right;padding:2px 10px 2px 0;
 white-space:nowrap;color:#5f6b7a;font-weight:600;vertical-align:top}

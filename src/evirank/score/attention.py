@@ -132,7 +132,10 @@ class TokenSide:
             start = min(self.spans[i][0] for i in group)
             end = max(self.spans[i][1] for i in group)
             spans.append((start, end))
-        labels = [self.text[a:b] if b > a else self.labels[g[0]] for (a, b), g in zip(spans, self.word_groups())]
+        labels = [
+            self.text[a:b] if b > a else self.labels[g[0]]
+            for (a, b), g in zip(spans, self.word_groups(), strict=True)
+        ]
         return TokenSide.of(self.text, labels, spans, range(len(spans)))
 
 
@@ -190,8 +193,10 @@ class AttentionView:
         shape = tuple(self.weights.shape)
         wanted = (len(self.layers), len(self.query), len(self.passage))
         if len(shape) != 4 or (shape[0], shape[2], shape[3]) != wanted:
-            raise ValueError(f"weights of shape {shape}; expected (layers, heads, query, passage) = "
-                             f"({wanted[0]}, heads, {wanted[1]}, {wanted[2]})")
+            raise ValueError(
+                f"weights of shape {shape}; expected (layers, heads, query, passage) = "
+                f"({wanted[0]}, heads, {wanted[1]}, {wanted[2]})"
+            )
 
     @property
     def merge(self) -> tuple[str, str]:
@@ -214,8 +219,9 @@ class AttentionView:
         how_q, how_p = self.merge
         merged = merge_pieces(self.weights, self.query.word_groups(), axis=2, how=how_q)
         merged = merge_pieces(merged, self.passage.word_groups(), axis=3, how=how_p)
-        return replace(self, query=self.query.by_word(), passage=self.passage.by_word(), weights=merged,
-                       level="word")
+        return replace(
+            self, query=self.query.by_word(), passage=self.passage.by_word(), weights=merged, level="word"
+        )
 
     def passage_totals(self) -> np.ndarray:
         """``[layers, passage]``: each passage unit's weight from the whole query, the rows (mean over
@@ -244,7 +250,9 @@ class AttentionView:
         means, totals = self.head_mean(), self.passage_totals()
 
         def units(side: TokenSide) -> list[dict[str, Any]]:
-            return [{"text": t, "start": a, "end": b} for t, (a, b) in zip(side.labels, side.spans)]
+            return [
+                {"text": t, "start": a, "end": b} for t, (a, b) in zip(side.labels, side.spans, strict=True)
+            ]
 
         return {
             "family": self.family,
@@ -324,8 +332,27 @@ def attention_families() -> list[str]:
     return [name for name in family_names() if callable(getattr(get_family(name).scorer, "attention", None))]
 
 
+def find_attention_hook(scorer: Any) -> Callable[..., AttentionView] | None:
+    """The ``attention`` hook of a scorer, or None (several scorers: the first one's, whose score is
+    ``score``; a wrapper that passes attributes on to its scorer: that scorer's).
+
+    Example:
+        >>> find_attention_hook(object()) is None
+        True
+    """
+    hook = getattr(scorer, "attention", None)
+    if callable(hook):
+        return hook
+    listed = getattr(scorer, "items", None)
+    if callable(listed):
+        pieces = list(listed())
+        if pieces:
+            return find_attention_hook(pieces[0][1])
+    return None
+
+
 def attention_hook(scorer: Any) -> Callable[..., AttentionView]:
-    """The ``attention`` hook of a scorer (several scorers: the first one's, whose score is ``score``).
+    """The ``attention`` hook of a scorer (see :func:`find_attention_hook`).
 
     Raises:
         NoAttentionError: the scorer has none; the message names the families that have one.
@@ -335,14 +362,9 @@ def attention_hook(scorer: Any) -> Callable[..., AttentionView]:
         >>> callable(attention_hook(make_scorer("bi", None)))
         True
     """
-    hook = getattr(scorer, "attention", None)
-    if callable(hook):
-        return hook  # type: ignore[no-any-return]
-    listed = getattr(scorer, "items", None)
-    if callable(listed):
-        pieces = list(listed())
-        if pieces:
-            return attention_hook(pieces[0][1])
+    hook = find_attention_hook(scorer)
+    if hook is not None:
+        return hook
     family = getattr(scorer, "family", None)
     what = f"the {family} family" if isinstance(family, str) else f"this scorer ({type(scorer).__name__})"
     raise NoAttentionError(
@@ -366,7 +388,9 @@ def eager_model(scorer: Any, auto_class: str) -> Any:
         raise UsageError("a model adopted in memory has no attention view: save it and name its folder")
     torch = require("torch", "torch")
     transformers = require("transformers", "torch")
-    model = getattr(transformers, auto_class).from_pretrained(str(scorer.model_dir_), attn_implementation="eager")
+    model = getattr(transformers, auto_class).from_pretrained(
+        str(scorer.model_dir_), attn_implementation="eager"
+    )
     model.to(device=scorer.device_, dtype=torch.float32)
     model.eval()
     scorer.attention_model_ = model

@@ -107,7 +107,9 @@ class ScorerUnavailableError(EvirankError, LookupError):
 
 #: Constructor parameters never taken from a stored description (they do not change a score, or
 #: they name this machine's resources).
-_NOT_REBUILT = frozenset({"model", "device", "dtype", "store", "ray", "batch_tokens", "commit_every", "vectors"})
+_NOT_REBUILT = frozenset(
+    {"model", "device", "dtype", "store", "ray", "batch_tokens", "commit_every", "vectors"}
+)
 
 
 def rebuild_scorer(store: Store, fingerprint: str, *, device: str = "cpu") -> Any:
@@ -133,9 +135,9 @@ def rebuild_scorer(store: Store, fingerprint: str, *, device: str = "cpu") -> An
     if not described.get("model"):
         raise ScorerUnavailableError(f"{store.path}: fingerprint {fingerprint[:12]} names no model")
     try:
-        taken = inspect.signature(family.scorer).parameters
+        taken = set(inspect.signature(family.scorer).parameters)
     except (TypeError, ValueError):
-        taken = {}
+        taken = set()
     options = {k: v for k, v in described.items() if k in taken and k not in _NOT_REBUILT}
     try:
         scorer = make_scorer(family, described["model"], device=device, **options)

@@ -110,7 +110,8 @@ class PairScorer(TransformerScorer):
 
         Example:
             >>> from evirank.score import CrossEncoder
-            >>> CrossEncoder("models/minilm-scifact").joint_input("cats", "Cats purr.").query_at  # doctest: +SKIP
+            >>> scorer = CrossEncoder("models/minilm-scifact")  # doctest: +SKIP
+            >>> scorer.joint_input("cats", "Cats purr.").query_at  # doctest: +SKIP
             slice(1, 2, None)
         """
         self.prepare()

@@ -438,7 +438,13 @@ class BiEncoder(TransformerScorer):
             0.2611
         """
         from evirank._extras import require
-        from evirank.score.attention import AttentionView, TokenSide, eager_model, output_layer_only, torch_inputs
+        from evirank.score.attention import (
+            AttentionView,
+            TokenSide,
+            eager_model,
+            output_layer_only,
+            torch_inputs,
+        )
 
         torch = require("torch", "torch")
         self.prepare()
@@ -475,7 +481,7 @@ class BiEncoder(TransformerScorer):
             heads=False,
             score=score,
             note=(
-                "a bi-encoder reads the query and the passage apart: no token of one attends to the "
+                "A bi-encoder reads the query and the passage apart: no token of one attends to the "
                 "other. Shown instead: each token pair's part of the cosine of the mean-pooled vectors "
                 f"(exact). The pairs shown add up to {part:.4f} of the score {score:.4f}; pairs with "
                 "special (and prefix) tokens make up the rest"

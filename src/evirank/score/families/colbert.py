@@ -667,7 +667,8 @@ class ColBERT(TransformerScorer):
         not). A view of the output only.
 
         Example:
-            >>> ColBERT("models/colbert").attention("cat", "A cat sat.").by_word().passage.labels  # doctest: +SKIP
+            >>> view = ColBERT("models/colbert").attention("cat", "A cat sat.")  # doctest: +SKIP
+            >>> view.by_word().passage.labels  # doctest: +SKIP
             ('A', 'cat', 'sat')
         """
         from evirank.score.attention import AttentionView, TokenSide, output_layer_only
@@ -695,7 +696,7 @@ class ColBERT(TransformerScorer):
             heads=False,
             score=float(sims.max(axis=1).sum()),
             note=(
-                "late interaction encodes the query and the passage apart: no token of one attends to the "
+                "Late interaction encodes the query and the passage apart: no token of one attends to the "
                 "other. Shown instead: the cosine of their token vectors; the score adds each query "
                 "position's best cosine (MaxSim), the query's marker and [MASK] expansions included"
             ),

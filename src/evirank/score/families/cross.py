@@ -145,7 +145,8 @@ class CrossEncoder(PairScorer):
         ``score`` is the pair's score from the same forward pass.
 
         Example:
-            >>> view = CrossEncoder("models/minilm-scifact").attention("art crime", "Robbers took paintings.")  # doctest: +SKIP
+            >>> scorer = CrossEncoder("models/minilm-scifact")  # doctest: +SKIP
+            >>> view = scorer.attention("art crime", "Robbers took paintings.")  # doctest: +SKIP
             >>> view.by_word().passage.labels  # doctest: +SKIP
             ('Robbers', 'took', 'paintings', '.')
         """
@@ -166,7 +167,7 @@ class CrossEncoder(PairScorer):
             text,
             layers,
             run,
-            note="the rest of a query token's attention goes to the query itself and to [CLS] and [SEP]",
+            note="The rest of a query token's attention goes to the query itself and to [CLS] and [SEP]",
         )
 
 

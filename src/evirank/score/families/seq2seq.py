@@ -337,7 +337,9 @@ class MonoT5(_TrueFalseScorer):
         and document tokens meet, as in a cross-encoder.
 
         Example:
-            >>> MonoT5("castorini/monot5-base-msmarco").attention("art crime", "Robbers took paintings.")  # doctest: +SKIP
+            >>> scorer = MonoT5("castorini/monot5-base-msmarco")  # doctest: +SKIP
+            >>> scorer.attention("art crime", "Robbers took paintings.").kind  # doctest: +SKIP
+            'attention'
         """
         from evirank.score.attention import attention_maps, eager_model, joint_attention, torch_inputs
 
@@ -360,7 +362,7 @@ class MonoT5(_TrueFalseScorer):
             text,
             layers,
             run,
-            note="encoder self-attention; the rest of a query token's attention goes to the query, "
+            note="Encoder self-attention; the rest of a query token's attention goes to the query, "
             "the prompt words and the end token",
         )
 
