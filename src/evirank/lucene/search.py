@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -134,6 +134,40 @@ def _has_docvectors(index: Path) -> bool:
         directory.close()
 
 
+def open_searcher(
+    index: str | os.PathLike[str], k1: float = 0.9, b: float = 0.4, rm3: Rm3 | None = None
+) -> Any:
+    """A Java ``SimpleSearcher`` over ``index`` set to BM25 (``k1``, ``b``) and optionally RM3.
+
+    Starts the JVM.
+
+    Raises:
+        InputFormatError: not a Lucene index, or RM3 over an index without document vectors.
+        FileNotFoundError: no such folder.
+    """
+    from evirank.lucene.index import check_index, read_index_info
+    from evirank.lucene.java import autoclass
+
+    path = Path(index)
+    check_index(path)
+    if read_index_info(path) is None:
+        logger.info("%s was not built by evirank (no evirank-index.json); using it as is", path)
+    if rm3 is not None and not _has_docvectors(path):
+        raise InputFormatError(
+            path,
+            None,
+            "an index with document vectors (RM3 needs them)",
+            "none stored",
+            "rebuild it with: evirank index",
+        )
+    searcher = autoclass("io.anserini.search.SimpleSearcher")(str(path))
+    searcher.set_bm25(float(k1), float(b))
+    if rm3 is not None:
+        # Anserini's argument order: expansion terms, then feedback documents.
+        searcher.set_rm3(rm3.fb_terms, rm3.fb_docs, float(rm3.original_weight))
+    return searcher
+
+
 class Bm25(SearcherOwner, Stage):
     """Retrieve the top ``k`` documents per query with BM25 (optionally BM25+RM3) from a Lucene index.
 
@@ -149,6 +183,8 @@ class Bm25(SearcherOwner, Stage):
         threads: search threads (above 1, queries are searched in parallel batches in Java).
         fetch_text: fill ``title`` and ``text`` for each query's top ``fetch_text`` documents
             (``None`` below that rank); 0 adds no such columns. Text is never loaded for all ``k``.
+        searcher: a function returning an already opened searcher with these BM25/RM3 settings
+            (:meth:`evirank.pipeline.Collection.searcher`): the stage uses it and never closes it.
 
     Example:
         >>> from evirank.frames import make_topics
@@ -165,10 +201,11 @@ class Bm25(SearcherOwner, Stage):
         k: int = 1000,
         threads: int = 1,
         fetch_text: int = 0,
+        searcher: Callable[[], Any] | None = None,
     ) -> None:
         self.index = Path(index)
         self.config = Bm25Config(k1=k1, b=b, rm3=rm3, k=k, threads=threads, fetch_text=fetch_text)
-        self._init_searcher()
+        self._init_searcher(searcher)
 
     def __repr__(self) -> str:
         params = ", ".join(f"{f.name}={getattr(self.config, f.name)!r}" for f in fields(self.config))
@@ -177,33 +214,12 @@ class Bm25(SearcherOwner, Stage):
     def _open(self) -> Any:
         with self._lock:
             if self._searcher is None:
-                from evirank.lucene.index import check_index, read_index_info
-                from evirank.lucene.java import autoclass
-
-                check_index(self.index)
-                info = read_index_info(self.index)
-                if info is None:
-                    logger.info(
-                        "%s was not built by evirank (no evirank-index.json); using it as is", self.index
-                    )
-                searcher = autoclass("io.anserini.search.SimpleSearcher")(str(self.index))
                 cfg = self.config
-                searcher.set_bm25(float(cfg.k1), float(cfg.b))
-                if cfg.rm3 is not None:
-                    if not _has_docvectors(self.index):
-                        raise InputFormatError(
-                            self.index,
-                            None,
-                            "an index with document vectors (RM3 needs them)",
-                            "none stored",
-                            "rebuild it with: evirank index",
-                        )
-                    # Anserini's argument order: expansion terms, then feedback documents.
-                    searcher.set_rm3(cfg.rm3.fb_terms, cfg.rm3.fb_docs, float(cfg.rm3.original_weight))
-                logger.debug(
-                    "opened %s (%d documents) for %r", self.index, searcher.get_total_num_docs(), self
-                )
-                self._searcher = searcher
+                if self._shared is not None:
+                    self._searcher = self._shared()
+                else:
+                    self._searcher = open_searcher(self.index, cfg.k1, cfg.b, cfg.rm3)
+                    logger.debug("opened %s for %r", self.index, self)
             return self._searcher
 
     def _hits(self, searcher: Any, qids: list[str], queries: list[str]) -> Iterator[tuple[str, list[Any]]]:
