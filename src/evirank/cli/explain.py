@@ -77,6 +77,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     look.add_argument("--pid", type=int, help="the passage to look inside (default: the best)")
     look.add_argument(
+        "--attention-model",
+        metavar="[FAMILY:]MODEL",
+        help="look inside this model instead of the one that made the scores (a scorer spec: cross:DIR, "
+        "seq2seq:DIR, bi, ...), for the same passage",
+    )
+    look.add_argument(
         "--heads", action="store_true", help="also draw every attention head, not only their mean"
     )
     look.add_argument(
@@ -102,6 +108,7 @@ def _check_attention_flags(args: argparse.Namespace) -> list[str]:
             flag
             for flag, value in (
                 ("--attention-output", args.attention_output),
+                ("--attention-model", args.attention_model),
                 ("--pid", args.pid),
                 ("--heads", args.heads),
             )
@@ -129,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     with open_store(args.scores, readonly=True) as store:
         rows = explain(store, args.qid, args.docno, fingerprint=args.fingerprint)
         label = store_descriptions(store, [rows[FINGERPRINT].iloc[0]])[0]
-        total = len(rows)
+        total, query = len(rows), str(rows[QUERY].iloc[0])
         if attention_paths:
             chosen = rows if args.pid is None else rows[rows[PID] == args.pid]
             if chosen.empty:
@@ -138,14 +145,17 @@ def run(args: argparse.Namespace) -> int:
                     f"{', '.join(str(p) for p in sorted(rows[PID].tolist()))}"
                 )
             target = chosen.iloc[0]
-            view = passage_attention(
-                store,
-                str(target[FINGERPRINT]),
-                str(target[QUERY]),
-                str(target[TEXT]),
-                layers=args.attention,
-                device=args.device,
-            )
+            if args.attention_model:
+                view = _other_model_attention(args, str(target[QUERY]), str(target[TEXT]))
+            else:
+                view = passage_attention(
+                    store,
+                    str(target[FINGERPRINT]),
+                    str(target[QUERY]),
+                    str(target[TEXT]),
+                    layers=args.attention,
+                    device=args.device,
+                )
         if args.top is not None:
             rows = rows.head(max(args.top, 0))
         matches = None
@@ -177,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
         for record in rows[columns].itertuples(index=False):
             out.write("\t".join(_cell("; ".join(v) if isinstance(v, list) else v) for v in record) + "\n")
         return 0
-    out.write(f"query {args.qid}: {rows[QUERY].iloc[0]}\n")
+    out.write(f"query {args.qid}: {query}\n")
     out.write(f"document {args.docno}, {total} passages, {label}\n")
     out.write(f"{'rank':>4}  {'pid':>4}  {'score':>10}  text\n")
     for i, (rank, pid, score, text) in enumerate(rows[[RANK, PID, SCORE, TEXT]].itertuples(index=False)):
@@ -187,6 +197,17 @@ def run(args: argparse.Namespace) -> int:
     if view is not None:
         _write_attention_summary(out, view, int(target[PID]), attention_paths)
     return 0
+
+
+def _other_model_attention(args: argparse.Namespace, query: str, text: str) -> Any:
+    """The attention view of ``--attention-model`` (a scorer spec) for the chosen passage."""
+    from evirank.score.attention import attention_hook
+    from evirank.score.multi import ScorerSpec
+
+    spec = ScorerSpec.parse(args.attention_model)
+    hook = attention_hook(spec.build(device=args.device))
+    logger.info("the attention of %s, for the passage the stored scores chose", spec)
+    return hook(query, text, args.attention)
 
 
 def _write_attention_summary(out: Any, view: Any, pid: int, paths: list[str]) -> None:

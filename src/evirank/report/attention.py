@@ -89,7 +89,7 @@ def attention_png(view: AttentionView, *, heads: bool = False) -> bytes:
     for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
     score = f", score {view.score:.4f}" if view.score is not None else ""
-    head = f"{view.family} {Path(view.model).name or view.model}{score} ({view.level} level)"
+    head = f"{view.family} {_model_label(view.model)}{score} ({view.level} level)"
     fig.suptitle(f"{head}\nquery: {_short(view.query.text, 110)}", fontsize=10)
     caption = f"cell: {view.describe()}." + (f" {view.note}." if view.note else "")
     fig.text(0.01, 0.005, textwrap.fill(caption, width=int(16 * width * columns)), fontsize=7, va="bottom")
@@ -98,6 +98,12 @@ def attention_png(view: AttentionView, *, heads: bool = False) -> bytes:
     fig.savefig(out, format="png")
     plt.close(fig)
     return out.getvalue()
+
+
+def _model_label(model: str) -> str:
+    """The model's last two path parts (a Hub id, or a folder and its parent): short, still telling."""
+    parts = Path(model).parts
+    return "/".join(parts[-2:]) if len(parts) > 1 else model
 
 
 def _short(text: str, limit: int) -> str:
@@ -114,32 +120,50 @@ def _shade(value: float, low: float, high: float, signed: bool) -> str:
 
 
 def _sentence_rows(view: AttentionView, layer: int) -> str:
-    """The passage once per query unit, each passage unit shaded by that row's weight."""
+    """The passage once per query unit (and once for the whole query), its text as written, each
+    passage unit shaded by that row's weight."""
     matrix = view.head_mean()[layer]
     totals = view.passage_totals()[layer]
-    low, high = _limits(view, matrix)
+    rows = [(label, matrix[r], _limits(view, matrix)) for r, label in enumerate(view.query.labels)]
+    rows.append((f"all ({view.merge[0]})", totals, _limits(view, totals)))
+    text = view.passage.text
     lines = []
-    rows = [(label, matrix[r]) for r, label in enumerate(view.query.labels)]
-    rows.append((f"all ({view.merge[0]})", totals))
-    for label, values in rows:
-        lo, hi = (low, high) if label != rows[-1][0] else _limits(view, totals)
-        words = "".join(
-            f'<span class="u" style="background:{_shade(float(v), lo, hi, view.signed)}" '
-            f'title="{_e(f"{label} -> {unit}: {float(v):.4f}")}">{_e(unit)}</span> '
-            for unit, v in zip(view.passage.labels, values, strict=True)
-        )
-        lines.append(f'<tr><th scope="row">{_e(label)}</th><td class="s">{words}</td></tr>')
+    for label, values, (low, high) in rows:
+        parts, pos = [], 0
+        for unit, (start, end), v in zip(view.passage.labels, view.passage.spans, values, strict=True):
+            if start < pos:  # a unit inside the last one (never with a tokenizer's own spans)
+                continue
+            parts.append(_e(text[pos:start]))
+            shown = text[start:end] if end > start else unit
+            parts.append(
+                f'<span class="u" style="background:{_shade(float(v), low, high, view.signed)}" '
+                f'title="{_e(f"{label} -> {unit}: {float(v):.4f}")}">{_e(shown)}</span>'
+            )
+            pos = max(pos, end)
+        parts.append(_e(text[pos:]))
+        lines.append(f'<tr><th scope="row">{_e(label)}</th><td class="s">{"".join(parts)}</td></tr>')
     return f'<table class="sent">{"".join(lines)}</table>'
+
+
+def _decimals(top: float) -> int:
+    """Decimals that show a panel's largest value with two significant digits (at least 2).
+
+    Example:
+        >>> _decimals(0.45), _decimals(0.0128)
+        (2, 3)
+    """
+    return 2 if top <= 0 else max(2, 1 - int(np.floor(np.log10(top))))
 
 
 def _matrix(view: AttentionView, matrix: np.ndarray, caption: str) -> str:
     low, high = _limits(view, matrix)
+    places = _decimals(max(abs(low), abs(high)))
     head = "".join(f'<th class="c"><span>{_e(u)}</span></th>' for u in view.passage.labels)
     body = []
     for r, label in enumerate(view.query.labels):
         cells = "".join(
             f'<td style="background:{_shade(float(v), low, high, view.signed)}" '
-            f'title="{_e(f"{label} -> {unit}: {float(v):.4f}")}">{float(v):.2f}</td>'
+            f'title="{_e(f"{label} -> {unit}: {float(v):.4f}")}">{float(v):.{places}f}</td>'
             for unit, v in zip(view.passage.labels, matrix[r], strict=True)
         )
         share = ""

@@ -234,8 +234,7 @@ class AttentionView:
     def describe(self) -> str:
         """One line: what a cell holds, and how pieces were merged (at word level)."""
         what = {
-            "attention": "share of the query token's attention that goes to the passage token "
-            "(mean over heads)",
+            "attention": "share of the query token's attention that goes to the passage token",
             "contribution": "the token pair's part of the cosine score",
             "similarity": "cosine of the query token's and the passage token's vectors",
         }[self.kind]
