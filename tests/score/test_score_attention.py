@@ -346,3 +346,30 @@ def test_explain_attention_can_look_inside_another_model_for_the_same_passage(
     assert "bi view of passage" in out and "no token of one attends" in out
     assert "rank   pid" in out  # the table header, with no rows (--top 0)
     assert "contribution" in prefix.with_name("other.html").read_text()
+
+
+def test_several_scorers_show_the_first_ones_view(
+    tiny_cross_encoder_path: Path, tiny_bi_encoder_path: Path
+) -> None:
+    from evirank.score.attention import find_attention_hook
+    from evirank.score.multi import Scorers
+
+    cross = CrossEncoder(str(tiny_cross_encoder_path), device="cpu")
+    both = Scorers([("bi", BiEncoder(str(tiny_bi_encoder_path), device="cpu")), ("cross", cross)])
+    hook = find_attention_hook(both)
+    assert hook is not None and hook(QUERY, PASSAGE).family == "bi"  # score is the first scorer's
+    assert find_attention_hook(Scorers([("cross", cross)])) == cross.attention
+
+
+def test_explain_attention_rebuilds_a_bi_encoder_with_its_prefixes(
+    tmp_path: Path, tiny_bi_encoder_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("matplotlib")
+    store = tmp_path / "bi.sqlite"
+    scorer = BiEncoder(str(tiny_bi_encoder_path), device="cpu", store=store, query_prefix="a ")
+    scorer(make_passages([("1", "d1", 0, PASSAGE), ("1", "d1", 1, "A dog.")]).assign(query=QUERY))
+    argv = ["explain", "--scores", str(store), "--qid", "1", "--docno", "d1", "--attention",
+            "--attention-output", str(tmp_path / "bi")]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "bi view of passage" in out and "layer 1 of 0-1" in out
