@@ -342,9 +342,15 @@ def _check_specs(
 
 
 def _check_evidence(file: Path, name: str, commands: Sequence[str], line: int | None) -> None:
-    """Parse the several-scorer flags of ``rerank`` (``--evidence [LABEL=]KIND[:MODEL]``,
-    ``--evidence-weights LABEL=W``) and ``tune`` (``--evidence LABEL=SOURCE``) when the file is read."""
-    from evirank.score.multi import parse_evidence_weights, parse_scorers
+    """Parse the several-scorer flags of ``rerank`` (``--scorer [LABEL=]FAMILY[:MODEL]`` repeated,
+    ``--scorer-weights LABEL=W``, and their earlier spellings ``--evidence``/``--evidence-weights``)
+    and ``tune`` (``--evidence LABEL=SOURCE``) when the file is read. Models are not opened here (a
+    model made by an earlier command does not exist yet): the grammar, the families, the labels and
+    the weights are checked."""
+    from evirank.aggregate.evidence import check_labels
+    from evirank.score.family import AUTO, family_names, get_family
+    from evirank.score.multi import GRAMMAR, parse_evidence_weights
+    from evirank.spec import parse_spec
     from evirank.tune.inputs import EvidenceSource
 
     for command in commands:
@@ -355,34 +361,44 @@ def _check_evidence(file: Path, name: str, commands: Sequence[str], line: int | 
         command_name = next((b for a, b in itertools.pairwise(words) if Path(a).name == "evirank"), None)
         if command_name not in ("rerank", "tune"):
             continue
-        evidence = [b for a, b in itertools.pairwise(words) if a == "--evidence"]
+        scorer_flags = ("--scorer", "--evidence") if command_name == "rerank" else ("--evidence",)
+        specs = [b for a, b in itertools.pairwise(words) if a in scorer_flags]
         weights: list[str] = []
-        if "--evidence-weights" in words:
-            for word in words[words.index("--evidence-weights") + 1 :]:
-                if word.startswith("--"):
-                    break
-                weights.append(word)
+        for flag in ("--scorer-weights", "--evidence-weights"):
+            if flag in words:
+                for word in words[words.index(flag) + 1 :]:
+                    if word.startswith("--"):
+                        break
+                    weights.append(word)
         try:
             if command_name == "rerank":
-                labels = [s.label for s in parse_scorers(evidence)]
-                unknown = [k for k in parse_evidence_weights(weights) if k not in labels[1:]]
+                parsed = [parse_spec(text, what="scorer", labelled=True, tail=True) for text in specs]
+                unknown = [p.name for p in parsed if p.name not in (AUTO, *family_names())]
                 if unknown:
-                    raise ValueError(
-                        f"--evidence-weights for {', '.join(unknown)}, not a scorer after the first"
-                    )
+                    raise ValueError(f"unknown model family {unknown[0]!r}")
+                lonely = [
+                    p.name
+                    for p in parsed
+                    if not p.args
+                    and p.name != AUTO
+                    and get_family(p.name).needs_model
+                    and not (len(parsed) == 1 and "--model" in words)
+                ]
+                if lonely:
+                    raise ValueError(f"the {lonely[0]} family needs its model ({lonely[0]}:MODEL)")
+                labels = list(check_labels([p.label or p.name for p in parsed])) if parsed else []
+                extra = [k for k in parse_evidence_weights(weights) if k not in labels[1:]]
+                if extra:
+                    raise ValueError(f"--scorer-weights for {', '.join(extra)}, not a scorer after the first")
             else:
-                for text in evidence:
+                for text in specs:
                     EvidenceSource.parse(text)
         except ValueError as exc:
             raise InputFormatError(
                 file,
                 line,
-                f"condition {name!r}: {command_name} --evidence "
-                + (
-                    "[LABEL=]cross:MODEL or [LABEL=]bi[:MODEL]"
-                    if command_name == "rerank"
-                    else "LABEL=SOURCE"
-                ),
+                f"condition {name!r}: {command_name} "
+                + (f"--scorer {GRAMMAR}" if command_name == "rerank" else "--evidence LABEL=SOURCE"),
                 str(exc),
             ) from None
 

@@ -338,13 +338,13 @@ def test_explain_attention_can_look_inside_another_model_for_the_same_passage(
 ) -> None:
     pytest.importorskip("matplotlib")
     prefix = tmp_path / "other"
-    argv = ["explain", "--scores", str(scored_store), "--qid", "1", "--docno", "d1", "--top", "0",
+    argv = ["explain", "--scores", str(scored_store), "--qid", "1", "--docno", "d1", "--show-passages", "1",
             "--attention", "--attention-model", f"bi:{tiny_bi_encoder_path}",
             "--attention-output", str(prefix)]  # fmt: skip
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "bi view of passage" in out and "no token of one attends" in out
-    assert "rank   pid" in out  # the table header, with no rows (--top 0)
+    assert "document d1, 2 passages" in out  # the table comes first
     assert "contribution" in prefix.with_name("other.html").read_text()
 
 

@@ -182,7 +182,7 @@ def test_the_start_page_names_the_collection_and_offers_its_example_queries(tmp_
     import json
 
     from evirank.lucene.index import describe_collection
-    from evirank.serve.build import collection_info
+    from evirank.pipeline import Collection
     from evirank.serve.config import ServeConfig
     from evirank.serve.page import render_page
 
@@ -198,7 +198,7 @@ def test_the_start_page_names_the_collection_and_offers_its_example_queries(tmp_
     index = tmp_path / "index"
     index.mkdir()
     (index / "evirank-index.json").write_text(json.dumps({"about": about}))
-    info = collection_info(index)
+    info = Collection(index).about()
     assert info == {"index": "pets", "examples": ["why do cats purr"]}
     page = render_page(ServeConfig(), info)
     assert "<h1>Search pets</h1>" in page and 'placeholder="Search pets…"' in page

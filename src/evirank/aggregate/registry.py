@@ -67,7 +67,6 @@ KINDS = tuple(AGGREGATORS)
 GRAMMAR = "birch[:N] (birch is birch:3), " + ", ".join(n for n in KINDS if not AGGREGATORS[n].numbered)
 
 
-
 class AggregateSpecError(SpecError):
     """An aggregator spec that cannot be parsed, or parameters the aggregator does not have."""
 

@@ -53,7 +53,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="do not show each passage's matched words (shown for scorers that tell them, such as "
         "late interaction; they load the model)",
     )
-    parser.add_argument("--top", type=int, metavar="N", help="show only the N best passages")
+    from evirank.pipeline.flags import Deprecated, positive_int
+
+    parser.add_argument(
+        "--show-passages",
+        type=positive_int,
+        metavar="N",
+        help="show only the N best passages (default: all)",
+    )
+    parser.add_argument(
+        "--top", dest="show_passages", type=positive_int, action=Deprecated, instead="--show-passages N"
+    )
     parser.add_argument(
         "--format", choices=("table", "tsv", "jsonl"), default="table", help="output format (default: table)"
     )
@@ -91,7 +101,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default="word",
         help="the PNG's units: words (word pieces merged; default) or tokens; the HTML has both",
     )
-    look.add_argument("--device", default="cpu", help="where the model runs for the attention (default: cpu)")
+    look.add_argument(
+        "--device",
+        default="cpu",
+        help="where the model runs for the attention: cpu (default; a stored scorer's precision is part of "
+        "its fingerprint, so it is rebuilt where it ran), cuda, mps",
+    )
     look.add_argument("--overwrite", action="store_true", help="replace existing PREFIX.png and PREFIX.html")
     return parser
 
@@ -156,8 +171,8 @@ def run(args: argparse.Namespace) -> int:
                     layers=args.attention,
                     device=args.device,
                 )
-        if args.top is not None:
-            rows = rows.head(max(args.top, 0))
+        if args.show_passages is not None:
+            rows = rows.head(args.show_passages)
         matches = None
         if not args.no_matches and len(rows):
             matches = passage_matches(

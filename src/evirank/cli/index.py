@@ -10,34 +10,9 @@ import argparse
 import logging
 from typing import Any
 
+from evirank.pipeline.flags import positive_int
+
 logger = logging.getLogger(__name__)
-
-
-def positive_int(text: str) -> int:
-    """An argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, found {text!r}")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    """An argparse type: an integer >= 0.
-
-    Example:
-        >>> non_negative_int("0"), non_negative_int("4")
-        (0, 4)
-    """
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, found {text!r}")
-    return value
 
 
 EPILOG = """\
@@ -141,14 +116,14 @@ def run(args: argparse.Namespace) -> int:
 
 def _embed(args: argparse.Namespace, total: int | None) -> None:
     """Embed the corpus's passages into INDEX/vectors and record them in the index's marker."""
-    from evirank.cli.embed import bi_encoder, embed_collection
+    from evirank.cli.embed import embed_collection, passage_encoder
     from evirank.io import read_corpus
     from evirank.vectors.index import default_vectors_path, record_vectors
 
     vectors = embed_collection(
         read_corpus(args.corpus, empty="skip"),
         default_vectors_path(args.index),
-        scorer=bi_encoder(args.model, args),
+        scorer=passage_encoder(args),
         segment=args.segment,
         block_size=args.block_size,
         overwrite=args.overwrite,

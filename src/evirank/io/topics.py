@@ -353,6 +353,22 @@ def beir_split_qids(folder: PathLike, split: str) -> list[str]:
 _Parsed = list[tuple[str, _Topic]]
 
 
+def _say_which_queries(folder: Path, count: int) -> None:
+    """Log that a BEIR folder read without a split gives every query of queries.jsonl, naming its splits."""
+    qrels = folder / "qrels"
+    splits = sorted(f.stem for f in qrels.glob("*.tsv")) if qrels.is_dir() else []
+    if not splits:
+        return
+    sizes = ", ".join(f"{name} ({len(beir_split_qids(folder, name)):,} queries)" for name in splits)
+    logger.warning(
+        "%s: no split given, so all %d queries of queries.jsonl are used, whichever split judges them "
+        "(qrels: %s); give --split NAME to keep one split's queries",
+        folder,
+        count,
+        sizes,
+    )
+
+
 def _irds(path: PathLike, split: str | None) -> str | None:
     from evirank.io.irds import irds_id
 
@@ -383,6 +399,8 @@ def _read_all(path: PathLike, split: str | None, normalize_ids: bool) -> tuple[P
                 )
             keep = set(wanted)
             topics = [t for t in topics if t[0] in keep]
+        else:
+            _say_which_queries(p, len(topics))
         p = file
     elif kind == "trec":
         topics = _parse_trec(p, normalize_ids)

@@ -130,6 +130,8 @@ class Runtime:
         batch_tokens: token budget per batch (None: by device).
         max_length: input token cap (None: each scorer's).
         ray: :class:`~evirank.scale.RayOptions` to run the model on Ray (None: in this process).
+        options: other keyword options of the scorers (a family's own, e.g. an LLM's
+            ``instruction``), as (name, value) pairs.
     """
 
     device: str = "auto"
@@ -137,6 +139,7 @@ class Runtime:
     batch_tokens: int | None = None
     max_length: int | None = None
     ray: Any = None
+    options: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         _check_positive("--batch-tokens", self.batch_tokens, allow_none=True)
@@ -150,6 +153,7 @@ class Runtime:
             "batch_tokens": self.batch_tokens,
             "max_length": self.max_length,
             "ray": self.ray,
+            **dict(self.options),
         }
 
 
@@ -333,6 +337,7 @@ class PipelineSpec:
                 batch_tokens=get("batch_tokens"),
                 max_length=get("max_length"),
                 ray=ray,
+                options=tuple(dict(get("scorer_options", {})).items()),
             ),
         )
 
@@ -395,6 +400,9 @@ class PipelineSpec:
             "duo": None if self.duo is None else {"k": self.duo, "model": self.duo_model},
             "device": self.runtime.device,
             "backend": self.runtime.backend,
+            "batch_tokens": self.runtime.batch_tokens,
+            "max_length": self.runtime.max_length,
+            "ray": None if self.runtime.ray is None else self.runtime.ray.to_dict(),
         }
 
 
