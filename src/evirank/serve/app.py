@@ -318,7 +318,7 @@ def _add_api_routes(app: Any, runner: SearchRunner, searcher: Searcher, config: 
     def document(docno: str) -> schema.DocumentResponse:
         """A stored document by its id."""
         doc = searcher.document(docno)
-        payload = schema.DocModel(title=doc.title, text=doc.text)
+        payload = schema.DocModel(title=doc.title, text=doc.text, url=getattr(doc, "url", None))
         return schema.DocumentResponse(
             index=index_name, docid=doc.docno, docno=doc.docno, title=doc.title, text=doc.text, doc=payload
         )
@@ -503,7 +503,8 @@ def _search_response(schema: Any, index: str, result: SearchResult) -> Any:
             first_stage_score=c.first_stage_score,
             first_stage_rank=c.first_stage_rank,
             title=c.title,
-            doc=schema.DocModel(title=c.title, text=c.text),
+            url=c.url,
+            doc=schema.DocModel(title=c.title, text=c.text, url=c.url),
             evidence=[
                 schema.EvidenceModel(text=e.text, score=e.score, pid=e.pid, start=e.start, end=e.end)
                 for e in c.evidence

@@ -164,10 +164,13 @@ def _candidate(candidate: Candidate, best: float, worst: float, attention: bool 
     else:
         body = f'<p class="doctext">{highlight(text, candidate.evidence)}</p>'
     title = candidate.title.strip() or candidate.docno
+    heading = _e(title)
+    if candidate.url and candidate.url.startswith(("http://", "https://")):  # never javascript: and the like
+        heading = f'<a class="source" href="{_e(candidate.url)}" rel="noopener noreferrer">{heading}</a>'
     return (
         f'<li class="result" data-docno="{_e(candidate.docno)}">'
         f'<span class="rank">{candidate.rank}</span><div class="rbody">'
-        f"<h2>{_e(title)}</h2>"
+        f"<h2>{heading}</h2>"
         f'<div class="meta"><a class="docno" href="/v1/doc/{_e(candidate.docno)}" '
         f'title="the stored document as JSON">{_e(candidate.docno)}</a>'
         f'<span class="chip score" title="{_e(_breakdown_text(candidate))}">score '
@@ -363,6 +366,7 @@ padding:16px 20px;margin:0 0 14px;box-shadow:0 1px 2px rgba(16,24,40,.04)}
 font-weight:700;font-size:14px;display:flex;align-items:center;justify-content:center;margin-top:1px}
 .rbody{flex:1;min-width:0}
 h2{font-size:17px;line-height:1.35;margin:0 0 6px;font-weight:650}
+h2 a.source{color:inherit;text-decoration:none}h2 a.source:hover{text-decoration:underline}
 .meta{display:flex;gap:8px;align-items:center;flex-wrap:wrap;font-size:12px;color:var(--muted)}
 .docno{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;color:var(--muted);
 text-decoration:none;border-bottom:1px dotted #b8c0cc}

@@ -53,6 +53,7 @@ class DocModel(BaseModel):
 
     title: str
     text: str
+    url: str | None = Field(default=None, description="the document's source, when its corpus gives one")
 
 
 class CandidateModel(BaseModel):
@@ -67,6 +68,7 @@ class CandidateModel(BaseModel):
     first_stage_score: float = Field(description="the first-stage (BM25) score")
     first_stage_rank: int = Field(ge=1, description="the first-stage rank")
     title: str
+    url: str | None = Field(default=None, description="the document's source, when its corpus gives one")
     doc: DocModel
     evidence: list[EvidenceModel] = Field(description="the best passages, best first")
     terms: list[TermModel] = Field(default_factory=list, description="the score as a sum of weighted terms")

@@ -68,6 +68,7 @@ from evirank.frames import (
     SCORE,
     TEXT,
     TITLE,
+    URL,
     Document,
     make_run,
     make_topics,
@@ -160,6 +161,7 @@ class Candidate:
     text: str
     evidence: tuple[Evidence, ...]
     terms: tuple[ScoreTerm, ...] = ()
+    url: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -504,6 +506,7 @@ class Searcher:
         # Plain lists and one sort, not per-row pandas lookups: this runs on every request.
         position = {docno: i for i, docno in enumerate(run[DOCNO].astype(str).tolist())}
         texts, titles = run[TEXT].astype(str).tolist(), run[TITLE].astype(str).tolist()
+        urls = [u if isinstance(u, str) and u else None for u in run[URL].tolist()] if URL in run else []
         first_scores, first_ranks = run[SCORE].tolist(), run[RANK].tolist()
         p_docnos = scored[DOCNO].astype(str).tolist()
         p_texts, p_scores, p_pids = (
@@ -549,6 +552,7 @@ class Searcher:
                     text=text,
                     evidence=tuple(evidence),
                     terms=(terms or {}).get(docno, ()),
+                    url=urls[hit] if urls else None,
                 )
             )
         return tuple(out)
