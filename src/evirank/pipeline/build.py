@@ -50,6 +50,8 @@ class Pipeline:
     vectors: Any = None
     segment_source: str = "given"
     info: dict[str, Any] = field(default_factory=dict)
+    _retrievers: dict[tuple[int | None, int], Any] = field(default_factory=dict, repr=False)
+    _encoder: Any = field(default=None, repr=False)
 
     @property
     def segmenter(self) -> Any:
@@ -68,14 +70,28 @@ class Pipeline:
 
     def retriever(self, k: int | None = None, *, fetch_text: int = 0) -> Any:
         """The first stage with another depth ``k`` (and the text of its top ``fetch_text`` hits),
-        over the same opened index: what a service asks per request.
+        over the same opened index and the same query encoder: what a service asks per request.
 
         Raises:
             PipelineSpecError: the pipeline reads a given run (nothing to retrieve from).
         """
         if self.collection is None or self.spec.first_stage.run is not None:
             raise PipelineSpecError("this pipeline re-ranks a given run: it has no first stage to search")
-        return first_stage_of(self.spec, self.collection, k=k, fetch_text=fetch_text, vectors=self.vectors)
+        key = (k, fetch_text)
+        stage = self._retrievers.get(key)
+        if stage is None:
+            if self.spec.first_stage.uses_vectors and self._encoder is None:
+                self._encoder = query_encoder(self.spec, self.collection.vectors(self.spec.vectors))
+            stage = first_stage_of(
+                self.spec,
+                self.collection,
+                k=k,
+                fetch_text=fetch_text,
+                vectors=self.vectors,
+                encoder=self._encoder,
+            )
+            self._retrievers[key] = stage
+        return stage
 
     def close(self) -> None:
         """Release the index (searchers) and the text source; a later use reopens them."""
@@ -98,6 +114,7 @@ def build_pipeline(
     *,
     store: str | os.PathLike[str] | None = None,
     stored_segments: bool = False,
+    first_stage_only: bool = False,
 ) -> Pipeline:
     """Build every stage of ``spec`` (nothing heavy is loaded: models load on first use).
 
@@ -108,6 +125,7 @@ def build_pipeline(
             vectors scores by lookup and keeps no store).
         stored_segments: take each document's passages from the stored passage vectors when they were
             made by the same segmenter (no splitting per query; the service's fast path).
+        first_stage_only: build the first stage alone (``evirank search``): ``rerank`` is None.
 
     Raises:
         PipelineSpecError: parts that do not fit together (e.g. stored vectors of another model).
@@ -118,6 +136,11 @@ def build_pipeline(
     if collection is None and spec.index is not None:
         collection = Collection(spec.index)
     vectors = _vectors(spec, collection)
+    if first_stage_only:
+        if collection is None or spec.first_stage.run is not None:
+            raise PipelineSpecError("a first stage searches an index: give --index, and no --run")
+        stage = first_stage_of(spec, collection, vectors=vectors)
+        return Pipeline(spec, collection, None, stage, None, vectors, "none")
     scorer, readers = _scorers(spec, vectors, store)
     segment, source = _segment(spec, collection, vectors)
     budget = passage_budget(scorer)
@@ -137,7 +160,11 @@ def build_pipeline(
     if collection is not None:
         fetch = FetchText(docs=collection.docs, missing=spec.missing_docs)  # type: ignore[arg-type]
     elif spec.corpus is not None:
-        fetch = FetchText(corpus=spec.corpus, missing=spec.missing_docs)  # type: ignore[arg-type]
+        fetch = FetchText(
+            corpus=spec.corpus,
+            corpus_format=spec.corpus_format,
+            missing=spec.missing_docs,  # type: ignore[arg-type]
+        )
     else:
         fetch = None  # the runs carry their text (the in-memory ranker)
     rerank = Rerank(
@@ -227,26 +254,19 @@ def first_stage_of(
     k: int | None = None,
     fetch_text: int = 0,
     vectors: Any = None,
+    encoder: Any = None,
 ) -> Any:
     """The first-stage stage of ``spec`` over ``collection`` (BM25, dense or fused), depth ``k``.
 
-    A dense side embeds queries with the family that made the stored vectors: the pipeline's
-    scorer of that family, else the family's default model.
+    A dense side embeds queries with ``encoder`` (default: :func:`query_encoder`).
     """
     first = spec.first_stage
     depth = first.k if k is None else k
+    lexical = {"k1": first.bm25[0], "b": first.bm25[1], "rm3": first.rm3, "threads": first.threads}
     if first.method == "bm25":
-        return collection.bm25(
-            depth,
-            k1=first.bm25[0],
-            b=first.bm25[1],
-            rm3=first.rm3,
-            threads=first.threads,
-            fetch_text=fetch_text,
-        )
+        return collection.bm25(depth, fetch_text=fetch_text, **lexical)
     from evirank.firststage.dense import DenseRetriever
     from evirank.firststage.fusion import Fusion, Hybrid
-    from evirank.score.family import make_scorer
 
     stored = vectors if vectors is not None else collection.vectors(spec.vectors)
     if stored is None:
@@ -254,21 +274,29 @@ def first_stage_of(
             f"{collection.path} has no passage vectors for a dense first stage: build them with "
             f"`evirank embed --index {collection.path}`, or name a folder with --vectors VDIR"
         )
-    # the queries are embedded by the family that made the vectors: the pipeline's scorer of that
-    # family (its model), else the family's default model (another model is refused when searching)
+    dense = DenseRetriever(stored, scorer=encoder or query_encoder(spec, stored), k=depth)
+    if first.method == "dense":
+        return dense
+    return Hybrid(collection.bm25(depth, **lexical), dense, Fusion.parse(first.method), k=depth)
+
+
+def query_encoder(spec: PipelineSpec, stored: Any) -> Any:
+    """The model that embeds queries for a search over ``stored`` passage vectors.
+
+    The family that made the vectors (their manifest says it): the pipeline's scorer of that
+    family (its model), else the family's default model; another model than the vectors' is refused
+    when searching.
+    """
+    from evirank.score.family import make_scorer
+
     made_by = str((stored.manifest.get("model") or {}).get("kind") or "") or None
     own = next((s for s in spec.scorers if s.family == made_by), None)
-    encoder = make_scorer(
+    return make_scorer(
         own.family if own is not None else made_by,
         own.model if own is not None else None,
         device=spec.runtime.device,
         max_length=spec.runtime.max_length if own is not None else None,
     )
-    dense = DenseRetriever(stored, scorer=encoder, k=depth)
-    if first.method == "dense":
-        return dense
-    lexical = collection.bm25(depth, k1=first.bm25[0], b=first.bm25[1], rm3=first.rm3, threads=first.threads)
-    return Hybrid(lexical, dense, Fusion.parse(first.method), k=depth)
 
 
 def _duo(spec: PipelineSpec, store: Any) -> Any:

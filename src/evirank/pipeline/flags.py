@@ -43,6 +43,9 @@ logger = logging.getLogger(__name__)
 
 #: The engines a scorer can run on (each family says which of them it supports).
 BACKENDS = ("torch", "onnx", "onnx-int8")
+#: The values of ``--corpus-format`` (:data:`evirank.io.corpus.CORPUS_FORMATS`, repeated here so that
+#: ``--help`` imports nothing heavy; a test keeps the two equal).
+CORPUS_FORMATS = ("jsonl", "beir", "trec", "nyt", "wapo", "warc", "msmarco-docs")
 
 
 def positive_int(text: str) -> int:
@@ -124,6 +127,7 @@ class Deprecated(argparse.Action):
     def __init__(self, option_strings: Sequence[str], dest: str, instead: str = "", **kwargs: Any) -> None:
         self.instead = instead
         kwargs.setdefault("help", argparse.SUPPRESS)
+        kwargs.setdefault("default", argparse.SUPPRESS)  # the new flag's default stands
         super().__init__(option_strings, dest, **kwargs)
 
     def __call__(
@@ -187,22 +191,44 @@ def parse_rm3(values: list[str] | None) -> Any:
 
 
 # ----------------------------------------------------------------------------------------------
-def add_text_source(parser: Any, *, required: bool = True) -> None:
-    """``--index`` or ``--corpus`` (one of them), and ``--missing-docs``."""
+def add_text_source(parser: Any, *, required: bool = True, corpus: bool = True) -> None:
+    """``--index`` or ``--corpus`` (one of them), and ``--missing-docs`` (``corpus=False``: the index)."""
     group = parser.add_argument_group("documents")
+    if not corpus:
+        group.add_argument(
+            "--index",
+            required=required,
+            metavar="DIR",
+            help="a Lucene index with stored documents (evirank index)",
+        )
+        return
     source = group.add_mutually_exclusive_group(required=required)
     source.add_argument("--index", metavar="DIR", help="a Lucene index with stored documents (evirank index)")
     source.add_argument(
         "--corpus",
         metavar="PATH",
-        help="a corpus instead of an index: a BEIR folder or a JSONL file "
-        "({_id,title,text} or {id,contents})",
+        help="a corpus instead of an index: a BEIR folder, a JSONL file ({_id,title,text} or "
+        "{id,contents}), or a collection as distributed, one file or a folder (see --corpus-format)",
     )
+    add_corpus_format(group)
     group.add_argument(
         "--missing-docs",
         choices=("error", "keep"),
         default="error",
         help="candidates absent from the index or corpus: stop (error), or keep them with empty text",
+    )
+
+
+def add_corpus_format(group: Any, *aliases: str) -> None:
+    """``--corpus-format`` (and ``aliases``, such as ``index``'s ``--format``): the format of ``--corpus``."""
+    group.add_argument(
+        *aliases,
+        "--corpus-format",
+        dest="corpus_format",
+        choices=CORPUS_FORMATS,
+        metavar="FMT",
+        help=f"the corpus format: {', '.join(CORPUS_FORMATS)} (default: told from the files; the "
+        "papers' collections: trec for TREC disks, nyt, wapo, warc for ClueWeb, msmarco-docs)",
     )
 
 
@@ -213,7 +239,8 @@ def add_topics(parser: Any) -> None:
     group.add_argument(
         "--field",
         default="title",
-        help="TREC topic field: title, description, narrative, or several joined by + (title+description)",
+        help="TREC topic field: title, description, narrative, the query variants description-keywords, "
+        "narrative-keywords and narrative-positive, or several joined by + (title+description)",
     )
     group.add_argument(
         "--split",
@@ -223,8 +250,13 @@ def add_topics(parser: Any) -> None:
     )
 
 
-def add_first_stage(parser: Any, *, run: bool = True, deprecated_search: bool = False) -> None:
-    """The first stage: ``--first-stage``, ``--k``, ``--bm25``, ``--rm3``, ``--threads`` (and ``--run``)."""
+def add_first_stage(
+    parser: Any, *, run: bool = True, k: bool = True, deprecated_search: bool = False
+) -> None:
+    """The first stage: ``--first-stage``, ``--k``, ``--bm25``, ``--rm3``, ``--threads`` (and ``--run``).
+
+    ``k=False``: the depth is chosen per request (the service retrieves each request's ``depth``).
+    """
     group = parser.add_argument_group("first stage")
     if run:
         group.add_argument(
@@ -237,9 +269,10 @@ def add_first_stage(parser: Any, *, run: bool = True, deprecated_search: bool = 
         help="bm25, dense (the index's passage vectors), or both fused: rrf[:K] (reciprocal rank "
         "fusion, K 60) or interp[:WEIGHT] (per-query min-max interpolation, WEIGHT on BM25, 0.5)",
     )
-    group.add_argument(
-        "--k", type=depth_int, default=1000, help="first-stage depth: documents retrieved per query"
-    )
+    if k:
+        group.add_argument(
+            "--k", type=depth_int, default=1000, help="first-stage depth: documents retrieved per query"
+        )
     group.add_argument(
         "--bm25",
         nargs=2,
@@ -256,7 +289,8 @@ def add_first_stage(parser: Any, *, run: bool = True, deprecated_search: bool = 
         metavar="FB_DOCS FB_TERMS ORIG_WEIGHT",
         help="expand BM25's queries with RM3: no value for Anserini's defaults (10 10 0.5), or all three",
     )
-    group.add_argument("--threads", type=positive_int, default=1, metavar="N", help="search threads")
+    if k:  # the service searches one query per request
+        group.add_argument("--threads", type=positive_int, default=1, metavar="N", help="search threads")
     if deprecated_search:
         group.add_argument(
             "--dense", dest="first_stage", action=_DenseAlias, nargs=0, instead="--first-stage dense"
@@ -275,27 +309,15 @@ class _DenseAlias(Deprecated):
             setattr(namespace, self.dest, "dense")
 
 
-def add_scoring(parser: Any, *, deprecated_evidence: bool = False, scores: str = "none") -> None:
+def add_scoring(
+    parser: Any, *, deprecated_evidence: bool = False, deprecated_serve: bool = False, scores: str = "none"
+) -> None:
     """The scorers and where models run: ``--scorer``, ``--model``, ``--scorer-weights``, ``--device``,
     ``--backend``, ``--batch-tokens``, ``--max-length``, ``--vectors``, ``--scores``."""
-    from evirank.score.family import AUTO, family_names
 
     group = parser.add_argument_group("scoring")
-    group.add_argument(
-        "--scorer",
-        action="append",
-        metavar="SCORER",
-        help=f"the model family ({AUTO}: told from --model's files; without --model the offline "
-        f"all-MiniLM-L6-v2 bi-encoder; or one of {', '.join(family_names())}), or a scorer spec "
-        "[LABEL=]FAMILY[:MODEL]; repeat it for several scorers' evidence in one ranking "
-        "(default: auto)",
-    )
-    group.add_argument(
-        "--model",
-        metavar="M",
-        help="the model of the one scorer: a Hugging Face id or a local folder (with several "
-        "--scorer, give each its model in its spec)",
-    )
+    scorer_flag(group)
+    model_flag(group)
     group.add_argument(
         "--scorer-weights",
         nargs="+",
@@ -308,9 +330,11 @@ def add_scoring(parser: Any, *, deprecated_evidence: bool = False, scores: str =
     )
     if deprecated_evidence:
         group.add_argument("--evidence", dest="scorer", action=_AppendDeprecated, instead="--scorer SPEC")
-    group.add_argument(
-        "--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:1, mps"
-    )
+    if deprecated_serve:
+        group.add_argument(
+            "--evidence-scorer", dest="scorer", action=_AppendDeprecated, instead="--scorer SPEC"
+        )
+    device_flag(group)
     group.add_argument(
         "--backend",
         choices=BACKENDS,
@@ -321,22 +345,75 @@ def add_scoring(parser: Any, *, deprecated_evidence: bool = False, scores: str =
     group.add_argument(
         "--batch-tokens", type=positive_int, metavar="N", help="token budget per batch (default: by device)"
     )
-    group.add_argument(
-        "--max-length", type=positive_int, metavar="N", help="input token cap (default: the model's)"
-    )
-    group.add_argument(
-        "--vectors",
-        metavar="VDIR",
-        help="stored passage vectors (evirank embed) read by a scorer that stores passages (a "
-        "bi-encoder: only queries are embedded), --prune-by or a dense first stage; default: the "
-        "index's own when it has some; none: compute every passage now",
-    )
+    max_length_flag(group)
+    vectors_flag(group)
     group.add_argument(
         "--scores",
         metavar="STORE",
         help="score store: a .sqlite file, or a folder or URL (s3://, gs://) of Parquet shards; scores "
         "are reused and added as they are computed (scores read from stored vectors are not kept; "
         f"default: {scores})",
+    )
+
+
+def add_query_encoder(parser: Any) -> None:
+    """The flags of a dense first stage's query encoder: ``--model``, ``--device``, ``--max-length``,
+    ``--vectors`` (the same flags, with the same meaning, as in :func:`add_scoring`)."""
+    group = parser.add_argument_group("dense retrieval (the query encoder)")
+    model_flag(group)
+    device_flag(group)
+    max_length_flag(group)
+    vectors_flag(group)
+
+
+def scorer_flag(group: Any, *, repeat: bool = True) -> None:
+    """``--scorer``: a model family or a scorer spec (``repeat``: given once per scorer)."""
+    from evirank.score.family import AUTO, family_names
+
+    group.add_argument(
+        "--scorer",
+        action="append" if repeat else "store",
+        metavar="SCORER",
+        help=f"the model family ({AUTO}: told from --model's files; without --model the offline "
+        f"all-MiniLM-L6-v2 bi-encoder; or one of {', '.join(family_names())}), or a scorer spec "
+        "[LABEL=]FAMILY[:MODEL]"
+        + ("; repeat it for several scorers' evidence in one ranking" if repeat else "")
+        + " (default: auto)",
+    )
+
+
+def model_flag(group: Any) -> None:
+    """``--model``: the model of the one scorer."""
+    group.add_argument(
+        "--model",
+        metavar="M",
+        help="the model of the one scorer: a Hugging Face id or a local folder (with several "
+        "--scorer, give each its model in its spec)",
+    )
+
+
+def device_flag(group: Any) -> None:
+    """``--device``: where models run."""
+    group.add_argument(
+        "--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:1, mps"
+    )
+
+
+def max_length_flag(group: Any) -> None:
+    """``--max-length``: the input token cap."""
+    group.add_argument(
+        "--max-length", type=positive_int, metavar="N", help="input token cap (default: the model's)"
+    )
+
+
+def vectors_flag(group: Any) -> None:
+    """``--vectors``: stored passage vectors."""
+    group.add_argument(
+        "--vectors",
+        metavar="VDIR",
+        help="stored passage vectors (evirank embed) read by a scorer that stores passages (a "
+        "bi-encoder: only queries are embedded), --prune-by or a dense first stage; default: the "
+        "index's own when it has some; none: compute every passage now",
     )
 
 
@@ -436,9 +513,25 @@ def add_duo(parser: Any) -> None:
     )
 
 
-def add_display(parser: Any, *, top: int = 10, show_passages: int = 3, top_help: str = "") -> None:
+def add_display(
+    parser: Any,
+    *,
+    top: int = 10,
+    show_passages: int = 3,
+    top_help: str = "",
+    deprecated_serve: bool = False,
+) -> None:
     """What is shown: ``--top`` and ``--show-passages``."""
     group = parser.add_argument_group("results shown")
+    if deprecated_serve:  # serve's earlier spellings
+        group.add_argument("--k", dest="top", type=non_negative_int, action=Deprecated, instead="--top N")
+        group.add_argument(
+            "--evidence",
+            dest="show_passages",
+            type=non_negative_int,
+            action=Deprecated,
+            instead="--show-passages N",
+        )
     group.add_argument(
         "--top", type=non_negative_int, default=top, metavar="N", help="results shown" + top_help
     )

@@ -130,6 +130,8 @@ class Runtime:
         batch_tokens: token budget per batch (None: by device).
         max_length: input token cap (None: each scorer's).
         ray: :class:`~evirank.scale.RayOptions` to run the model on Ray (None: in this process).
+        options: other keyword options of the scorers (a family's own, e.g. an LLM's
+            ``instruction``), as (name, value) pairs.
     """
 
     device: str = "auto"
@@ -137,6 +139,7 @@ class Runtime:
     batch_tokens: int | None = None
     max_length: int | None = None
     ray: Any = None
+    options: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         _check_positive("--batch-tokens", self.batch_tokens, allow_none=True)
@@ -150,6 +153,7 @@ class Runtime:
             "batch_tokens": self.batch_tokens,
             "max_length": self.max_length,
             "ray": self.ray,
+            **dict(self.options),
         }
 
 
@@ -160,6 +164,7 @@ class PipelineSpec:
     Attributes:
         index: a Lucene index folder (first stage and text), or None.
         corpus: a corpus (file or folder) with the documents' text instead of ``index``.
+        corpus_format: its format (:data:`evirank.io.corpus.CORPUS_FORMATS`; None: told from the files).
         missing_docs: ``error`` or ``keep`` candidates absent from the text source.
         first_stage: the candidates (:class:`FirstStageSpec`).
         scorers: the scorers (:class:`~evirank.score.multi.ScorerSpec`), at least one.
@@ -185,6 +190,7 @@ class PipelineSpec:
 
     index: str | None = None
     corpus: str | None = None
+    corpus_format: str | None = None
     missing_docs: str = "error"
     first_stage: FirstStageSpec = field(default_factory=FirstStageSpec)
     scorers: tuple[Any, ...] = ()
@@ -213,6 +219,13 @@ class PipelineSpec:
 
         if self.index is not None and self.corpus is not None:
             raise PipelineSpecError("give one text source: --index DIR or --corpus PATH, not both")
+        if self.corpus_format is not None:
+            from evirank.io.corpus import CORPUS_FORMATS
+
+            if self.corpus_format not in CORPUS_FORMATS:
+                expected = ", ".join(CORPUS_FORMATS)
+                found = repr(self.corpus_format)
+                raise PipelineSpecError(f"--corpus-format must be one of {expected}, found {found}")
         if self.missing_docs not in ("error", "keep"):
             raise PipelineSpecError(f"--missing-docs must be error or keep, found {self.missing_docs!r}")
         try:
@@ -313,6 +326,7 @@ class PipelineSpec:
         return cls(
             index=None if get("index") is None else str(get("index")),
             corpus=None if get("corpus") is None else str(get("corpus")),
+            corpus_format=get("corpus_format"),
             missing_docs=get("missing_docs", "error"),
             first_stage=FirstStageSpec(
                 method=get("first_stage", "bm25"),
@@ -344,6 +358,7 @@ class PipelineSpec:
                 batch_tokens=get("batch_tokens"),
                 max_length=get("max_length"),
                 ray=ray,
+                options=tuple(dict(get("scorer_options", {})).items()),
             ),
         )
 
@@ -387,11 +402,25 @@ class PipelineSpec:
             )
         return parse_aggregate(spec.spec, alpha=self.alpha, weights=weights, normalise=spec.normalise)
 
+    def text_source(self) -> dict[str, Any]:
+        """Where the documents' text comes from, for records: the index, or the corpus (and its
+        format when one was given).
+
+        Example:
+            >>> PipelineSpec(corpus="disk45", corpus_format="trec").text_source()
+            {'corpus': 'disk45', 'format': 'trec'}
+        """
+        if self.index:
+            return {"index": self.index}
+        if self.corpus_format is None:
+            return {"corpus": self.corpus}
+        return {"corpus": self.corpus, "format": self.corpus_format}
+
     def describe(self) -> dict[str, Any]:
         """A plain dict of every part (canonical specs), for records and logs."""
         return {
             "first_stage": self.first_stage.describe(),
-            "text": {"index": self.index} if self.index else {"corpus": self.corpus},
+            "text": self.text_source(),
             "segment": None if self.segment is None else self.segment.spec,
             "max_passages": self.max_passages,
             "scorers": [str(s) for s in self.scorers],
@@ -406,6 +435,9 @@ class PipelineSpec:
             "duo": None if self.duo is None else {"k": self.duo, "model": self.duo_model},
             "device": self.runtime.device,
             "backend": self.runtime.backend,
+            "batch_tokens": self.runtime.batch_tokens,
+            "max_length": self.runtime.max_length,
+            "ray": None if self.runtime.ray is None else self.runtime.ray.to_dict(),
         }
 
 

@@ -1,4 +1,4 @@
-"""Several scorers over the same passages: ``--evidence cross:MODEL --evidence bi``.
+"""Several scorers over the same passages: ``--scorer cross:MODEL --scorer bi``.
 
 A scorer is written ``[LABEL=]FAMILY[:MODEL]`` (:class:`ScorerSpec`), FAMILY one of the registered
 model families (:mod:`evirank.score.family`) or ``auto`` (told from the model's files):

@@ -49,8 +49,8 @@ import numpy as np
 import pandas as pd
 
 from evirank.errors import InputPathError, UsageError
-from evirank.spec import SpecError, parse_spec
 from evirank.frames import DOCNO, QID, RANK, SCORE, make_run, natural_order, require_columns, sort_run
+from evirank.spec import SpecError, parse_spec
 
 logger = logging.getLogger(__name__)
 
