@@ -269,9 +269,12 @@ class Parade(PairScorer):
         head = self.head()
         pairs.scores = passage_scores(head, vectors)
         store = self._store()
-        if store is not None and pairs.fingerprint is not None:
+        if store is not None and pairs.fingerprint is not None:  # the passages' own scores, once
             qhashes, phashes = pairs.pair_hashes()
-            store.put(pairs.fingerprint, qhashes, phashes, pairs.scores.tolist())
+            new = np.flatnonzero(np.isnan(store.lookup(pairs.fingerprint, qhashes, phashes)))
+            if len(new):
+                qnew, pnew = pairs.pair_hashes(new)
+                store.put(pairs.fingerprint, qnew, pnew, pairs.scores[new].tolist())
         out[SCORE] = pairs.scores[pairs.row_pair]
         out[DOCUMENT_SCORE] = self._document_scores(out, vectors[pairs.row_pair])
         stats.total_s = time.perf_counter() - started
