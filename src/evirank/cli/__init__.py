@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -164,17 +165,94 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         logging.getLogger("evirank").warning("%s", interrupted_message(args.command))
         return 130
+    except BrokenPipeError as exc:
+        if stdout_closed():  # `evirank explain ... | head`: the reader has all it wanted
+            return 141
+        return fail(args.command, os_error_message(exc))
     except EvirankError as exc:
         return fail(args.command, exc)
     except OSError as exc:  # a file that cannot be read or written: one line, no traceback
         return fail(args.command, os_error_message(exc))
     except Exception as exc:  # anything unforeseen: still one line; -vv shows where it happened
+        if caused_by_interrupt(exc):  # a library turned Ctrl-C into its own error (an import)
+            logging.getLogger("evirank").warning("%s", interrupted_message(args.command))
+            return 130
         if args.verbose > 1:
             logging.getLogger("evirank").exception("unexpected %s", type(exc).__name__)
+        java = java_exception_message(exc)
+        if java is not None:
+            return fail(args.command, java)
         return fail(
             args.command,
             f"{exc} ({type(exc).__name__}; run again with -vv to see where it happened)",
         )
+
+
+def caused_by_interrupt(exc: BaseException) -> bool:
+    """Whether a Ctrl-C (KeyboardInterrupt) is among the causes of ``exc``.
+
+    Example:
+        >>> try:
+        ...     try:
+        ...         raise KeyboardInterrupt
+        ...     except KeyboardInterrupt as inner:
+        ...         raise ModuleNotFoundError("Could not import module 'AutoTokenizer'") from inner
+        ... except ModuleNotFoundError as outer:
+        ...     caused_by_interrupt(outer)
+        True
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def stdout_closed() -> bool:
+    """After a broken pipe: whether it was standard output (``| head`` stopped reading).
+
+    If so, standard output is pointed at ``os.devnull``, so that Python's own flush at exit does
+    not report the same broken pipe again.
+    """
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        pass
+    except (OSError, ValueError):
+        return False
+    else:  # nothing was pending: ask the pipe whether its reader is gone
+        try:
+            import select
+
+            poller = select.poll()
+            poller.register(sys.stdout.fileno(), select.POLLOUT)
+            if not any(event & select.POLLERR for _, event in poller.poll(0)):
+                return False
+        except (OSError, ValueError, AttributeError):
+            return False
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return True
+
+
+def java_exception_message(exc: BaseException) -> str | None:
+    """A Java exception raised through pyjnius as one line (its class and message, no frames).
+
+    Returns ``None`` for anything that is not a Java exception.
+    """
+    if type(exc).__name__ != "JavaException" or not type(exc).__module__.startswith("jnius"):
+        return None
+    classname = str(getattr(exc, "classname", None) or "a Java exception")
+    message = str(getattr(exc, "innermessage", None) or "").strip()
+    short = classname.rsplit(".", 1)[-1]
+    return f"Lucene failed: {short}: {message}" if message else f"Lucene failed: {short}"
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ from evirank import __version__
 from evirank.data.registry import Dataset, RemoteFile, registry
 from evirank.datasets import DEFAULT, ENVIRONMENT, datasets_folder
 from evirank.errors import EvirankError
-from evirank.outputs import atomic_output
+from evirank.outputs import atomic_output, replace_output
 from evirank.progress import progress_bar
 
 logger = logging.getLogger(__name__)
@@ -215,14 +215,25 @@ def _fetch(
     except VerificationError:
         part.unlink(missing_ok=True)  # a wrong file is never resumed
         raise
-    os.replace(part, final)
-    return final
+    # the .part file is this download's own temporary (kept across runs to resume): it is
+    # renamed into place by the one helper every rename of evirank goes through
+    return replace_output(part, final, overwrite=True)
 
 
 def _download(url: str, part: Path, remote: RemoteFile, timeout: float) -> None:
-    """Stream ``url`` into ``part``, resuming a partial file where the host answers a range request."""
+    """Stream ``url`` into ``part``, resuming a partial file where the host answers a range request.
+
+    A partial file is resumed only when a checksum was published for the whole file: without one,
+    a damaged beginning (a disk error, a file put there by something else) could not be told from a
+    good one once the rest is appended, so the download starts over.
+    """
     have = part.stat().st_size if part.exists() else 0
     if remote.size is not None and have > remote.size:
+        have = 0
+    if have and remote.checksum is None:
+        logger.info(
+            "%s: no published checksum to check a resumed download against; starting it over", remote.name
+        )
         have = 0
     headers = {"User-Agent": f"evirank/{__version__}"}
     if have:

@@ -9,8 +9,9 @@ Accepted files (detected from the first non-blank line):
   ``0`` in the second column of every line, or with document ids where the labels should be,
   is rejected, naming the line)
 
-Labels are integers (negative grades allowed). A pair judged twice with the same label is
-kept once (with a warning); judged twice with different labels is an error.
+Labels are integers (negative grades allowed) that fit a C int (-2147483648 to 2147483647).
+A pair judged twice with the same label is kept once (with a warning); judged twice with
+different labels is an error.
 
 Example:
     >>> import tempfile, pathlib
@@ -46,6 +47,9 @@ from evirank.outputs import atomic_output
 logger = logging.getLogger(__name__)
 
 BEIR_QRELS_HEADER = ("query-id", "corpus-id", "score")
+LABEL_BOUNDS = (-(2**31), 2**31 - 1)
+"""Labels are C ints in trec_eval and the evaluators: a label outside this range would wrap around
+(4294967296 reads as 0) or crash the evaluator, so it is refused with its line."""
 MAX_HEADERLESS_LABEL = 1000
 """A headerless 3-column file whose labels go beyond +-this is read as a mistake (ids as labels)."""
 _TREC = "4 columns: qid iter docno label"
@@ -99,6 +103,8 @@ def read_qrels(path: PathLike) -> pd.DataFrame:
     label_col = cols[2]
 
     frame = fast_read(file, ncols, skip_first=skip, dtypes={label_col: np.int64})
+    if frame is not None and not frame[label_col].between(*LABEL_BOUNDS).all():
+        frame = None  # the slow path names the line of the label out of range
     if frame is not None:
         qrels = pd.DataFrame({QID: frame[cols[0]], DOCNO: frame[cols[1]], LABEL: frame[label_col]})
         if not qrels.duplicated([QID, DOCNO]).any():
@@ -150,7 +156,7 @@ def _slow_qrels(file: Path, ncols: int, expected: str, cols: tuple[int, int, int
         file,
         names,
         expected,
-        {cols[2]: int_converter(file, f"relevance label in column {cols[2] + 1}")},
+        {cols[2]: int_converter(file, f"relevance label in column {cols[2] + 1}", LABEL_BOUNDS)},
         skip,
     )
     seen: dict[tuple[str, str], tuple[int, int]] = {}

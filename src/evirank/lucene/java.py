@@ -340,6 +340,11 @@ def _started() -> ModuleType:
         install_option_filter(jnius_config)
         if not any(o.startswith("-Xmx") for o in jnius_config.get_options()):
             jnius_config.add_options(f"-Xmx{jvm_heap()}")
+        # -Xrs: the JVM in this process installs no handlers for SIGINT, SIGTERM and SIGHUP, so
+        # Ctrl-C stays Python's KeyboardInterrupt (the command says what a rerun does) instead of
+        # the JVM shutting the process down with status 130 and no word.
+        if "-Xrs" not in jnius_config.get_options():
+            jnius_config.add_options("-Xrs")
     # Importing pyserini.pyclass puts Anserini's jar on the classpath and starts the JVM.
     pyclass = require("pyserini.pyclass", "lucene")
     system = pyclass.autoclass("java.lang.System")

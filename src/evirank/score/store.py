@@ -36,7 +36,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -45,6 +45,7 @@ import pandas as pd
 
 from evirank.errors import EvirankError, InputFormatError, InputPathError, OutputNotWritableError
 from evirank.frames import DOCNO, PID, QID, QUERY, SCORE, TEXT, require_columns
+from evirank.outputs import naming_write_failures
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +123,85 @@ def check_store_path(path: str | os.PathLike[str]) -> Path:
         raise InputPathError(out, "a score store file (SQLite)", "a folder")
     if out.exists() and not os.access(out, os.R_OK | os.W_OK):
         raise OutputNotWritableError(out, "the score store file is not writable")
+    check_ours(out)
     return check_writable(out)
+
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+_EXPECTED = "an evirank score store (SQLite)"
+
+
+def check_ours(path: Path) -> None:
+    """Raise unless ``path`` is absent, empty, or an evirank score store; never changes the file.
+
+    A file that is not SQLite is recognised by its first bytes; a SQLite database by its tables,
+    read through a read-only connection. So a user's own database given as a store is refused
+    before anything could write to it (a writable connection would switch its journal to WAL).
+
+    Raises:
+        InputFormatError: another kind of file, or another SQLite database.
+    """
+    try:
+        if not path.is_file() or path.stat().st_size == 0:
+            return
+        with open(path, "rb") as handle:
+            head = handle.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        raise OutputNotWritableError(path, exc.strerror or str(exc)) from None
+    if head != SQLITE_MAGIC:
+        raise InputFormatError(path, None, _EXPECTED, "a file that is not a SQLite database")
+    try:
+        conn = _connect_read_only(path, timeout=5.0)
+    except sqlite3.Error as exc:
+        raise InputFormatError(path, None, _EXPECTED, f"a SQLite file that cannot be read ({exc})") from None
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        schema = None
+        if "meta" in tables:
+            schema = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+    except sqlite3.Error as exc:
+        raise InputFormatError(path, None, _EXPECTED, f"a damaged SQLite file ({exc})") from None
+    finally:
+        conn.close()
+    if tables and "meta" not in tables:
+        shown = ", ".join(sorted(tables)[:6]) + (", ..." if len(tables) > 6 else "")
+        raise InputFormatError(
+            path,
+            None,
+            _EXPECTED,
+            f"another SQLite database (tables: {shown}); it was left unchanged",
+            hint="give a new path for the score store",
+        )
+    if tables and (schema is None or schema[0] != SCHEMA_VERSION):
+        found = schema[0] if schema else None
+        raise InputFormatError(path, None, _EXPECTED, f"schema version {found}, expected {SCHEMA_VERSION}")
+
+
+def _connect_read_only(path: Path, timeout: float) -> sqlite3.Connection:
+    """A read-only connection that leaves no ``-wal``/``-shm`` files behind and works on a
+    read-only file system.
+
+    Without a ``-wal`` file beside the database (no writer has it open, and the last one
+    checkpointed when it closed), the file is opened ``immutable``: SQLite then takes no locks
+    and creates no files. With one, a writer may be at work or have died before checkpointing,
+    and the scores in the WAL are needed: the file is opened ``mode=ro``, which shares the
+    writer's ``-shm`` (both files were there before; nothing new is left).
+    """
+    uri = path.resolve().as_uri()
+    wal = path.with_name(path.name + "-wal")
+    if not wal.exists():
+        return sqlite3.connect(f"{uri}?immutable=1", uri=True, timeout=timeout, check_same_thread=False)
+    try:
+        conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=timeout, check_same_thread=False)
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError:  # a read-only folder without the -shm file
+        logger.warning(
+            "%s: a -wal file is beside it but cannot be shared on this file system; reading the "
+            "main file only (scores not checkpointed yet are not seen)",
+            path,
+        )
+        return sqlite3.connect(f"{uri}?immutable=1", uri=True, timeout=timeout, check_same_thread=False)
 
 
 class ScoreStore:
@@ -154,10 +233,10 @@ class ScoreStore:
         if readonly:
             if not self.path.is_file():
                 raise FileNotFoundError(f"{self.path}: no score store here")
-            uri = self.path.resolve().as_uri() + "?mode=ro"
-            self._conn = sqlite3.connect(uri, uri=True, timeout=timeout, check_same_thread=False)
+            check_ours(self.path)
+            self._conn = _connect_read_only(self.path, timeout)
         else:
-            check_store_path(self.path)
+            check_store_path(self.path)  # a file that is not ours is refused unchanged
             self.path.parent.mkdir(parents=True, exist_ok=True)
             try:
                 self._conn = sqlite3.connect(self.path, timeout=timeout, check_same_thread=False)
@@ -217,12 +296,16 @@ class ScoreStore:
     def _write(self) -> Iterator[sqlite3.Connection]:
         if self.readonly:
             raise PermissionError(f"{self.path}: this score store was opened read-only")
-        with self._lock:
+        with (
+            self._lock,
+            naming_write_failures(self.path, kept="the scores stored before are kept (a rerun resumes)"),
+        ):
             try:
                 yield self._conn
                 self._conn.commit()
             except BaseException:
-                self._conn.rollback()
+                with suppress(sqlite3.Error):
+                    self._conn.rollback()
                 raise
 
     # -- fingerprints ----------------------------------------------------------------

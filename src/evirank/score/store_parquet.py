@@ -41,6 +41,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import suppress
 from typing import Any
 
 import numpy as np
@@ -51,6 +52,7 @@ import pyarrow.parquet as pq
 
 from evirank.errors import InputFormatError
 from evirank.frames import DOCNO, PID, QID, QUERY, SCORE, TEXT, require_columns
+from evirank.outputs import naming_write_failures
 from evirank.score.store import FINGERPRINT, FingerprintError, text_hash
 
 logger = logging.getLogger(__name__)
@@ -183,12 +185,23 @@ class ParquetScoreStore:
 
     def _write_bytes(self, path: str, data: bytes) -> None:
         """Write ``data`` to ``path`` atomically: a temporary name, then a rename."""
+        # Not outputs.atomic_file: the store may be any fsspec file system (S3, GCS), where the
+        # temporary must be written and moved through fsspec.
         folder, name = path.rsplit("/", 1)
         tmp = f"{folder}/{_TMP}{uuid.uuid4().hex}-{name}"
-        self._fs.makedirs(folder, exist_ok=True)
-        with self._fs.open(tmp, "wb") as handle:
-            handle.write(data)
-        self._fs.mv(tmp, path)
+        with naming_write_failures(
+            self.location, kept="the shards written before are kept (a rerun resumes)"
+        ):
+            try:
+                self._fs.makedirs(folder, exist_ok=True)
+                with self._fs.open(tmp, "wb") as handle:
+                    handle.write(data)
+                self._fs.mv(tmp, path)
+            except BaseException:
+                with suppress(Exception):
+                    if self._fs.exists(tmp):
+                        self._fs.rm(tmp)
+                raise
 
     def _write_table(self, folder: str, table: pa.Table) -> str:
         """Write one shard named by its content; returns its path (an existing one is kept)."""
