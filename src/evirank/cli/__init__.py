@@ -55,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
         module = importlib.import_module(f"evirank.cli.{name}")
         sub = module.add_parser(subparsers)
         sub.set_defaults(_run=module.run)
+    from evirank.cli.numbers import harden_numbers
+
+    harden_numbers(parser)  # every numeric flag: finite, and within a 32-bit integer
     return parser
 
 
@@ -247,13 +250,7 @@ def java_exception_message(exc: BaseException) -> str | None:
 
     Returns ``None`` for anything that is not a Java exception.
     """
-    if type(exc).__name__ != "JavaException" or not type(exc).__module__.startswith("jnius"):
-        return None
-    classname = str(getattr(exc, "classname", None) or "a Java exception")
-    message = str(getattr(exc, "innermessage", None) or "").strip()
-    short = classname.rsplit(".", 1)[-1]
-    return f"Lucene failed: {short}: {message}" if message else f"Lucene failed: {short}"
+    from evirank.lucene.java import java_error_text
 
-
-if __name__ == "__main__":
-    sys.exit(main())
+    text = java_error_text(exc)
+    return None if text is None else f"Lucene failed: {text}"

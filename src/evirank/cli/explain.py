@@ -40,7 +40,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="do not show each passage's matched words (shown for scorers that tell them, such as "
         "late interaction; they load the model)",
     )
-    parser.add_argument("--top", type=int, metavar="N", help="show only the N best passages")
+    from evirank.cli.index import positive_int
+
+    parser.add_argument("--top", type=positive_int, metavar="N", help="show only the N best passages")
     parser.add_argument(
         "--format", choices=("table", "tsv", "jsonl"), default="table", help="output format (default: table)"
     )

@@ -14,13 +14,13 @@ logger = logging.getLogger(__name__)
 
 
 def positive_int(text: str) -> int:
-    """An argparse type: an integer >= 1."""
+    """An argparse type: an integer from 1 to 2147483647 (a Java ``int``)."""
     try:
         value = int(text)
     except ValueError:
         value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, found {text!r}")
+    if not 1 <= value <= 2**31 - 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer up to {2**31 - 1}, found {text!r}")
     return value
 
 
@@ -35,8 +35,8 @@ def non_negative_int(text: str) -> int:
         value = int(text)
     except ValueError:
         value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, found {text!r}")
+    if not 0 <= value <= 2**31 - 1:
+        raise argparse.ArgumentTypeError(f"expected an integer from 0 to {2**31 - 1}, found {text!r}")
     return value
 
 

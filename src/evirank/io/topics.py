@@ -281,11 +281,16 @@ def _parse_tsv(path: Path) -> list[tuple[str, _Topic]]:
         if header and parts[1].strip().lower() in _QUERY_TEXT_KEYS:
             continue  # a header line such as "qid<TAB>query"
         if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
+            empty = (
+                ""
+                if len(parts) != 2
+                else (" with an empty qid" if not parts[0].strip() else " with an empty query")
+            )
             raise InputFormatError(
                 path,
                 line_no,
                 "2 tab-separated columns: qid TAB query",
-                f"{len(parts)} column(s): {shorten(line)}",
+                f"{len(parts)} column(s){empty}: {shorten(line)}",
             )
         out.append((parts[0].strip(), _Topic(line_no, {"title": " ".join(parts[1].split())})))
     return out

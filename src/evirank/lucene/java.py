@@ -384,3 +384,49 @@ def autoclass(name: str) -> Any:
         2
     """
     return start_jvm().autoclass(name)
+
+
+MAX_CLAUSES = 2**31 - 1
+"""Lucene's limit on a query's terms (1024 by default): long queries (a document used as a query,
+100,000 characters) are searched rather than refused with ``TooManyClauses``."""
+
+
+def java_error_text(exc: BaseException) -> str | None:
+    """A Java exception raised through pyjnius as ``Class: message`` (no stack), else ``None``.
+
+    Example:
+        >>> java_error_text(ValueError("not Java")) is None
+        True
+    """
+    if type(exc).__name__ != "JavaException" or not type(exc).__module__.startswith("jnius"):
+        return None
+    classname = str(getattr(exc, "classname", None) or "JavaException").rsplit(".", 1)[-1]
+    message = " ".join(str(getattr(exc, "innermessage", None) or "").split())
+    return f"{classname}: {message}" if message else classname
+
+
+def open_searcher(index: str | os.PathLike[str]) -> Any:
+    """Anserini's ``SimpleSearcher`` over ``index``; a damaged index is one line naming it.
+
+    Raises:
+        InputFormatError: Lucene cannot open the index (a damaged or missing file, a checksum
+            that does not match).
+    """
+    from evirank.errors import InputFormatError
+
+    searcher_class = autoclass("io.anserini.search.SimpleSearcher")
+    try:
+        searcher = searcher_class(str(index))
+    except Exception as exc:
+        text = java_error_text(exc)
+        if text is None:
+            raise
+        raise InputFormatError(
+            index,
+            None,
+            "a Lucene index that can be read",
+            text,
+            hint="the index is damaged or incomplete: build it again with `evirank index`",
+        ) from None
+    autoclass("org.apache.lucene.search.IndexSearcher").setMaxClauseCount(MAX_CLAUSES)
+    return searcher

@@ -12,7 +12,8 @@ One SQLite file (WAL journal, so readers never block the writer) holds:
   (:meth:`ScoreStore.passages_scores`);
 - ``embeddings``: bi-encoder vectors per (fingerprint, text hash);
 - ``fingerprints``: what each fingerprint means (model, settings), for people;
-- ``file_hashes``: sha256 of model files by (path, size, mtime), so big checkpoints are read once.
+- ``file_hashes``: sha256 of model files by identity (path with device, inode and ctime), size
+  and mtime (:func:`evirank.score.fingerprint.file_identity`), so big checkpoints are read once.
 
 Texts are keyed by a 128-bit BLAKE2b hash of their UTF-8 bytes (collisions are out of reach
 at any realistic corpus size; the text itself is stored once beside it).
@@ -706,7 +707,9 @@ def copy_store(source: Store, dest: Store, fingerprints: Sequence[str] | None = 
     """Copy fingerprints, scores, embeddings, segments and their texts from ``source`` into ``dest``.
 
     Works between any two kinds (SQLite to Parquet shards and back, or merging several stores);
-    what ``dest`` holds already is kept, and a score present in both is stored once.
+    what ``dest`` holds already is kept and not written again, so copying the same store twice
+    adds nothing the second time (a Parquet store gains no new shard). A document whose segments
+    differ in the two stores keeps the more recent recording.
 
     Args:
         source: the store to read.
@@ -714,15 +717,16 @@ def copy_store(source: Store, dest: Store, fingerprints: Sequence[str] | None = 
         fingerprints: copy only these (full fingerprints or unique prefixes); all when None.
 
     Returns:
-        Counts copied: fingerprints, scores, embeddings, segments.
+        Counts copied (new in ``dest``): fingerprints, scores, embeddings, segments.
 
     Example:
         >>> import tempfile, pathlib
         >>> folder = pathlib.Path(tempfile.mkdtemp())
         >>> a = open_store(folder / "a.sqlite")
         >>> a.put_scores(a.register("ab" * 32, kind="cross", description={}), ["q"], ["p"], [1.0])
-        >>> copy_store(a, open_store(folder / "shards"))["scores"]
-        1
+        >>> shards = open_store(folder / "shards")
+        >>> copy_store(a, shards)["scores"], copy_store(a, shards)["scores"]
+        (1, 0)
     """
     table = source.fingerprints()
     chosen = (
@@ -731,24 +735,34 @@ def copy_store(source: Store, dest: Store, fingerprints: Sequence[str] | None = 
         else [source.resolve_fingerprint(f) for f in fingerprints]
     )
     described = table.set_index(FINGERPRINT)
+    known = set(dest.fingerprints()[FINGERPRINT])
     counts = {"fingerprints": 0, "scores": 0, "embeddings": 0, "segments": 0}
     for fp in chosen:
         row = described.loc[fp]
         dest.register(fp, kind=str(row["kind"]), description=dict(row["description"]))
-        counts["fingerprints"] += 1
+        counts["fingerprints"] += fp not in known
         scores = source.score_table(fp)
         for start in range(0, len(scores), COPY_ROWS):
             part = scores.iloc[start : start + COPY_ROWS]
-            dest.put(fp, part["qhash"].tolist(), part["phash"].tolist(), part["score"].tolist())
-        counts["scores"] += len(scores)
+            qhashes, phashes = part["qhash"].tolist(), part["phash"].tolist()
+            missing = np.isnan(dest.lookup(fp, qhashes, phashes))
+            if missing.any():
+                part = part[missing]
+                dest.put(fp, part["qhash"].tolist(), part["phash"].tolist(), part["score"].tolist())
+                counts["scores"] += int(missing.sum())
         vectors = source.embedding_table(fp)
         for start in range(0, len(vectors), COPY_ROWS):
             part = vectors.iloc[start : start + COPY_ROWS]
+            have = dest.get_embeddings(fp, part["hash"].tolist())
+            part = part[[i not in have for i in range(len(part))]]
+            if part.empty:
+                continue
             hashes = part["hash"].tolist()
-            dest.put_texts(source.texts(hashes).values(), source.texts(hashes).keys())
+            texts = source.texts(hashes)
+            dest.put_texts(texts.values(), texts.keys())
             dest.put_embeddings(fp, hashes, np.stack(part["vector"].tolist()))
-        counts["embeddings"] += len(vectors)
-        segments = source.segment_table(fp).sort_values([QID, DOCNO, PID], kind="stable")
+            counts["embeddings"] += len(part)
+        segments = _newer_segments(source.segment_table(fp), dest.segment_table(fp))
         # cut between documents only: a document's segments are recorded (replaced) as a whole
         new_doc = (
             np.flatnonzero(
@@ -771,3 +785,36 @@ def copy_store(source: Store, dest: Store, fingerprints: Sequence[str] | None = 
             dest.record_segments(fp, frame, part["qhash"].tolist(), part["phash"].tolist())
         counts["segments"] += len(segments)
     return counts
+
+
+def _newer_segments(source: pd.DataFrame, dest: pd.DataFrame) -> pd.DataFrame:
+    """The documents of ``source`` whose segments ``dest`` lacks, or holds otherwise and older.
+
+    Both are segment tables [qid, docno, pid, qhash, phash, written]; the result keeps
+    ``source``'s rows of those documents, sorted by qid, docno, pid.
+    """
+    source = source.sort_values([QID, DOCNO, PID], kind="stable").reset_index(drop=True)
+    if dest.empty or source.empty:
+        return source
+
+    def documents(frame: pd.DataFrame) -> pd.DataFrame:
+        keyed = frame.assign(
+            _seg=[
+                f"{p}:{bytes(q).hex()}:{bytes(h).hex()}"
+                for p, q, h in zip(frame[PID], frame["qhash"], frame["phash"], strict=True)
+            ]
+        )
+        return keyed.groupby([QID, DOCNO], sort=False).agg(
+            segs=("_seg", lambda v: "|".join(sorted(v))), written=("written", "max")
+        )
+
+    mine, theirs = documents(source), documents(dest)
+    joined = mine.merge(theirs, left_index=True, right_index=True, how="left", suffixes=("", "_dest"))
+    wanted = joined["segs_dest"].isna() | (
+        (joined["segs"] != joined["segs_dest"]) & (joined["written"] > joined["written_dest"])
+    )
+    keys = set(joined.index[wanted.to_numpy()])
+    if len(keys) == len(joined):
+        return source
+    chosen = [(q, d) in keys for q, d in zip(source[QID], source[DOCNO], strict=True)]
+    return source[chosen].reset_index(drop=True)

@@ -12,7 +12,7 @@ the 16-byte hashes of the query and passage texts), as append-only shards::
       embeddings/<fingerprint>/<name>.parquet  hash (binary 16), vector (list<float32>)
       segments/<fingerprint>/<name>.parquet    qid, docno, pid, qhash, phash, written
       texts/<name>.parquet                     hash (binary 16), text
-      file_hashes/<key>.json                   sha256 of model files by path, size, mtime
+      file_hashes/<key>.json                   sha256 of model files by file identity, size, mtime
 
 Every shard is written under a temporary name (``.tmp-...``, never read) and renamed into
 place, so a reader sees a shard whole or not at all; a killed writer leaves at most a
@@ -267,7 +267,7 @@ class ParquetScoreStore:
                     info.get("description", {}),
                     float(info.get("created", 0.0)),
                     self.count_scores(fingerprint),
-                    sum(t.num_rows for t in self._tables(f"segments/{fingerprint}", ["qid"])),
+                    len(self.segment_table(fingerprint)),  # current segments, not rows of every shard
                 )
             )
         frame = pd.DataFrame(
