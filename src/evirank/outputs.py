@@ -314,15 +314,38 @@ def atomic_file(path: str | os.PathLike[str]) -> Iterator[Path]:
         with naming_write_failures(out):
             yield tmp
             if out.is_dir() and not out.is_symlink():
-                old = temporary_path(out, ".old")
-                _remove(old)
-                os.replace(out, old)
-                os.replace(tmp, out)
-                _remove(old)
+                _swap_folder(tmp, out)
             else:
                 os.replace(tmp, out)
     finally:
         _remove(tmp)
+
+
+def _swap_folder(tmp: Path, out: Path) -> None:
+    """Replace the folder ``out`` by ``tmp``: a crash between the two renames leaves the old one at
+    ``.old-NAME``, where :func:`recovered` finds it."""
+    old = out.with_name(f".old-{out.name}")
+    _remove(old)
+    os.replace(out, old)
+    os.replace(tmp, out)
+    _remove(old)
+
+
+def recovered(path: str | os.PathLike[str]) -> Path | None:
+    """``path``, or the ``.old-`` twin a crash in the middle of :func:`atomic_file`'s folder swap left;
+    ``None`` when neither is there.
+
+    Example:
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> (folder / ".old-last").mkdir()
+        >>> recovered(folder / "last").name, recovered(folder / "best")
+        ('.old-last', None)
+    """
+    out = Path(path)
+    if out.exists():
+        return out
+    old = out.with_name(f".old-{out.name}")
+    return old if old.exists() else None
 
 
 def write_atomically(path: str | os.PathLike[str], data: str | bytes) -> Path:

@@ -413,12 +413,14 @@ def _qrels_dict(qrels: pd.DataFrame) -> dict[str, dict[str, int]]:
     labels = pd.to_numeric(qrels[LABEL], errors="coerce").to_numpy(dtype=np.float64)
     if len(labels) and (np.isnan(labels).any() or (labels != np.round(labels)).any()):
         raise EvaluationError("evaluate: every qrels label must be an integer grade")
-    out_of_range = (labels < -(2**31)) | (labels > 2**31 - 1)
+    from evirank.io.qrels import LABEL_BOUNDS
+
+    out_of_range = (labels < LABEL_BOUNDS[0]) | (labels > LABEL_BOUNDS[1])
     if out_of_range.any():
         bad = int(np.flatnonzero(out_of_range)[0])
         raise EvaluationError(
             f"evaluate: the qrels label {labels[bad]:.0f} (query {qids[bad]}, document {docnos[bad]}) is "
-            "outside -2147483648..2147483647, the labels trec_eval and the evaluators can hold"
+            f"outside {LABEL_BOUNDS[0]}..{LABEL_BOUNDS[1]}, the relevance grades trec_eval can hold"
         )
     keys = pd.DataFrame({QID: qids, DOCNO: docnos})
     duplicated = keys.duplicated()

@@ -9,7 +9,7 @@ Accepted files (detected from the first non-blank line):
   ``0`` in the second column of every line, or with document ids where the labels should be,
   is rejected, naming the line)
 
-Labels are integers (negative grades allowed) that fit a C int (-2147483648 to 2147483647).
+Labels are integer grades from -1000000 to 1000000 (negative grades allowed; see LABEL_BOUNDS).
 A pair judged twice with the same label is kept once (with a warning); judged twice with
 different labels is an error.
 
@@ -47,9 +47,11 @@ from evirank.outputs import atomic_output
 logger = logging.getLogger(__name__)
 
 BEIR_QRELS_HEADER = ("query-id", "corpus-id", "score")
-LABEL_BOUNDS = (-(2**31), 2**31 - 1)
-"""Labels are C ints in trec_eval and the evaluators: a label outside this range would wrap around
-(4294967296 reads as 0) or crash the evaluator, so it is refused with its line."""
+LABEL_BOUNDS = (-1_000_000, 1_000_000)
+"""Labels are relevance grades. trec_eval (and the evaluators built on it) hold them as C ints and
+keep a count for every grade up to the largest: a label beyond a C int wraps around (4294967296
+reads as 0, 4611686018427387904 crashes the process) and a label of 2147483647 asks for 17 GB.
+Real collections use a handful of grades, so a label outside this range is refused with its line."""
 MAX_HEADERLESS_LABEL = 1000
 """A headerless 3-column file whose labels go beyond +-this is read as a mistake (ids as labels)."""
 _TREC = "4 columns: qid iter docno label"
