@@ -213,6 +213,7 @@ _WRITE_FAILURES = (
     ("File too large", "File too large"),
     ("Read-only file system", "Read-only file system"),
     ("file write failed", "the file system refused the write (a full disk?)"),
+    ("disk I/O error", "SQLite: disk I/O error (a full disk, a file-size limit or a failing disk)"),
 )
 
 
@@ -261,6 +262,8 @@ def naming_write_failures(*paths: str | os.PathLike[str], kept: str | None = Non
             raise
         hint = "choose an output path on a writable file system" if "Read-only" in reason else None
         names = ", ".join(str(p) for p in paths)
+        if kept is None and len(paths) > 1:
+            kept = "nothing was left at these paths"
         raise OutputWriteError(names, reason, kept=kept, hint=hint) from exc
 
 

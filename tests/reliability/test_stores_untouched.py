@@ -109,27 +109,6 @@ def test_a_reader_sees_the_scores_a_running_writer_keeps_in_its_wal(tmp_path: Pa
     writer.close()
 
 
-def _mount_tmpfs(folder: Path, size: str = "16m") -> bool:
-    """Mount a small tmpfs at ``folder`` (root only); False where that is not possible."""
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        return False
-    folder.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True
-    )
-    return done.returncode == 0
-
-
-@pytest.fixture
-def tmpfs(tmp_path: Path):  # type: ignore[no-untyped-def]
-    """A small tmpfs (16 MiB) that the test may fill or turn read-only; skipped without root."""
-    folder = tmp_path / "tmpfs"
-    if not _mount_tmpfs(folder):
-        pytest.skip("mounting a tmpfs needs root")
-    yield folder
-    subprocess.run(["umount", "-l", str(folder)], check=False)
-
-
 def test_stores_are_read_on_a_read_only_file_system(tmpfs: Path, tmp_path: Path) -> None:
     _store(tmpfs / "s.sqlite")
     open_store(tmpfs / "shards").put_scores(
