@@ -225,8 +225,22 @@ class ParquetScoreStore:
         )
 
     def _read(self, path: str, columns: list[str] | None = None) -> pa.Table:
-        with self._fs.open(path, "rb") as handle:
-            return pq.read_table(handle, columns=columns)
+        """A shard, checked against its name: a shard is named by the hash of its bytes, so a
+        damaged or cut one is found for certain (never read as other scores) and named."""
+        data = self._fs.cat_file(path)
+        name = path.rsplit("/", 1)[-1].removesuffix(".parquet")
+        if hashlib.blake2b(data, digest_size=16).hexdigest() != name:
+            raise InputFormatError(
+                path,
+                None,
+                "a shard whose bytes match its name (the hash of its content)",
+                f"other bytes ({len(data):,} of them): the file is damaged or cut short",
+                hint="delete it; a rerun computes what it held again",
+            )
+        try:
+            return pq.read_table(pa.BufferReader(data), columns=columns)
+        except (pa.ArrowException, OSError) as exc:  # pragma: no cover - a shard that hashes right reads
+            raise InputFormatError(path, None, "a Parquet shard", f"{type(exc).__name__}: {exc}") from exc
 
     def _tables(self, folder: str, columns: list[str] | None = None) -> Iterator[pa.Table]:
         for path in self.shards(folder):
