@@ -15,6 +15,10 @@ was published), and is then unpacked into a temporary folder that is renamed int
 every file is there: a dataset folder in the data home is complete or absent, never half-made.
 ``$EVIRANK_DATA_URL`` points every download at a mirror holding the same file names.
 
+Why not pooch (which fetches, hashes and caches files too): it neither resumes a partial download nor
+checks a file that has no published checksum by parsing it, and an offline failure does not say which
+file to fetch by hand and where to put it; machines without internet access need exactly that.
+
 Example:
     >>> import os, tempfile
     >>> os.environ["EVIRANK_HOME"] = tempfile.mkdtemp()
