@@ -122,7 +122,30 @@ def parse_measure(measure: MeasureLike, relevance_level: int | None = None) -> M
         parsed.validate_params()
     except AssertionError as exc:  # ir_measures validates with assert
         raise MeasureError(f"invalid parameters for measure {measure!r}: {exc}") from exc
+    _check_numbers(measure, parsed)
     return parsed
+
+
+def _check_numbers(given: MeasureLike, parsed: Measure) -> None:
+    """Refuse a cutoff or relevance level the evaluators cannot take.
+
+    ``P@0`` aborts trec_eval (an assertion in C kills the process), ``RR@0`` is 0 whatever the run,
+    and a ``rel`` beyond a C int is passed on as garbage: each is refused with the measure named.
+    """
+    from evirank.io.qrels import LABEL_BOUNDS
+
+    cutoff = parsed.params.get("cutoff")
+    if cutoff is not None and (
+        isinstance(cutoff, bool) or not isinstance(cutoff, int) or not 1 <= cutoff < 2**31
+    ):
+        raise MeasureError(f"measure {given!r}: the cutoff (@k) must be an integer from 1 to {2**31 - 1}")
+    rel = parsed.params.get("rel")
+    if rel is not None and (
+        isinstance(rel, bool) or not isinstance(rel, int) or not LABEL_BOUNDS[0] <= rel <= LABEL_BOUNDS[1]
+    ):
+        raise MeasureError(
+            f"measure {given!r}: rel must be an integer grade from {LABEL_BOUNDS[0]} to {LABEL_BOUNDS[1]}"
+        )
 
 
 def parse_measures(measures: Iterable[MeasureLike], relevance_level: int | None = None) -> list[Measure]:
