@@ -72,3 +72,21 @@ def harden_numbers(parser: argparse.ArgumentParser) -> None:
         convert = action.type
         if callable(convert) and not getattr(convert, "_evirank_checked", False):
             action.type = _checked(convert)
+
+
+def port_number(text: str) -> int:
+    """An argparse type: a TCP port, 0 to 65535 (0: any free one).
+
+    A larger number is refused, not wrapped: the system's resolver reads 70000 as 4464.
+
+    Example:
+        >>> port_number("8080")
+        8080
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 0 to 65535, found {text!r}")
+    return value

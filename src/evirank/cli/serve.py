@@ -96,7 +96,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--max-depth", type=int, default=defaults.max_depth, help="largest depth accepted")
     parser.add_argument("--evidence", type=int, default=3, help="passages shown per result")
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8080, help="port (default: 8080)")
+    from evirank.cli.numbers import port_number
+
+    parser.add_argument("--port", type=port_number, default=8080, help="port (default: 8080)")
     parser.add_argument(
         "--timeout",
         type=float,
@@ -206,8 +208,9 @@ def run(args: argparse.Namespace) -> int:
         # "serving on ..." is only ever logged for an address that is really held
         sock = bind_socket(args.host, args.port)
     except OSError as exc:
-        logger.error("%s", exc.strerror or exc)
-        return 2
+        from evirank.cli import fail
+
+        return fail("serve", exc.strerror or str(exc))
     set_model_threads(args.model_threads, searcher.info)
     try:
         if not args.no_warmup:
