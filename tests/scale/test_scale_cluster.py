@@ -65,7 +65,8 @@ LOOPBACK_RAY = (
 
 def _alive_nodes(address: str, env: dict[str, str]) -> int:
     code = (
-        f"import ray; ray.init(address={address!r}, logging_level='ERROR'); "
+        "import ray; from evirank.scale.engine import init_on_loopback; "
+        f"init_on_loopback(ray, address={address!r}, logging_level='ERROR'); "
         "print(sum(n['Alive'] for n in ray.nodes()))"
     )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)

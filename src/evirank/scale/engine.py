@@ -65,7 +65,12 @@ def connect(options: RayOptions) -> Any:
             )
     else:
         with _keeping_sigterm():
-            ray.init(address=options.address, logging_level=logging.WARNING, log_to_driver=worker_logs)
+            if _is_loopback(options.address):  # a cluster on this machine's loopback address (tests)
+                init_on_loopback(
+                    ray, address=options.address, logging_level=logging.WARNING, log_to_driver=worker_logs
+                )
+            else:
+                ray.init(address=options.address, logging_level=logging.WARNING, log_to_driver=worker_logs)
     logger.info(
         "Ray %s ready in %.1f s: %s", ray.__version__, time.perf_counter() - started, ray.cluster_resources()
     )
@@ -109,6 +114,24 @@ def _keeping_sigterm() -> Iterator[None]:
 LOOPBACK = "127.0.0.1"
 
 
+def _is_loopback(address: str) -> bool:
+    """Whether a cluster address ``HOST:PORT`` names this machine's loopback interface.
+
+    Example:
+        >>> _is_loopback("127.0.0.1:6379"), _is_loopback("10.0.0.5:6379"), _is_loopback("auto")
+        (True, False, False)
+    """
+    import ipaddress
+
+    host = address.rsplit(":", 1)[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def init_on_loopback(ray: Any, **options: Any) -> None:
     """``ray.init`` of a local instance whose processes listen on and talk to the loopback address only.
 
@@ -118,8 +141,10 @@ def init_on_loopback(ray: Any, **options: Any) -> None:
     kept as it is for the length of ``ray.init``. Should a Ray version lack that function, Ray's
     own choice of address is used (with a note in the log).
     """
+    import importlib
+
     try:
-        from ray._private import services
+        services: Any = importlib.import_module("ray._private.services")
     except ImportError:  # pragma: no cover - a Ray without this module
         services = None
     resolve = getattr(services, "resolve_ip_for_localhost", None)
