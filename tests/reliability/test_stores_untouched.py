@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from fs_faults import read_only
 
 from evirank.cli import main
 from evirank.errors import InputFormatError
@@ -114,7 +115,7 @@ def test_stores_are_read_on_a_read_only_file_system(tmpfs: Path, tmp_path: Path)
     open_store(tmpfs / "shards").put_scores(
         open_store(tmpfs / "shards").register(FP, kind="cross", description={}), ["q"], ["p"], [2.0]
     )
-    subprocess.run(["mount", "-o", "remount,ro", str(tmpfs)], check=True)
+    read_only(tmpfs)
     assert main(["-q", "store", "info", str(tmpfs / "s.sqlite")]) == 0
     assert (
         main(

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fs_faults import fill, read_only
 
-from conftest import fill, read_only
 from evirank.cli import main
 from evirank.errors import OutputNotWritableError, OutputWriteError
 from evirank.frames import make_run
