@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from evirank.cli import build_parser, caused_by_interrupt, main
+from evirank.cli import build_parser, main
+from evirank.cli.interrupts import caused_by_interrupt
 from evirank.cli.numbers import INT_LIMIT
 from evirank.errors import InputFormatError
 from evirank.io import read_qrels, read_run, read_topics

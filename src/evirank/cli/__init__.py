@@ -16,15 +16,19 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
-import os
 import signal
 import sys
-import threading
 from collections.abc import Sequence
-from contextlib import suppress
-from typing import Any
 
 from evirank import __version__
+from evirank.cli.interrupts import (
+    Terminated,
+    caused_by_interrupt,
+    exit_now,
+    stdout_closed,
+    stop_on_termination,
+    stop_ray,
+)
 from evirank.errors import EvirankError
 
 SUBCOMMANDS = (
@@ -167,15 +171,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     configure_logging(args.verbose, args.quiet)
-    previous = _stop_on_termination()
+    previous = stop_on_termination()
     try:
         return int(args._run(args) or 0)
     except KeyboardInterrupt as exc:
         logging.getLogger("evirank").warning("%s", interrupted_message(args.command))
         code = 128 + exc.signal if isinstance(exc, Terminated) else 130
-        _stop_ray()
+        stop_ray()
         if argv is None and "ray" in sys.modules:
-            _exit_now(code)
+            exit_now(code)
         return code
     except BrokenPipeError as exc:
         if stdout_closed():  # `evirank explain ... | head`: the reader has all it wanted
@@ -201,119 +205,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
-
-
-def _stop_ray() -> None:
-    """Shut down a Ray this process started, now (an interrupted job's driver otherwise crashes as
-    Python exits); its processes end with it."""
-    ray = sys.modules.get("ray")
-    if ray is None or not getattr(ray, "is_initialized", lambda: False)():
-        return
-    try:
-        ray.shutdown()
-    except Exception:  # pragma: no cover - shutting down after an interruption is best effort
-        logging.getLogger("evirank").debug("ray.shutdown after the interruption failed", exc_info=True)
-
-
-def _exit_now(code: int) -> None:
-    """End the process now with ``code``, its output flushed, without Python's finalisation.
-
-    After an interrupted Ray job the driver's threads (Ray Data's executor, Ray's core worker)
-    are still winding down when Python finalises, and Ray's native code then crashes the process
-    (status -11 instead of 130). Every cleanup that matters has run by now (outputs' temporaries
-    removed, the score store committed); Ray's processes are ended by the watcher of
-    :mod:`evirank.scale.reaper`. Only the ``evirank`` command itself (``main()`` without
-    arguments) ends this way; a caller of ``main([...])`` gets the status back.
-    """
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        with suppress(OSError, ValueError):
-            stream.flush()
-    os._exit(code)
-
-
-class Terminated(KeyboardInterrupt):
-    """The command was asked to stop (SIGTERM, SIGHUP): it unwinds as after a Ctrl-C, and says so.
-
-    Example:
-        >>> Terminated(15).signal
-        15
-    """
-
-    def __init__(self, number: int) -> None:
-        super().__init__(number)
-        self.signal = number
-
-
-def _stop_on_termination() -> dict[int, Any]:
-    """Turn SIGTERM and SIGHUP into :class:`Terminated`, so outputs' temporaries are removed, child
-    processes stopped and the rerun's behaviour told, as after Ctrl-C; returns the handlers replaced."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-
-    def stop(number: int, frame: Any) -> None:
-        raise Terminated(number)
-
-    previous: dict[int, Any] = {}
-    for name in ("SIGTERM", "SIGHUP"):
-        number = getattr(signal, name, None)
-        if number is not None and signal.getsignal(number) == signal.SIG_DFL:
-            previous[number] = signal.signal(number, stop)
-    return previous
-
-
-def caused_by_interrupt(exc: BaseException) -> bool:
-    """Whether a Ctrl-C (KeyboardInterrupt) is among the causes of ``exc``.
-
-    Example:
-        >>> try:
-        ...     try:
-        ...         raise KeyboardInterrupt
-        ...     except KeyboardInterrupt as inner:
-        ...         raise ModuleNotFoundError("Could not import module 'AutoTokenizer'") from inner
-        ... except ModuleNotFoundError as outer:
-        ...     caused_by_interrupt(outer)
-        True
-    """
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, KeyboardInterrupt):
-            return True
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return False
-
-
-def stdout_closed() -> bool:
-    """After a broken pipe: whether it was standard output (``| head`` stopped reading).
-
-    If so, standard output is pointed at ``os.devnull``, so that Python's own flush at exit does
-    not report the same broken pipe again.
-    """
-    try:
-        sys.stdout.flush()
-    except BrokenPipeError:
-        pass
-    except (OSError, ValueError):
-        return False
-    else:  # nothing was pending: ask the pipe whether its reader is gone
-        try:
-            import select
-
-            poller = select.poll()
-            poller.register(sys.stdout.fileno(), select.POLLOUT)
-            if not any(event & select.POLLERR for _, event in poller.poll(0)):
-                return False
-        except (OSError, ValueError, AttributeError):
-            return False
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):
-        pass
-    return True
 
 
 def java_exception_message(exc: BaseException) -> str | None:

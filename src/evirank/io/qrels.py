@@ -104,17 +104,21 @@ def read_qrels(path: PathLike) -> pd.DataFrame:
     ncols = 4 if expected == _TREC else 3
     label_col = cols[2]
 
+    headerless = ncols == 3 and not skip
+    # a headerless file's big "labels" are most likely ids in the wrong column: _check_headerless
+    # says so (every label beyond +-MAX_HEADERLESS_LABEL is refused there), so it is read wider first
+    bounds = (-(2**63), 2**63 - 1) if headerless else LABEL_BOUNDS
     frame = fast_read(file, ncols, skip_first=skip, dtypes={label_col: np.int64})
-    if frame is not None and not frame[label_col].between(*LABEL_BOUNDS).all():
+    if frame is not None and not frame[label_col].between(*bounds).all():
         frame = None  # the slow path names the line of the label out of range
     if frame is not None:
         qrels = pd.DataFrame({QID: frame[cols[0]], DOCNO: frame[cols[1]], LABEL: frame[label_col]})
         if not qrels.duplicated([QID, DOCNO]).any():
             result = make_qrels(qrels)
         else:
-            result = _slow_qrels(file, ncols, expected, cols, skip)
+            result = _slow_qrels(file, ncols, expected, cols, skip, bounds)
     else:
-        result = _slow_qrels(file, ncols, expected, cols, skip)
+        result = _slow_qrels(file, ncols, expected, cols, skip, bounds)
     if ncols == 3 and not skip:
         _check_headerless(file, result)
     return result
@@ -152,13 +156,15 @@ def _check_headerless(file: Path, qrels: pd.DataFrame) -> None:
         )
 
 
-def _slow_qrels(file: Path, ncols: int, expected: str, cols: tuple[int, int, int], skip: int) -> pd.DataFrame:
+def _slow_qrels(
+    file: Path, ncols: int, expected: str, cols: tuple[int, int, int], skip: int, bounds: tuple[int, int]
+) -> pd.DataFrame:
     names = [str(i) for i in range(ncols)]
     rows = slow_read(
         file,
         names,
         expected,
-        {cols[2]: int_converter(file, f"relevance label in column {cols[2] + 1}", LABEL_BOUNDS)},
+        {cols[2]: int_converter(file, f"relevance label in column {cols[2] + 1}", bounds)},
         skip,
     )
     seen: dict[tuple[str, str], tuple[int, int]] = {}
