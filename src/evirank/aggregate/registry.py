@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -57,7 +56,7 @@ from evirank.aggregate.evidence import (
     evidence_tables,
     split_evidence,
 )
-from evirank.errors import EvirankError
+from evirank.spec import SpecError, parse_spec
 
 logger = logging.getLogger(__name__)
 
@@ -72,10 +71,8 @@ nothing, and a huge N would allocate its weights (birch:99999999999999 exhausted
 
 GRAMMAR = "birch[:N] (birch is birch:3), " + ", ".join(n for n in KINDS if not AGGREGATORS[n].numbered)
 
-_SPEC = re.compile(r"^(?P<kind>[a-z]+)(?::(?P<n>[^:]*))?$")
 
-
-class AggregateSpecError(EvirankError, ValueError):
+class AggregateSpecError(SpecError):
     """An aggregator spec that cannot be parsed, or parameters the aggregator does not have."""
 
 
@@ -144,10 +141,13 @@ class AggregateSpec:
             >>> AggregateSpec.parse("birch:1", "none")
             AggregateSpec(kind='birch', top_n=1, normalise='none')
         """
-        match = _SPEC.match(str(spec).strip().lower())
-        if match is None or match["kind"] not in AGGREGATORS:
+        try:
+            parsed = parse_spec(spec, what="aggregator", error=AggregateSpecError)
+        except AggregateSpecError:
+            parsed = None
+        if parsed is None or parsed.name not in AGGREGATORS or len(parsed.args) > 1:
             raise AggregateSpecError(f"unknown aggregator {spec!r}; expected {GRAMMAR}")
-        kind, number = match["kind"], match["n"]
+        kind, number = parsed.name, parsed.arg(0)
         stage = AGGREGATORS[kind]
         if number is not None and not stage.numbered:
             raise AggregateSpecError(f"{kind} takes no parameter (only birch:N does), found {spec!r}")

@@ -90,6 +90,10 @@ class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return f"{text} (default: {default})"
 
 
+class CommandHelpFormatter(DefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """:class:`DefaultsHelpFormatter` that keeps the description and epilog as written."""
+
+
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 

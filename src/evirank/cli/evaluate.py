@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evirank.cli.index import non_negative_int
+from evirank.pipeline.flags import non_negative_int
 
 logger = logging.getLogger(__name__)
 

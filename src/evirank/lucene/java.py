@@ -405,7 +405,7 @@ def java_error_text(exc: BaseException) -> str | None:
     return f"{classname}: {message}" if message else classname
 
 
-def open_searcher(index: str | os.PathLike[str]) -> Any:
+def simple_searcher(index: str | os.PathLike[str]) -> Any:
     """Anserini's ``SimpleSearcher`` over ``index``; a damaged index is one line naming it.
 
     Raises:
