@@ -213,8 +213,8 @@ def test_every_flag_value_is_a_usage_error_or_a_finite_bounded_value(index: int,
 @given(a=NUMBER_TEXT, b=NUMBER_TEXT, kind=st.sampled_from(["windows", "birch", "weights", "rm3"]))
 def test_numbers_inside_specs_give_a_spec_error_or_sane_values(a: str, b: str, kind: str) -> None:
     from evirank.aggregate.registry import MAX_TOP_N, parse_aggregate, parse_weights
-    from evirank.cli.search import parse_rm3
-    from evirank.rerank import parse_segment
+    from evirank.pipeline.flags import parse_rm3
+    from evirank.segment.spec import parse_segment
 
     try:
         if kind == "windows":
