@@ -39,8 +39,8 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
-from contextlib import ExitStack, contextmanager, suppress
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager, suppress
 from pathlib import Path
 
 from evirank.errors import OutputExistsError, OutputNotWritableError, OutputWriteError, UnsafeOverwriteError
@@ -267,10 +267,9 @@ def naming_write_failures(*paths: str | os.PathLike[str], kept: str | None = Non
         raise OutputWriteError(names, reason, kept=kept, hint=hint) from exc
 
 
-@contextmanager
 def atomic_output(
     path: str | os.PathLike[str], overwrite: bool = False, *, marker: Markers = None
-) -> Iterator[Path]:
+) -> AbstractContextManager[Path]:
     """Yield a temporary sibling path; on success it replaces ``path`` in one rename.
 
     Works for files and folders (give ``marker`` for a folder output, see
@@ -280,20 +279,10 @@ def atomic_output(
     the way (a full disk) is reported naming ``path`` (:class:`OutputWriteError`).
     """
     out = check_output(path, overwrite, marker=marker)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    clean_stale(out)
-    tmp = temporary_path(out)
-    _remove(tmp)
-    try:
-        with naming_write_failures(out):
-            yield tmp
-            _replace(tmp, out, overwrite, marker)
-    finally:
-        _remove(tmp)
+    return _into_place(out, lambda tmp: _replace(tmp, out, overwrite, marker))
 
 
-@contextmanager
-def atomic_file(path: str | os.PathLike[str]) -> Iterator[Path]:
+def atomic_file(path: str | os.PathLike[str]) -> AbstractContextManager[Path]:
     """Yield a temporary sibling of ``path``; on success it replaces ``path`` (whatever is there).
 
     For files evirank keeps for itself (a manifest, a shard, a cache, a checkpoint folder),
@@ -309,6 +298,19 @@ def atomic_file(path: str | os.PathLike[str]) -> Iterator[Path]:
         ['state.json']
     """
     out = Path(path)
+
+    def place(tmp: Path) -> None:
+        if out.is_dir() and not out.is_symlink():
+            _swap_folder(tmp, out)
+        else:
+            os.replace(tmp, out)
+
+    return _into_place(out, place)
+
+
+@contextmanager
+def _into_place(out: Path, place: Callable[[Path], None]) -> Iterator[Path]:
+    """A temporary sibling of ``out`` for the body, put in place by ``place`` when it succeeds."""
     out.parent.mkdir(parents=True, exist_ok=True)
     clean_stale(out)
     tmp = temporary_path(out)
@@ -316,10 +318,7 @@ def atomic_file(path: str | os.PathLike[str]) -> Iterator[Path]:
     try:
         with naming_write_failures(out):
             yield tmp
-            if out.is_dir() and not out.is_symlink():
-                _swap_folder(tmp, out)
-            else:
-                os.replace(tmp, out)
+            place(tmp)
     finally:
         _remove(tmp)
 

@@ -32,42 +32,13 @@ from pathlib import Path
 import pytest
 
 import evirank
+from process_tree import alive, descendants
 
 SRC = Path(evirank.__file__).resolve().parents[1]
 SEED = int(os.environ.get("EVIRANK_FAULT_SEED", "0"))
 
 
 # --- processes ---------------------------------------------------------------------------------
-
-
-def _parents() -> dict[int, int]:
-    table: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        table[int(stat.parent.name)] = int(fields[1])
-    return table
-
-
-def descendants(pid: int) -> set[int]:
-    """Every process below ``pid`` (children, grandchildren, ...)."""
-    parents = _parents()
-    found: set[int] = set()
-    frontier = {pid}
-    while frontier:
-        frontier = {child for child, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
-
-
-def alive(pid: int) -> bool:
-    """Running (a zombie, already dead and waiting to be reaped, does not count)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def env() -> dict[str, str]:

@@ -14,39 +14,9 @@ from pathlib import Path
 import pytest
 from test_scale_ray import rerank_args
 
+from process_tree import alive, command_line, descendants
+
 pytestmark = pytest.mark.slow  # Ray starts in every case: a minute each on a busy machine
-
-
-def _stat(pid: int) -> list[str] | None:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
-def descendants(pid: int) -> set[int]:
-    parents = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and (fields := _stat(int(entry.name))) is not None:
-            parents[int(entry.name)] = int(fields[1])
-    found: set[int] = set()
-    frontier = {pid}
-    while frontier:
-        frontier = {child for child, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
-
-
-def alive(pid: int) -> bool:
-    fields = _stat(pid)
-    return fields is not None and fields[0] != "Z"
-
-
-def command(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def listening(pids: set[int]) -> set[ipaddress.IPv4Address | ipaddress.IPv6Address]:
@@ -99,7 +69,7 @@ def test_a_local_ray_listens_on_loopback_and_ends_with_its_driver(
         while time.monotonic() < deadline and driver.poll() is None:
             seen |= descendants(driver.pid)
             agents = [
-                p for p in seen if command(p).startswith(("ray::DashboardAgent", "ray::RuntimeEnvAgent"))
+                p for p in seen if command_line(p).startswith(("ray::DashboardAgent", "ray::RuntimeEnvAgent"))
             ]
             if len(agents) == 2 and (tmp_path / "scores").exists():
                 time.sleep(1.0)  # the agents bind their ports once up
@@ -128,5 +98,5 @@ def test_a_local_ray_listens_on_loopback_and_ends_with_its_driver(
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and any(alive(p) for p in seen):
         time.sleep(0.2)
-    left = {p: command(p)[:80] for p in seen if alive(p)}
+    left = {p: command_line(p)[:80] for p in seen if alive(p)}
     assert not left, f"left behind after {how}: {left}"
