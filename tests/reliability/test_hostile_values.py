@@ -274,3 +274,39 @@ def test_ctrl_c_turned_into_another_error_by_a_library_is_still_an_interruption(
     except ModuleNotFoundError as outer:
         assert caused_by_interrupt(outer)
     assert not caused_by_interrupt(ValueError("plain"))
+
+
+@pytest.mark.parametrize(
+    ("measure", "message"),
+    [
+        ("P@0", "the cutoff (@k) must be an integer from 1"),
+        ("RR@0", "the cutoff (@k) must be an integer from 1"),
+        ("ndcg_cut.0", "the cutoff (@k) must be an integer from 1"),
+        ("P@2147483648", "the cutoff (@k) must be an integer from 1"),
+        ("AP(rel=99999999999)", "rel must be an integer grade from -1000000 to 1000000"),
+    ],
+)
+def test_measures_beyond_what_trec_eval_holds_are_refused(
+    tmp_path: Path, measure: str, message: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "q.txt").write_text("1 0 d1 1\n1 0 d2 0\n")
+    (tmp_path / "r.txt").write_text(RUN)
+    args = ["-q", "evaluate", "--qrels", str(tmp_path / "q.txt"), "--run", str(tmp_path / "r.txt")]
+    assert main([*args, "--measures", measure]) == 2  # P@0 used to abort the process in C
+    assert f"measure {measure!r}: {message}" in _error(caplog)
+
+
+def test_a_negative_weight_decay_is_refused() -> None:
+    from evirank.train.config import TrainConfig
+
+    with pytest.raises(ValueError, match="weight_decay must be >= 0"):
+        TrainConfig(weight_decay=-1.0)
+    with pytest.raises(ValueError, match="learning_rate must be positive"):
+        TrainConfig(learning_rate=float("nan"))
+
+
+def test_a_port_beyond_65535_is_refused_not_wrapped(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["serve", "--index", "idx", "--port", "70000"])  # the resolver read it as 4464
+    assert exit_info.value.code == 2
+    assert "argument --port: expected a port from 0 to 65535, found '70000'" in capsys.readouterr().err
