@@ -107,7 +107,9 @@ class AggregateSpec:
         if self.normalise not in NORMALISATIONS:
             raise AggregateSpecError(f"normalise must be one of {NORMALISATIONS}, found {self.normalise!r}")
         if not isinstance(self.top_n, int) or not 1 <= self.top_n <= MAX_TOP_N:
-            raise AggregateSpecError(f"top_n must be an integer from 1 to {MAX_TOP_N}, found {self.top_n!r}")
+            raise AggregateSpecError(
+                f"top_n must be a positive integer up to {MAX_TOP_N}, found {self.top_n!r}"
+            )
         if not self.stage_class.numbered and self.top_n != 1:
             object.__setattr__(self, "top_n", 1)
         if self.scorers:
@@ -154,7 +156,7 @@ class AggregateSpec:
         if number is not None:
             if not number.isdigit() or not 1 <= int(number) <= MAX_TOP_N:
                 raise AggregateSpecError(
-                    f"expected {kind}:N with an integer N from 1 to {MAX_TOP_N}, found {spec!r}"
+                    f"expected {kind}:N with a positive integer N up to {MAX_TOP_N}, found {spec!r}"
                 )
             n = int(number)
         else:
