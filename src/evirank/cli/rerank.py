@@ -19,7 +19,9 @@ logger = logging.getLogger(__name__)
 EPILOG = """\
 inputs: --run (a TREC run; without it, --index is searched with BM25 for the top --k) with
 document text from --index (a Lucene index with stored documents, `evirank index`) or --corpus
-(a BEIR folder or JSONL corpus: {_id, title, text} or {id, contents}, e.g. TREC DL passages);
+(a BEIR folder or JSONL corpus: {_id, title, text} or {id, contents}, e.g. TREC DL passages; or
+a collection as distributed, read as `evirank index --format` reads it: TREC disks, NYT, WaPo,
+WARC, MS MARCO documents; --corpus-format);
 --topics in any format `evirank search` reads (--field, --split).
 
 --segment: sentences (title as its own first segment), sentences:prepend (title before every
@@ -95,7 +97,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def _add_outputs(out: Any) -> None:
     out.add_argument(
-        "--output", required=True, metavar="OUT", help="the re-ranked TREC run (OUT.json beside it)"
+        "--output",
+        required=True,
+        metavar="RUN",
+        help="the TREC run to write (.gz allowed); RUN.json beside it records how it was made",
     )
     out.add_argument("--no-scores", action="store_true", help="keep no score store (nothing resumes)")
     out.add_argument("--tag", help="run tag (default: evirank-SCORER-AGGREGATE)")

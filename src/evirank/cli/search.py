@@ -24,7 +24,10 @@ and original query weight 0.5 (--rm3 alone), or --rm3 FB_DOCS FB_TERMS ORIG_WEIG
 
 Topics: a TREC <top> file, TREC Web XML, TSV (qid TAB query), BEIR queries.jsonl, or a BEIR
 folder (with --split to keep the queries judged in qrels/<split>.tsv). --field picks the TREC
-query text: title, description, narrative, or several joined by + (title+description).
+query text: title, description, narrative, or several joined by + (title+description); and
+the query variants of Dai & Callan's Table 3: description-keywords and narrative-keywords
+(punctuation and evirank's stopwords removed) and narrative-positive (the sentences saying
+what is not relevant removed); see docs/io.md.
 
 The run is ordered by qid (natural order), score descending, then docno descending: evirank's
 one tie rule, trec_eval's own, so the rank column is the order trec_eval evaluates. Anserini
@@ -74,7 +77,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     flags.add_query_encoder(parser)
     out = parser.add_argument_group("outputs")
     out.add_argument(
-        "--output", required=True, metavar="RUN", help="the TREC run file to write (.gz allowed)"
+        "--output",
+        required=True,
+        metavar="RUN",
+        help="the TREC run to write (.gz allowed); RUN.json beside it records how it was made",
     )
     out.add_argument(
         "--save-fusion",

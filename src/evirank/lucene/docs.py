@@ -45,7 +45,8 @@ def document_from_raw(docno: str, raw: str) -> Document:
     text = obj.get("text")
     if text is None:
         text = obj.get("contents") or ""
-    return Document(docno, str(title), str(text))
+    url = obj.get("url")
+    return Document(docno, str(title), str(text), url if isinstance(url, str) and url else None)
 
 
 class LuceneDocs(SearcherOwner):

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from evirank.errors import InputFormatError
-from evirank.frames import DOCNO, QID, QUERY, RANK, SCORE, TEXT, TITLE, require_columns, sort_run
+from evirank.frames import DOCNO, QID, QUERY, RANK, SCORE, TEXT, TITLE, URL, require_columns, sort_run
 from evirank.lucene._owner import SearcherOwner
 from evirank.lucene.docs import document_from_raw
 from evirank.progress import progress_bar
@@ -275,13 +275,18 @@ class Bm25(SearcherOwner, Stage):
                 order = by_rank[: cfg.fetch_text]
                 titles: list[str | None] = [None] * len(hits)
                 texts: list[str | None] = [None] * len(hits)
+                urls: list[str | None] = [None] * len(hits)
                 for i in order:
                     doc = document_from_raw(docnos[i], hits[i].lucene_document.get("raw") or "")
-                    titles[i], texts[i] = doc.title, doc.text
+                    titles[i], texts[i], urls[i] = doc.title, doc.text, doc.url
                 part[TITLE] = titles
                 part[TEXT] = texts
+                if any(urls):
+                    part[URL] = urls
             parts.append(part)
         columns = [QID, DOCNO, SCORE, RANK, QUERY] + ([TITLE, TEXT] if cfg.fetch_text else [])
+        if any(URL in part.columns for part in parts):
+            columns.append(URL)  # the documents' sources, when the corpus gave them
         if not parts:
             empty = pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
             return empty.astype({SCORE: np.float64, RANK: np.int64})

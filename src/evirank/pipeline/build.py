@@ -160,7 +160,11 @@ def build_pipeline(
     if collection is not None:
         fetch = FetchText(docs=collection.docs, missing=spec.missing_docs)  # type: ignore[arg-type]
     elif spec.corpus is not None:
-        fetch = FetchText(corpus=spec.corpus, missing=spec.missing_docs)  # type: ignore[arg-type]
+        fetch = FetchText(
+            corpus=spec.corpus,
+            corpus_format=spec.corpus_format,
+            missing=spec.missing_docs,  # type: ignore[arg-type]
+        )
     else:
         fetch = None  # the runs carry their text (the in-memory ranker)
     rerank = Rerank(

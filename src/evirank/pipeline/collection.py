@@ -170,14 +170,6 @@ class Collection:
                 self._vectors[key] = resolve_vectors(key, self.path)
             return self._vectors[key]
 
-    def stored_segment(self, spec: str | None = None) -> str | None:
-        """The segmenter spec of the passage vectors :meth:`vectors` gives (None: none stored)."""
-        vectors = self.vectors(spec)
-        if vectors is None:
-            return None
-        segment = str(vectors.identity.segment or "") or None
-        return segment
-
     def close(self) -> None:
         """Close the searchers (a later use reopens them)."""
         with self._lock:

@@ -43,6 +43,9 @@ logger = logging.getLogger(__name__)
 
 #: The engines a scorer can run on (each family says which of them it supports).
 BACKENDS = ("torch", "onnx", "onnx-int8")
+#: The values of ``--corpus-format`` (:data:`evirank.io.corpus.CORPUS_FORMATS`, repeated here so that
+#: ``--help`` imports nothing heavy; a test keeps the two equal).
+CORPUS_FORMATS = ("jsonl", "beir", "trec", "nyt", "wapo", "warc", "msmarco-docs")
 
 
 def positive_int(text: str) -> int:
@@ -204,14 +207,28 @@ def add_text_source(parser: Any, *, required: bool = True, corpus: bool = True) 
     source.add_argument(
         "--corpus",
         metavar="PATH",
-        help="a corpus instead of an index: a BEIR folder or a JSONL file "
-        "({_id,title,text} or {id,contents})",
+        help="a corpus instead of an index: a BEIR folder, a JSONL file ({_id,title,text} or "
+        "{id,contents}), or a collection as distributed, one file or a folder (see --corpus-format)",
     )
+    add_corpus_format(group)
     group.add_argument(
         "--missing-docs",
         choices=("error", "keep"),
         default="error",
         help="candidates absent from the index or corpus: stop (error), or keep them with empty text",
+    )
+
+
+def add_corpus_format(group: Any, *aliases: str) -> None:
+    """``--corpus-format`` (and ``aliases``, such as ``index``'s ``--format``): the format of ``--corpus``."""
+    group.add_argument(
+        *aliases,
+        "--corpus-format",
+        dest="corpus_format",
+        choices=CORPUS_FORMATS,
+        metavar="FMT",
+        help=f"the corpus format: {', '.join(CORPUS_FORMATS)} (default: told from the files; the "
+        "papers' collections: trec for TREC disks, nyt, wapo, warc for ClueWeb, msmarco-docs)",
     )
 
 
@@ -222,7 +239,8 @@ def add_topics(parser: Any) -> None:
     group.add_argument(
         "--field",
         default="title",
-        help="TREC topic field: title, description, narrative, or several joined by + (title+description)",
+        help="TREC topic field: title, description, narrative, the query variants description-keywords, "
+        "narrative-keywords and narrative-positive, or several joined by + (title+description)",
     )
     group.add_argument(
         "--split",

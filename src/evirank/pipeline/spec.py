@@ -164,6 +164,7 @@ class PipelineSpec:
     Attributes:
         index: a Lucene index folder (first stage and text), or None.
         corpus: a corpus (file or folder) with the documents' text instead of ``index``.
+        corpus_format: its format (:data:`evirank.io.corpus.CORPUS_FORMATS`; None: told from the files).
         missing_docs: ``error`` or ``keep`` candidates absent from the text source.
         first_stage: the candidates (:class:`FirstStageSpec`).
         scorers: the scorers (:class:`~evirank.score.multi.ScorerSpec`), at least one.
@@ -187,6 +188,7 @@ class PipelineSpec:
 
     index: str | None = None
     corpus: str | None = None
+    corpus_format: str | None = None
     missing_docs: str = "error"
     first_stage: FirstStageSpec = field(default_factory=FirstStageSpec)
     scorers: tuple[Any, ...] = ()
@@ -214,6 +216,13 @@ class PipelineSpec:
 
         if self.index is not None and self.corpus is not None:
             raise PipelineSpecError("give one text source: --index DIR or --corpus PATH, not both")
+        if self.corpus_format is not None:
+            from evirank.io.corpus import CORPUS_FORMATS
+
+            if self.corpus_format not in CORPUS_FORMATS:
+                expected = ", ".join(CORPUS_FORMATS)
+                found = repr(self.corpus_format)
+                raise PipelineSpecError(f"--corpus-format must be one of {expected}, found {found}")
         if self.missing_docs not in ("error", "keep"):
             raise PipelineSpecError(f"--missing-docs must be error or keep, found {self.missing_docs!r}")
         try:
@@ -307,6 +316,7 @@ class PipelineSpec:
         return cls(
             index=None if get("index") is None else str(get("index")),
             corpus=None if get("corpus") is None else str(get("corpus")),
+            corpus_format=get("corpus_format"),
             missing_docs=get("missing_docs", "error"),
             first_stage=FirstStageSpec(
                 method=get("first_stage", "bm25"),
@@ -381,11 +391,25 @@ class PipelineSpec:
             )
         return parse_aggregate(spec.spec, alpha=self.alpha, weights=weights, normalise=spec.normalise)
 
+    def text_source(self) -> dict[str, Any]:
+        """Where the documents' text comes from, for records: the index, or the corpus (and its
+        format when one was given).
+
+        Example:
+            >>> PipelineSpec(corpus="disk45", corpus_format="trec").text_source()
+            {'corpus': 'disk45', 'format': 'trec'}
+        """
+        if self.index:
+            return {"index": self.index}
+        if self.corpus_format is None:
+            return {"corpus": self.corpus}
+        return {"corpus": self.corpus, "format": self.corpus_format}
+
     def describe(self) -> dict[str, Any]:
         """A plain dict of every part (canonical specs), for records and logs."""
         return {
             "first_stage": self.first_stage.describe(),
-            "text": {"index": self.index} if self.index else {"corpus": self.corpus},
+            "text": self.text_source(),
             "segment": None if self.segment is None else self.segment.spec,
             "max_passages": self.max_passages,
             "scorers": [str(s) for s in self.scorers],

@@ -239,7 +239,7 @@ def run_rerank(config: RerankConfig) -> dict[str, Any]:
             run=config.output,
             tag=tag,
             first_stage=first_stage,
-            text={"index": spec.index} if spec.index else {"corpus": spec.corpus},
+            text=spec.text_source(),
             topics={
                 "path": config.topics,
                 "field": config.field,
