@@ -191,8 +191,9 @@ def parse_rm3(values: list[str] | None) -> Any:
 
 
 # ----------------------------------------------------------------------------------------------
-def add_text_source(parser: Any, *, required: bool = True, corpus: bool = True) -> None:
-    """``--index`` or ``--corpus`` (one of them), and ``--missing-docs`` (``corpus=False``: the index)."""
+def add_text_source(parser: Any, *, required: bool = True, corpus: bool = True, missing: bool = True) -> None:
+    """``--index`` or ``--corpus`` (one of them), and ``--missing-docs`` (``corpus=False``: the index
+    alone; ``missing=False``: a command that reads every document, so none can be missing)."""
     group = parser.add_argument_group("documents")
     if not corpus:
         group.add_argument(
@@ -211,6 +212,8 @@ def add_text_source(parser: Any, *, required: bool = True, corpus: bool = True) 
         "{id,contents}), or a collection as distributed, one file or a folder (see --corpus-format)",
     )
     add_corpus_format(group)
+    if not missing:
+        return
     group.add_argument(
         "--missing-docs",
         choices=("error", "keep"),
