@@ -4,8 +4,8 @@ A code block is runnable when the line before its opening fence is ``<!-- runnab
 ``<!-- runnable: slow -->`` for one that takes minutes: it runs with ``-m slow``). ``bash`` blocks
 run in a shell, ``python`` blocks in the project's Python, each in a workspace that holds what
 ``make demo`` creates (``demo/index``, ``demo/bm25.txt``, ``demo/scores.sqlite``, ...), made by
-running ``scripts/demo.sh`` once (about two minutes). So a renamed flag or a moved path breaks a test
-instead of a reader.
+running ``scripts/demo.sh`` once (about two minutes), with the clone's ``benchmarks/`` and
+``conditions/`` beside it. So a renamed flag or a moved path breaks a test instead of a reader.
 """
 
 from __future__ import annotations
@@ -83,9 +83,10 @@ def demo_workspace(tmp_path_factory: pytest.TempPathFactory, datasets: Path) -> 
     (root / "shared" / "datasets").symlink_to(datasets.resolve(), target_is_directory=True)
     env = _environment(workspace)
     env.update({"OUT": "demo", "EVIRANK": "evirank", "PYTHON": sys.executable})  # the demo, as is
-    shutil.copytree(REPO_ROOT / "scripts", workspace / "scripts")
+    for folder in ("scripts", "benchmarks", "conditions"):  # what examples run besides evirank
+        shutil.copytree(REPO_ROOT / folder, workspace / folder, ignore=shutil.ignore_patterns("__pycache__"))
     done = subprocess.run(
-        ["bash", "scripts/demo.sh"], cwd=workspace, env=env, capture_output=True, text=True, timeout=1200
+        ["bash", "scripts/demo.sh"], cwd=workspace, env=env, capture_output=True, text=True, timeout=3600
     )
     assert done.returncode == 0, f"the demo failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return workspace

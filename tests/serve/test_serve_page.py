@@ -209,9 +209,9 @@ def test_the_start_page_names_the_collection_and_offers_its_example_queries(tmp_
 def test_a_document_links_to_its_source_when_its_corpus_gives_one(tmp_path) -> None:
     """JSONL url -> stored with the raw document (not indexed) -> API and page link; only http(s)."""
     pytest.importorskip("pyserini")
+    from evirank.frames import make_topics
     from evirank.io import read_corpus
     from evirank.lucene import Bm25, LuceneDocs, build_index
-    from evirank.frames import make_topics
     from evirank.serve.page import _candidate
 
     corpus = tmp_path / "corpus.jsonl"

@@ -31,6 +31,7 @@ parameter, named by its label (the first scorer's weight is 1 minus theirs):
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -68,6 +69,10 @@ AGGREGATORS: dict[str, type[Aggregator]] = {
 #: The registered spec names.
 KINDS = tuple(AGGREGATORS)
 #: How help texts and errors describe the grammar.
+MAX_TOP_N = 10_000
+"""The largest Birch N: beyond a document's passages (--max-passages, 1000 by default) it changes
+nothing, and a huge N would allocate its weights (birch:99999999999999 exhausted memory)."""
+
 GRAMMAR = "birch[:N] (birch is birch:3), " + ", ".join(n for n in KINDS if not AGGREGATORS[n].numbered)
 
 
@@ -105,8 +110,10 @@ class AggregateSpec:
             raise AggregateSpecError(f"unknown aggregator {self.kind!r}; expected {GRAMMAR}")
         if self.normalise not in NORMALISATIONS:
             raise AggregateSpecError(f"normalise must be one of {NORMALISATIONS}, found {self.normalise!r}")
-        if not isinstance(self.top_n, int) or self.top_n < 1:
-            raise AggregateSpecError(f"top_n must be a positive integer, found {self.top_n!r}")
+        if not isinstance(self.top_n, int) or not 1 <= self.top_n <= MAX_TOP_N:
+            raise AggregateSpecError(
+                f"top_n must be a positive integer up to {MAX_TOP_N}, found {self.top_n!r}"
+            )
         if not self.stage_class.numbered and self.top_n != 1:
             object.__setattr__(self, "top_n", 1)
         if self.scorers:
@@ -151,8 +158,10 @@ class AggregateSpec:
         if number is not None and not stage.numbered:
             raise AggregateSpecError(f"{kind} takes no parameter (only birch:N does), found {spec!r}")
         if number is not None:
-            if not number.isdigit() or int(number) < 1:
-                raise AggregateSpecError(f"expected {kind}:N with a positive integer N, found {spec!r}")
+            if not number.isdigit() or not 1 <= int(number) <= MAX_TOP_N:
+                raise AggregateSpecError(
+                    f"expected {kind}:N with a positive integer N up to {MAX_TOP_N}, found {spec!r}"
+                )
             n = int(number)
         else:
             n = (top_n if top_n is not None else 3) if stage.numbered else 1
@@ -256,7 +265,15 @@ class AggregateSpec:
         return self.stage(params)
 
     def stage(self, params: Mapping[str, float]) -> Aggregator | MultiEvidence:
-        """The stage with these parameter values (by name; defaults for the rest)."""
+        """The stage with these parameter values (by name; defaults for the rest).
+
+        Raises:
+            AggregateSpecError: a value that is not a finite number (NaN or infinite weights would
+                make every document's score NaN or infinite, and the ranking arbitrary).
+        """
+        for name, value in params.items():
+            if not math.isfinite(float(value)):
+                raise AggregateSpecError(f"{self.spec}: {name} must be a finite number, found {value!r}")
         if self.multi:
             first = self.scorers[0]
             if first in params:
@@ -456,6 +473,8 @@ def parse_weights(text: str) -> list[float]:
         values = [float(w) for w in text.split(",") if w.strip()]
     except ValueError:
         raise AggregateSpecError(f"expected comma-separated numbers (1,0.5,0.25), found {text!r}") from None
+    if not all(math.isfinite(v) for v in values):
+        raise AggregateSpecError(f"expected finite numbers (1,0.5,0.25), found {text!r}")
     if not values:
         raise AggregateSpecError(f"expected at least one weight, found {text!r}")
     return values

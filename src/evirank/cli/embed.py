@@ -51,17 +51,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=CommandHelpFormatter,
     )
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--index", metavar="DIR", help="a Lucene index with stored documents (evirank index)")
-    source.add_argument(
-        "--corpus",
-        metavar="PATH",
-        help="a BEIR folder, JSONL file (.gz too), irds:<id>, or a collection as distributed "
-        "(the formats of evirank index --format)",
-    )
-    from evirank.pipeline.flags import add_corpus_format
+    from evirank.pipeline.flags import add_text_source
 
-    add_corpus_format(parser)
+    add_text_source(parser, missing=False)
     add_embedding_flags(parser)
     parser.add_argument(
         "--output", metavar="VDIR", help="the vector folder to create (default with --index: INDEX/vectors)"

@@ -57,7 +57,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="largest depth a request may ask",
     )
     service.add_argument("--host", default="127.0.0.1", help="interface to listen on")
-    service.add_argument("--port", type=int, default=8080, help="port (0: any free port)")
+    from evirank.cli.numbers import port_number
+
+    service.add_argument("--port", type=port_number, default=8080, help="port (0: any free port)")
     service.add_argument(
         "--timeout",
         type=float,
@@ -148,8 +150,9 @@ def run(args: argparse.Namespace) -> int:
         # "serving on ..." is only ever logged for an address that is really held
         sock = bind_socket(args.host, args.port)
     except OSError as exc:
-        logger.error("%s", exc.strerror or exc)
-        return 2
+        from evirank.cli import fail
+
+        return fail("serve", exc.strerror or str(exc))
     set_model_threads(args.model_threads, searcher.info)
     try:
         if not args.no_warmup:

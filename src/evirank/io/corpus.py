@@ -233,13 +233,13 @@ def read_corpus(
     """
     if empty not in ("error", "skip"):
         raise ValueError(f"empty must be 'error' or 'skip', found {empty!r}")
-    kind = corpus_format(path, format)
-    if kind == "irds":
+    form = corpus_format(path, format)
+    if form == "irds":
         return load_irds(str(irds_id(path))).docs()
-    if kind == "jsonl":
+    if form == "jsonl":
         file = corpus_file(path)
-        return _checked(_jsonl_records(file), kind, file, check_duplicates, empty)
-    return _checked(read_collection(path, kind), kind, Path(path), check_duplicates, empty)
+        return _checked(_jsonl_records(file), form, file, check_duplicates, empty)
+    return _checked(read_collection(path, form), form, Path(path), check_duplicates, empty)
 
 
 def _jsonl_records(file: Path) -> Iterator[tuple[Path, Located]]:
@@ -302,13 +302,13 @@ def count_corpus(path: PathLike, *, format: str | None = None) -> int:
         >>> count_corpus(path)
         2
     """
-    kind = corpus_format(path, format)
-    if kind == "irds":
+    form = corpus_format(path, format)
+    if form == "irds":
         dataset = load_irds(str(irds_id(path)))
         known = dataset.docs_count()
         return known if known is not None else sum(1 for _ in dataset.docs())
-    if kind != "jsonl":
-        return count_collection(path, kind)
+    if form != "jsonl":
+        return count_collection(path, form)
     file = corpus_file(path)
     count = 0
     with open_binary(file) as handle:

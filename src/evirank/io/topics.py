@@ -374,11 +374,16 @@ def _parse_tsv(path: Path) -> list[tuple[str, _Topic]]:
         if header and parts[1].strip().lower() in _QUERY_TEXT_KEYS:
             continue  # a header line such as "qid<TAB>query"
         if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
+            empty = (
+                ""
+                if len(parts) != 2
+                else (" with an empty qid" if not parts[0].strip() else " with an empty query")
+            )
             raise InputFormatError(
                 path,
                 line_no,
                 "2 tab-separated columns: qid TAB query",
-                f"{len(parts)} column(s): {shorten(line)}",
+                f"{len(parts)} column(s){empty}: {shorten(line)}",
             )
         out.append((parts[0].strip(), _Topic(line_no, {"title": " ".join(parts[1].split())})))
     return out
@@ -473,10 +478,10 @@ def _irds(path: PathLike, split: str | None) -> str | None:
 
 def _read_all(path: PathLike, split: str | None, normalize_ids: bool) -> tuple[Path, str, _Parsed]:
     p = Path(path)
-    kind = detect_topics_format(p)
-    if split is not None and kind != "beir-folder":
-        raise ValueError(f"{p}: split={split!r} applies to a BEIR folder only, and this is a {kind} file")
-    if kind == "beir-folder":
+    form = detect_topics_format(p)
+    if split is not None and form != "beir-folder":
+        raise ValueError(f"{p}: split={split!r} applies to a BEIR folder only, and this is a {form} file")
+    if form == "beir-folder":
         file = _queries_file(p) or p / "queries.jsonl"  # detect_topics_format checked it exists
         topics = _parse_jsonl(file)
         if split is not None:
@@ -495,23 +500,23 @@ def _read_all(path: PathLike, split: str | None, normalize_ids: bool) -> tuple[P
         else:
             _say_which_queries(p, len(topics))
         p = file
-    elif kind == "trec":
+    elif form == "trec":
         topics = _parse_trec(p, normalize_ids)
-    elif kind == "webxml":
+    elif form == "webxml":
         topics = _parse_webxml(p, normalize_ids)
-    elif kind == "jsonl":
+    elif form == "jsonl":
         topics = _parse_jsonl(p)
     else:
         topics = _parse_tsv(p)
     if not topics:
-        raise InputFormatError(p, None, f"at least one topic ({kind} format)", "none")
+        raise InputFormatError(p, None, f"at least one topic ({form} format)", "none")
     seen: dict[str, int] = {}
     for qid, topic in topics:
         if qid in seen:
             first = f" (first on line {seen[qid]})" if seen[qid] else ""
             raise InputFormatError(p, topic.line or None, "unique topic ids", f"id {qid} again{first}")
         seen[qid] = topic.line
-    return p, kind, topics
+    return p, form, topics
 
 
 def read_topics(
@@ -553,7 +558,7 @@ def read_topics(
         from evirank.io.irds import load_irds
 
         return load_irds(dataset_id).topics(field)
-    file, kind, topics = _read_all(path, split, normalize_ids)
+    file, form, topics = _read_all(path, split, normalize_ids)
     rows: list[tuple[str, str]] = []
     titled: list[str] = []  # topics whose narrative says only what is not relevant
     for qid, topic in topics:
@@ -565,12 +570,12 @@ def read_topics(
                 titled.append(qid)
             if not value:
                 where = f"topic {qid}"
-                if kind in ("tsv", "jsonl", "beir-folder") and name != "title":
+                if form in ("tsv", "jsonl", "beir-folder") and name != "title":
                     raise InputFormatError(
                         file,
                         None,
                         f"a {name} field",
-                        f"{kind} topics, which hold one query text only",
+                        f"{form} topics, which hold one query text only",
                         hint="use field='title' (the query), or TREC <top> topics for descriptions",
                     )
                 raise InputFormatError(file, topic.line or None, f"a non-empty {name} in {where}", "none")
@@ -582,7 +587,7 @@ def read_topics(
             "the positive narrative: %s",
             file, len(titled), ", ".join(titled),
         )  # fmt: skip
-    logger.debug("read %d topics (%s, field %s) from %s", len(rows), kind, field, file)
+    logger.debug("read %d topics (%s, field %s) from %s", len(rows), form, field, file)
     return make_topics(rows)
 
 

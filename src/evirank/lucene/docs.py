@@ -75,13 +75,13 @@ class LuceneDocs(SearcherOwner):
         with self._lock:
             if self._searcher is None:
                 from evirank.lucene.index import check_index
-                from evirank.lucene.java import autoclass
+                from evirank.lucene.java import simple_searcher
 
                 if self._shared is not None:
                     searcher = self._shared()
                 else:
                     check_index(self.index)
-                    searcher = autoclass("io.anserini.search.SimpleSearcher")(str(self.index))
+                    searcher = simple_searcher(self.index)
                 if searcher.get_total_num_docs() > 0 and searcher.doc(0).get("raw") is None:
                     raise InputFormatError(
                         self.index,

@@ -23,8 +23,10 @@ Example:
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -32,7 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from evirank.errors import InputFormatError
+from evirank.errors import EvirankError, InputFormatError
 from evirank.frames import DOCNO, QID, QUERY, RANK, SCORE, TEXT, TITLE, URL, require_columns, sort_run
 from evirank.lucene._owner import SearcherOwner
 from evirank.lucene.docs import document_from_raw
@@ -46,9 +48,12 @@ logger = logging.getLogger(__name__)
 _HITS_PER_BATCH = 64_000
 
 
+_JAVA_INT = 2**31 - 1
+
+
 def _positive_int(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, found {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _JAVA_INT:
+        raise ValueError(f"{name} must be a positive integer up to {_JAVA_INT} (a Java int), found {value!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +77,7 @@ class Rm3:
     def __post_init__(self) -> None:
         _positive_int("fb_docs", self.fb_docs)
         _positive_int("fb_terms", self.fb_terms)
-        if not 0.0 <= float(self.original_weight) <= 1.0:
+        if not 0.0 <= float(self.original_weight) <= 1.0:  # NaN fails this too
             raise ValueError(f"original_weight must be within [0, 1], found {self.original_weight!r}")
 
 
@@ -93,7 +98,7 @@ class Bm25Config:
     fetch_text: int = 0
 
     def __post_init__(self) -> None:
-        if float(self.k1) < 0 or not 0.0 <= float(self.b) <= 1.0:
+        if not (math.isfinite(float(self.k1)) and float(self.k1) >= 0) or not 0.0 <= float(self.b) <= 1.0:
             raise ValueError(f"BM25 needs k1 >= 0 and 0 <= b <= 1, found k1={self.k1!r}, b={self.b!r}")
         _positive_int("k", self.k)
         _positive_int("threads", self.threads)
@@ -125,13 +130,28 @@ def _has_docvectors(index: Path) -> bool:
     from evirank.lucene.java import autoclass
 
     paths = autoclass("java.nio.file.Paths")
-    directory = autoclass("org.apache.lucene.store.FSDirectory").open(paths.get(str(index)))
-    reader = autoclass("org.apache.lucene.index.DirectoryReader").open(directory)
+    with _java_errors(index, "reading its term vectors"):
+        directory = autoclass("org.apache.lucene.store.FSDirectory").open(paths.get(str(index)))
+        reader = autoclass("org.apache.lucene.index.DirectoryReader").open(directory)
+        try:
+            return reader.maxDoc() == 0 or reader.termVectors().get(0) is not None
+        finally:
+            reader.close()
+            directory.close()
+
+
+@contextmanager
+def _java_errors(index: Path, what: str) -> Iterator[None]:
+    """A Java exception in the body as one line naming the index and what was being done."""
+    from evirank.lucene.java import java_error_text
+
     try:
-        return reader.maxDoc() == 0 or reader.termVectors().get(0) is not None
-    finally:
-        reader.close()
-        directory.close()
+        yield
+    except Exception as exc:
+        text = java_error_text(exc)
+        if text is None:
+            raise
+        raise EvirankError(f"{index}: Lucene failed on {what}: {text}") from None
 
 
 def open_searcher(
@@ -146,7 +166,7 @@ def open_searcher(
         FileNotFoundError: no such folder.
     """
     from evirank.lucene.index import check_index, read_index_info
-    from evirank.lucene.java import autoclass
+    from evirank.lucene.java import simple_searcher
 
     path = Path(index)
     check_index(path)
@@ -160,7 +180,7 @@ def open_searcher(
             "none stored",
             "rebuild it with: evirank index",
         )
-    searcher = autoclass("io.anserini.search.SimpleSearcher")(str(path))
+    searcher = simple_searcher(path)  # a damaged index: one line naming it
     searcher.set_bm25(float(k1), float(b))
     if rm3 is not None:
         # Anserini's argument order: expansion terms, then feedback documents.
@@ -229,7 +249,9 @@ class Bm25(SearcherOwner, Stage):
         try:
             if cfg.threads == 1:
                 for qid, query in zip(qids, queries, strict=True):
-                    yield qid, searcher.search(query, cfg.k)
+                    with _java_errors(self.index, f"query {qid}"):
+                        hits = searcher.search(query, cfg.k)
+                    yield qid, hits
                     bar.update(1)
                 return
             from evirank.lucene.java import autoclass
@@ -241,7 +263,9 @@ class Bm25(SearcherOwner, Stage):
                 for qid, query in zip(qids[start : start + size], queries[start : start + size], strict=True):
                     batch_q.add(query)
                     batch_id.add(qid)
-                results = searcher.batch_search(batch_q, batch_id, cfg.k, cfg.threads)
+                last = qids[min(start + size, len(qids)) - 1]
+                with _java_errors(self.index, f"queries {qids[start]} to {last}"):
+                    results = searcher.batch_search(batch_q, batch_id, cfg.k, cfg.threads)
                 for qid in qids[start : start + size]:
                     yield qid, results.get(qid) or []
                 bar.update(min(size, len(qids) - start))

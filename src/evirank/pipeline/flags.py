@@ -59,8 +59,8 @@ def positive_int(text: str) -> int:
         value = int(text)
     except ValueError:
         value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, found {text!r}")
+    if not 1 <= value <= 2**31 - 1:  # a Java int (Lucene's depth), and any count is far below
+        raise argparse.ArgumentTypeError(f"expected a positive integer up to {2**31 - 1}, found {text!r}")
     return value
 
 
@@ -83,8 +83,8 @@ def non_negative_int(text: str) -> int:
         value = int(text)
     except ValueError:
         value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, found {text!r}")
+    if not 0 <= value <= 2**31 - 1:
+        raise argparse.ArgumentTypeError(f"expected an integer from 0 to {2**31 - 1}, found {text!r}")
     return value
 
 
@@ -191,8 +191,9 @@ def parse_rm3(values: list[str] | None) -> Any:
 
 
 # ----------------------------------------------------------------------------------------------
-def add_text_source(parser: Any, *, required: bool = True, corpus: bool = True) -> None:
-    """``--index`` or ``--corpus`` (one of them), and ``--missing-docs`` (``corpus=False``: the index)."""
+def add_text_source(parser: Any, *, required: bool = True, corpus: bool = True, missing: bool = True) -> None:
+    """``--index`` or ``--corpus`` (one of them), and ``--missing-docs`` (``corpus=False``: the index
+    alone; ``missing=False``: a command that reads every document, so none can be missing)."""
     group = parser.add_argument_group("documents")
     if not corpus:
         group.add_argument(
@@ -211,6 +212,8 @@ def add_text_source(parser: Any, *, required: bool = True, corpus: bool = True) 
         "{id,contents}), or a collection as distributed, one file or a folder (see --corpus-format)",
     )
     add_corpus_format(group)
+    if not missing:
+        return
     group.add_argument(
         "--missing-docs",
         choices=("error", "keep"),

@@ -432,7 +432,9 @@ class PipelineSpec:
             "alpha": self.alpha,
             "weights": None if self.weights is None else list(self.weights),
             "depth": self.depth,
-            "duo": None if self.duo is None else {"k": self.duo, "model": self.duo_model},
+            "duo": None
+            if self.duo is None
+            else {"k": self.duo, "model": self.duo_model, "aggregate": self.duo_aggregate},
             "device": self.runtime.device,
             "backend": self.runtime.backend,
             "batch_tokens": self.runtime.batch_tokens,

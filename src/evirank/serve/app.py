@@ -57,6 +57,11 @@ class ServerBusy(SearchTimeout):
 class SearchRunner:
     """Run searches on a bounded pool of threads, with admission control and a deadline per search.
 
+    Why not uvicorn's ``limit_concurrency``: it counts open connections (idle keep-alive ones too) and
+    running tasks of every kind, and past its limit answers every request, health checks and the page
+    included, a bare 503 without ``Retry-After``. Admission here counts searches only, refuses at once
+    a search that could only time out in the queue, and tells the client when to retry.
+
     Args:
         searcher: the shared :class:`Searcher`.
         config: workers, max_pending and timeout_s.
