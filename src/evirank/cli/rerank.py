@@ -174,10 +174,11 @@ def _add_scoring(model: Any) -> None:
     )
     model.add_argument(
         "--backend",
-        choices=("torch", "onnx", "onnx-int8"),
+        choices=("torch", "onnx", "onnx-int8", "openvino", "openvino-int8"),
         default="torch",
         help="engine: torch (default; CPU or GPU), onnx (ONNX Runtime on CPU, fp32), "
-        "onnx-int8 (ONNX Runtime, int8 weights: fastest on CPU)",
+        "onnx-int8 (ONNX Runtime, int8 weights), openvino (OpenVINO on CPU, fp32), "
+        "openvino-int8 (OpenVINO, static int8; needs the openvino extra)",
     )
     model.add_argument(
         "--vectors",
