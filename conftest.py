@@ -16,6 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _pytest.doctest import DoctestModule  # the doctest plugin's collector (no public alias)
+
+#: The package whose modules' docstring examples run with the tests.
+PACKAGE = Path(__file__).resolve().parent / "src" / "evirank"
 
 #: Names a test may not leave behind in the temporary folder.
 LEFTOVER_PREFIXES = ("evirank-", "tmp")
@@ -58,3 +62,16 @@ def doctest_temp_folder(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
     finally:
         tempfile.tempdir = saved
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    """Collect every module of the package as its doctests (what ``--doctest-modules`` does, for the
+    package only: the tests' own conftest files must not be imported as doctest modules)."""
+    if (
+        file_path.suffix == ".py"
+        and file_path.name != "__main__.py"
+        and PACKAGE in file_path.parents
+        and not parent.config.option.doctestmodules
+    ):
+        return DoctestModule.from_parent(parent, path=file_path)  # type: ignore[no-any-return]
+    return None

@@ -5,7 +5,8 @@ scores (:mod:`evirank.conditions`). This runs them from the repository root and 
 against measured, headed by the machine. A condition whose needs are missing (an extra such as
 ``torch``, or a trained model that is not in the repository) is skipped with the reason; a slow
 one (marked ``slow: true``: a model over many pairs, a training run) runs only when named or with
-``--slow``. Runs, indexes and score stores go under ``OUT`` (``runs/conditions/...``), so a
+``--slow``; one whose needs are missing is reported as skipped, with the reason, whether slow or
+not. Runs, indexes and score stores go under ``OUT`` (``runs/conditions/...``), so a
 second run reuses them.
 
 Usage:
@@ -38,6 +39,7 @@ from evirank.conditions import (
     resolve_variables,
     results_markdown,
     run_condition,
+    unmet_needs,
 )
 
 FOLDER = REPO / "conditions"
@@ -96,8 +98,16 @@ def main(argv: list[str] | None = None) -> int:
     for name in chosen:
         file, condition = known[name]
         results.append(run_condition(condition, variables[file], workdir=REPO, timeout=args.timeout))
+    slow: list[str] = []
+    for name, (file, condition) in known.items():
+        if name in chosen or args.names:
+            continue
+        unmet = unmet_needs(condition, variables[file], REPO)  # a slow one, not run: say what it needs
+        if unmet:
+            results.append(ConditionResult(name, skipped="needs " + "; ".join(unmet)))
+        else:
+            slow.append(name)
     print(results_markdown(results))
-    slow = [n for n, (_, c) in known.items() if c.slow and n not in chosen]
     if slow:
         print(f"not run (slow; name them or give --slow): {', '.join(slow)}")
     for result in results:

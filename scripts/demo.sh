@@ -95,7 +95,7 @@ with open(run) as f:
 EOF
 )
 echo "query $QID, relevant document $DOCNO:"
-$EVIRANK explain --scores "$OUT/scores.sqlite" --qid "$QID" --docno "$DOCNO" --top 5
+$EVIRANK explain --scores "$OUT/scores.sqlite" --qid "$QID" --docno "$DOCNO" --show-passages 5
 
 echo
 echo "demo finished in $((SECONDS - started)) s; outputs in $OUT/ (runs, *.json records with the time per stage)"

@@ -31,12 +31,15 @@ cross:$MODELS/minilm --evidence bi --evidence-weights bi=0.3``, ``evirank tune -
 cross=$OUT/ce.sqlite --evidence bi=$OUT/bi.passages.parquet``); those flags are parsed when the
 file is read, as ``--segment`` and ``--aggregate`` are.
 
-A condition may list ``needs``: extras (``lucene``, ``torch``, ``onnx``, ...) and files that are
+A condition may list ``needs``: extras (``lucene``, ``torch``, ``onnx``, ...), files that are
 not in the repository, such as a trained model (``$MODELS/minilm-mb``, or
-``{path: $MODELS/minilm-mb, hint: "made by condition microblog-train"}``). A condition whose
-needs are not met is skipped, with the reason, instead of failing. ``slow: true`` marks a
-condition that takes long (a model scoring many pairs, a training run): it runs when named, or
-with ``--slow``, never by default. ``DATA`` defaults to the datasets folder
+``{path: $MODELS/minilm-mb, hint: "made by condition microblog-train"}``), and the papers'
+licensed collections by name (``robust04``, ``core17``, ``core18``, ``clueweb09b``,
+``msmarco-docs``: :mod:`evirank.io.collections.papers`), looked for in the ``COLLECTIONS``
+folder (``$EVIRANK_COLLECTIONS`` overrides the file's default). A condition whose needs are not
+met is skipped, with the reason (for a collection: which files to put where), instead of failing.
+``slow: true`` marks a condition that takes long (a model scoring many pairs, a training run):
+it runs when named, or with ``--slow``, never by default. ``DATA`` defaults to the datasets folder
 (:func:`evirank.datasets.datasets_folder`).
 
 Example:
@@ -68,6 +71,7 @@ from typing import Any
 
 from evirank import markdown
 from evirank.errors import EvirankError, InputFormatError
+from evirank.io.collections.papers import PAPER_COLLECTIONS, describe_missing, missing_files
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +89,10 @@ EXTRAS = {
     "plots": "matplotlib",
     "datasets": "ir_datasets",
 }
+#: Where the papers' collections are looked for when a file defines no ``COLLECTIONS``.
+DEFAULT_COLLECTIONS = "../collections"
+#: The environment variable that overrides a conditions file's ``COLLECTIONS``.
+COLLECTIONS_ENVIRONMENT = "EVIRANK_COLLECTIONS"
 _VARIABLE = re.compile(r"\$(?:\{(?P<braced>[A-Za-z_][A-Za-z0-9_]*)\}|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))")
 
 
@@ -342,9 +350,15 @@ def _check_specs(
 
 
 def _check_evidence(file: Path, name: str, commands: Sequence[str], line: int | None) -> None:
-    """Parse the several-scorer flags of ``rerank`` (``--evidence [LABEL=]KIND[:MODEL]``,
-    ``--evidence-weights LABEL=W``) and ``tune`` (``--evidence LABEL=SOURCE``) when the file is read."""
-    from evirank.score.multi import parse_evidence_weights, parse_scorers
+    """Parse the several-scorer flags of ``rerank`` (``--scorer [LABEL=]FAMILY[:MODEL]`` repeated,
+    ``--scorer-weights LABEL=W``, and their earlier spellings ``--evidence``/``--evidence-weights``)
+    and ``tune`` (``--evidence LABEL=SOURCE``) when the file is read. Models are not opened here (a
+    model made by an earlier command does not exist yet): the grammar, the families, the labels and
+    the weights are checked."""
+    from evirank.aggregate.evidence import check_labels
+    from evirank.score.family import AUTO, family_names, get_family
+    from evirank.score.multi import GRAMMAR, parse_evidence_weights
+    from evirank.spec import parse_spec
     from evirank.tune.inputs import EvidenceSource
 
     for command in commands:
@@ -355,34 +369,44 @@ def _check_evidence(file: Path, name: str, commands: Sequence[str], line: int | 
         command_name = next((b for a, b in itertools.pairwise(words) if Path(a).name == "evirank"), None)
         if command_name not in ("rerank", "tune"):
             continue
-        evidence = [b for a, b in itertools.pairwise(words) if a == "--evidence"]
+        scorer_flags = ("--scorer", "--evidence") if command_name == "rerank" else ("--evidence",)
+        specs = [b for a, b in itertools.pairwise(words) if a in scorer_flags]
         weights: list[str] = []
-        if "--evidence-weights" in words:
-            for word in words[words.index("--evidence-weights") + 1 :]:
-                if word.startswith("--"):
-                    break
-                weights.append(word)
+        for flag in ("--scorer-weights", "--evidence-weights"):
+            if flag in words:
+                for word in words[words.index(flag) + 1 :]:
+                    if word.startswith("--"):
+                        break
+                    weights.append(word)
         try:
             if command_name == "rerank":
-                labels = [s.label for s in parse_scorers(evidence)]
-                unknown = [k for k in parse_evidence_weights(weights) if k not in labels[1:]]
+                parsed = [parse_spec(text, what="scorer", labelled=True, tail=True) for text in specs]
+                unknown = [p.name for p in parsed if p.name not in (AUTO, *family_names())]
                 if unknown:
-                    raise ValueError(
-                        f"--evidence-weights for {', '.join(unknown)}, not a scorer after the first"
-                    )
+                    raise ValueError(f"unknown model family {unknown[0]!r}")
+                lonely = [
+                    p.name
+                    for p in parsed
+                    if not p.args
+                    and p.name != AUTO
+                    and get_family(p.name).needs_model
+                    and not (len(parsed) == 1 and "--model" in words)
+                ]
+                if lonely:
+                    raise ValueError(f"the {lonely[0]} family needs its model ({lonely[0]}:MODEL)")
+                labels = list(check_labels([p.label or p.name for p in parsed])) if parsed else []
+                extra = [k for k in parse_evidence_weights(weights) if k not in labels[1:]]
+                if extra:
+                    raise ValueError(f"--scorer-weights for {', '.join(extra)}, not a scorer after the first")
             else:
-                for text in evidence:
+                for text in specs:
                     EvidenceSource.parse(text)
         except ValueError as exc:
             raise InputFormatError(
                 file,
                 line,
-                f"condition {name!r}: {command_name} --evidence "
-                + (
-                    "[LABEL=]cross:MODEL or [LABEL=]bi[:MODEL]"
-                    if command_name == "rerank"
-                    else "LABEL=SOURCE"
-                ),
+                f"condition {name!r}: {command_name} "
+                + (f"--scorer {GRAMMAR}" if command_name == "rerank" else "--evidence LABEL=SOURCE"),
                 str(exc),
             ) from None
 
@@ -396,13 +420,14 @@ def _needs(file: Path, name: str, value: Any, line: int | None) -> tuple[tuple[s
             needs.append(item["path"])
             if item.get("hint"):
                 hints[item["path"]] = str(item["hint"])
-        elif isinstance(item, str) and (item in EXTRAS or "/" in item):
+        elif isinstance(item, str) and (item in EXTRAS or item in PAPER_COLLECTIONS or "/" in item):
             needs.append(item)
         else:
             raise InputFormatError(
                 file,
                 _line(item) or line,
-                f"condition {name!r}: 'needs' as extras ({', '.join(EXTRAS)}), paths, or {{path, hint}}",
+                f"condition {name!r}: 'needs' as extras ({', '.join(EXTRAS)}), collections "
+                f"({', '.join(PAPER_COLLECTIONS)}), paths, or {{path, hint}}",
                 repr(item),
             )
     return tuple(needs), hints
@@ -425,6 +450,11 @@ def unmet_needs(
         if need in EXTRAS:
             if importlib.util.find_spec(EXTRAS[need]) is None:
                 missing.append(f"the {need} extra (pip install 'evirank[{need}]')")
+            continue
+        if need in PAPER_COLLECTIONS:
+            root = Path(workdir) / variables.get("COLLECTIONS", DEFAULT_COLLECTIONS)
+            if missing_files(need, root):
+                missing.append(describe_missing(need, variables.get("COLLECTIONS", DEFAULT_COLLECTIONS)))
             continue
         if need not in condition.needs or ("/" not in need and "$" not in need):
             continue  # a name that is neither an extra nor a path: for people only
@@ -506,6 +536,8 @@ def resolve_variables(
         found = datasets_folder(start, env)
         if found is not None:
             values["DATA"] = str(found)
+    if "COLLECTIONS" in defaults and env.get(COLLECTIONS_ENVIRONMENT):
+        values["COLLECTIONS"] = env[COLLECTIONS_ENVIRONMENT]
     values.update(overrides or {})
     return values
 

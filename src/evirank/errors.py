@@ -110,6 +110,36 @@ class OutputNotWritableError(EvirankError, PermissionError):
         super().__init__(f"{self.path}: cannot write this output ({reason}); choose another output path")
 
 
+class OutputWriteError(EvirankError, OSError):
+    """Writing an output failed on the way (a full disk, a quota, a file system turned read-only).
+
+    Args:
+        path: the output (never its temporary name).
+        reason: what the system said (``No space left on device``).
+        kept: what is left (default: nothing at this path).
+        hint: what to do (default: free some space or choose another output path).
+
+    Example:
+        >>> for part in str(OutputWriteError("runs/r.txt", "No space left on device")).split("; "):
+        ...     print(part)
+        runs/r.txt: could not be written (No space left on device)
+        nothing was left at this path
+        free some space or choose another output path, then run the command again
+    """
+
+    def __init__(
+        self, path: str | PathLike[str], reason: str, *, kept: str | None = None, hint: str | None = None
+    ) -> None:
+        self.path = str(path)
+        self.reason = reason
+        kept = kept or "nothing was left at this path"
+        hint = hint or "free some space or choose another output path, then run the command again"
+        OSError.__init__(self, f"{self.path}: could not be written ({reason}); {kept}; {hint}")
+
+    def __str__(self) -> str:  # OSError would format (errno, strerror)
+        return str(self.args[0])
+
+
 class MissingExtraError(EvirankError, ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import numpy as np
@@ -55,6 +55,8 @@ MEASURE = "measure"
 VALUE = "value"
 
 TOPICS_COLUMNS = (QID, QUERY)
+#: A document's source (a web address), when its corpus gives one (see :class:`Document`).
+URL = "url"
 QRELS_COLUMNS = (QID, DOCNO, LABEL)
 RUN_COLUMNS = (QID, DOCNO, SCORE, RANK)
 PASSAGES_COLUMNS = (QID, DOCNO, PID, TEXT)
@@ -62,16 +64,27 @@ PASSAGES_COLUMNS = (QID, DOCNO, PID, TEXT)
 
 @dataclass(frozen=True, slots=True)
 class Document:
-    """One document of a corpus: its id, an optional title, and its body text.
+    """One document of a corpus: its id, an optional title, its body text, and where it comes from.
+
+    ``url`` is the document's source (a web page, an article) when the corpus gives one: stored with
+    the document and linked from the search page, never indexed; two documents with the same id,
+    title and text are equal whatever their sources.
 
     Example:
         >>> Document("d1", "A title", "Some text.").contents
         'A title Some text.'
+        >>> Document("d2", "", "Text.", url="https://example.org/d2")
+        Document(docno='d2', title='', text='Text.', url='https://example.org/d2')
     """
 
     docno: str
     title: str
     text: str
+    url: str | None = field(default=None, compare=False)
+
+    def __repr__(self) -> str:
+        source = f", url={self.url!r}" if self.url else ""
+        return f"Document(docno={self.docno!r}, title={self.title!r}, text={self.text!r}{source})"
 
     @property
     def contents(self) -> str:

@@ -14,6 +14,13 @@ The rules every command follows:
 * :func:`check_output` also checks, before any work starts, that the output's folder can
   be written (:class:`~evirank.errors.OutputNotWritableError` otherwise), so a long command
   does not fail at its very end.
+* A write that fails on the way (a full disk, a quota, a file system turned read-only) is
+  reported as :class:`~evirank.errors.OutputWriteError` naming the output, never its temporary
+  name or a bare ``[Errno 28]``.
+* Files that are not a command's outputs but must never be seen half-written (manifests,
+  shards, caches, checkpoints) go through :func:`atomic_file` or :func:`write_atomically`
+  (replace whatever is there), folders built elsewhere through :func:`replace_output`: every
+  rename into place in evirank happens here.
 
 Example:
     >>> import tempfile, pathlib
@@ -26,16 +33,17 @@ Example:
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
-from contextlib import ExitStack, contextmanager, suppress
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager, suppress
 from pathlib import Path
 
-from evirank.errors import OutputExistsError, OutputNotWritableError, UnsafeOverwriteError
+from evirank.errors import OutputExistsError, OutputNotWritableError, OutputWriteError, UnsafeOverwriteError
 
 logger = logging.getLogger(__name__)
 
@@ -195,27 +203,194 @@ def temporary_path(out: Path, suffix: str = "") -> Path:
     return out.with_name(f"{TMP_PREFIX}{out.name}-{os.getpid()}{suffix}")
 
 
+#: What a write failing on the way says: the disk is full, a quota, a file too big, a read-only file system.
+WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
+_WRITE_FAILURES = (
+    ("No space left on device", "No space left on device"),
+    ("StorageFull", "No space left on device"),
+    ("database or disk is full", "No space left on device"),
+    ("Disk quota exceeded", "Disk quota exceeded"),
+    ("File too large", "File too large"),
+    ("Read-only file system", "Read-only file system"),
+    ("file write failed", "the file system refused the write (a full disk?)"),
+    ("disk I/O error", "SQLite: disk I/O error (a full disk, a file-size limit or a failing disk)"),
+)
+
+
+def write_failure(exc: BaseException) -> str | None:
+    """What a write failing on the way says, or ``None`` for any other error.
+
+    OSErrors are recognised by their errno; errors of libraries that write files themselves
+    (torch, safetensors, SQLite, pyarrow) by their message.
+
+    Example:
+        >>> write_failure(OSError(28, "No space left on device"))
+        'No space left on device'
+        >>> write_failure(RuntimeError("PytorchStreamWriter failed writing file data/0: file write failed"))
+        'the file system refused the write (a full disk?)'
+        >>> write_failure(ValueError("bad")) is None
+        True
+    """
+    if isinstance(exc, OutputWriteError):
+        return None  # already named
+    if isinstance(exc, OSError) and exc.errno in WRITE_ERRNOS:
+        return exc.strerror or os.strerror(exc.errno)
+    text = str(exc)
+    for needle, reason in _WRITE_FAILURES:
+        if needle in text:
+            return reason
+    return None
+
+
 @contextmanager
+def naming_write_failures(*paths: str | os.PathLike[str], kept: str | None = None) -> Iterator[None]:
+    """Re-raise a write that fails on the way in the body as :class:`OutputWriteError` naming ``paths``.
+
+    Example:
+        >>> try:
+        ...     with naming_write_failures("runs/r.txt"):
+        ...         raise OSError(28, "No space left on device")
+        ... except OutputWriteError as exc:
+        ...     print(str(exc).split(";")[0])
+        runs/r.txt: could not be written (No space left on device)
+    """
+    try:
+        yield
+    except Exception as exc:
+        reason = write_failure(exc)
+        if reason is None:
+            raise
+        hint = "choose an output path on a writable file system" if "Read-only" in reason else None
+        names = ", ".join(str(p) for p in paths)
+        if kept is None and len(paths) > 1:
+            kept = "nothing was left at these paths"
+        raise OutputWriteError(names, reason, kept=kept, hint=hint) from exc
+
+
 def atomic_output(
     path: str | os.PathLike[str], overwrite: bool = False, *, marker: Markers = None
-) -> Iterator[Path]:
+) -> AbstractContextManager[Path]:
     """Yield a temporary sibling path; on success it replaces ``path`` in one rename.
 
     Works for files and folders (give ``marker`` for a folder output, see
     :func:`check_output`). If the body raises (or the process is killed), the temporary is
     removed (or left under a ``.tmp-`` name that never looks complete and that the next
-    write of ``path`` removes), and an existing ``path`` is untouched.
+    write of ``path`` removes), and an existing ``path`` is untouched. A write that fails on
+    the way (a full disk) is reported naming ``path`` (:class:`OutputWriteError`).
     """
     out = check_output(path, overwrite, marker=marker)
+    return _into_place(out, lambda tmp: _replace(tmp, out, overwrite, marker))
+
+
+def atomic_file(path: str | os.PathLike[str]) -> AbstractContextManager[Path]:
+    """Yield a temporary sibling of ``path``; on success it replaces ``path`` (whatever is there).
+
+    For files evirank keeps for itself (a manifest, a shard, a cache, a checkpoint folder),
+    which must be whole or absent but are not a user's output: no overwrite check, and the
+    folder is created. The temporary (``.tmp-NAME-PID``) is removed if the body fails, and a
+    write that fails on the way is reported naming ``path``.
+
+    Example:
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> with atomic_file(folder / "state.json") as tmp:
+        ...     _ = tmp.write_text("{}")
+        >>> sorted(p.name for p in folder.iterdir())
+        ['state.json']
+    """
+    out = Path(path)
+
+    def place(tmp: Path) -> None:
+        if out.is_dir() and not out.is_symlink():
+            _swap_folder(tmp, out)
+        else:
+            os.replace(tmp, out)
+
+    return _into_place(out, place)
+
+
+@contextmanager
+def _into_place(out: Path, place: Callable[[Path], None]) -> Iterator[Path]:
+    """A temporary sibling of ``out`` for the body, put in place by ``place`` when it succeeds."""
     out.parent.mkdir(parents=True, exist_ok=True)
     clean_stale(out)
     tmp = temporary_path(out)
     _remove(tmp)
     try:
-        yield tmp
-        _replace(tmp, out, overwrite, marker)
+        with naming_write_failures(out):
+            yield tmp
+            place(tmp)
     finally:
         _remove(tmp)
+
+
+def _swap_folder(tmp: Path, out: Path) -> None:
+    """Replace the folder ``out`` by ``tmp``: a crash between the two renames leaves the old one at
+    ``.old-NAME``, where :func:`recovered` finds it."""
+    old = out.with_name(f".old-{out.name}")
+    _remove(old)
+    os.replace(out, old)
+    os.replace(tmp, out)
+    _remove(old)
+
+
+def recovered(path: str | os.PathLike[str]) -> Path | None:
+    """``path``, or the ``.old-`` twin a crash in the middle of :func:`atomic_file`'s folder swap left;
+    ``None`` when neither is there.
+
+    Example:
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> (folder / ".old-last").mkdir()
+        >>> recovered(folder / "last").name, recovered(folder / "best")
+        ('.old-last', None)
+    """
+    out = Path(path)
+    if out.exists():
+        return out
+    old = out.with_name(f".old-{out.name}")
+    return old if old.exists() else None
+
+
+def write_atomically(path: str | os.PathLike[str], data: str | bytes) -> Path:
+    """Write ``data`` (UTF-8 text or bytes) to ``path`` through :func:`atomic_file`; return the path.
+
+    Example:
+        >>> path = Path(tempfile.mkdtemp()) / "manifest.json"
+        >>> write_atomically(path, '{"complete": true}\\n').read_text()
+        '{"complete": true}\\n'
+    """
+    out = Path(path)
+    with atomic_file(out) as tmp:
+        if isinstance(data, bytes):
+            tmp.write_bytes(data)
+        else:
+            tmp.write_text(data, encoding="utf-8")
+    return out
+
+
+def replace_output(
+    tmp: str | os.PathLike[str],
+    path: str | os.PathLike[str],
+    overwrite: bool = False,
+    *,
+    marker: Markers = None,
+) -> Path:
+    """Rename a finished temporary ``tmp`` (made by :func:`temporary_path`) onto the output ``path``.
+
+    For builds that make their temporary themselves over a long time (compacting vector shards):
+    the same checks as :func:`atomic_output` are made again at the rename (``path`` may have
+    appeared meanwhile), and ``overwrite`` replaces only what the command itself writes.
+
+    Example:
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> tmp = temporary_path(folder / "out")
+        >>> tmp.mkdir()
+        >>> replace_output(tmp, folder / "out", marker="manifest.json").name
+        'out'
+    """
+    out = Path(path)
+    with naming_write_failures(out):
+        _replace(Path(tmp), out, overwrite, marker)
+    return out
 
 
 @contextmanager
@@ -246,10 +421,11 @@ def atomic_outputs(
             _remove(tmp)
             stack.callback(_remove, tmp)
             temps.append(tmp)
-        yield temps
-        for path, (_, marker), tmp in zip(paths, outputs, temps, strict=True):
-            if tmp.exists() or tmp.is_symlink():
-                _replace(tmp, path, overwrite, marker)
+        with naming_write_failures(*paths):
+            yield temps
+            for path, (_, marker), tmp in zip(paths, outputs, temps, strict=True):
+                if tmp.exists() or tmp.is_symlink():
+                    _replace(tmp, path, overwrite, marker)
 
 
 def _replace(tmp: Path, out: Path, overwrite: bool, marker: Markers) -> None:

@@ -195,18 +195,45 @@ class Ranker:
         **options: Any,
     ) -> None:
         from evirank.aggregate import parse_aggregate
-        from evirank.segment import SegmentSpec
 
         if show_passages < 0:
             raise ValueError(f"show_passages must be >= 0, found {show_passages}")
-        if isinstance(scorer, str):
+        self.pipeline_: Any = None
+        self.segmenter_: Any = None
+        if isinstance(scorer, str) and isinstance(segment, str):
+            # the one builder, as the command line's: the spec is parsed (and the model's family
+            # told from its files) now, so a bad spec fails before any model loads
+            from evirank.pipeline import PipelineSpec, build_pipeline
+
+            runtime: dict[str, Any] = {
+                k: options.pop(k) for k in ("backend", "batch_tokens", "max_length") if k in options
+            }
+            spec = PipelineSpec.from_mapping(
+                {
+                    "scorer": scorer,
+                    "model": None if model is None else str(model),
+                    "segment": segment,
+                    "max_passages": max_passages,
+                    "aggregate": aggregate,
+                    "alpha": alpha,
+                    "weights": weights,
+                    "normalise": normalise,
+                    "device": device,
+                    "scorer_options": options,
+                    **runtime,
+                }
+            )
+            self.pipeline_ = build_pipeline(spec, store=store)
+            self.scorer = self.pipeline_.scorer
+            self.segmenter_ = self.pipeline_.segmenter
+        elif isinstance(scorer, str):
             from evirank.score.multi import ScorerSpec
 
-            spec = ScorerSpec.parse(f"{scorer}:{model}" if model is not None else scorer)
-            self.scorer = spec.build(device=device, store=store, **options)
+            spec_text = f"{scorer}:{model}" if model is not None else scorer
+            self.scorer = ScorerSpec.parse(spec_text).build(device=device, store=store, **options)
         else:
             self.scorer = scorer
-        self.segment = SegmentSpec.parse(segment) if isinstance(segment, str) else segment
+        self.segment = segment
         # parsed now, so a bad spec fails before any model loads; alpha is settled per call
         parse_aggregate(aggregate, alpha=alpha, weights=weights, normalise=normalise)  # type: ignore[arg-type]
         self.aggregate = aggregate
@@ -215,19 +242,20 @@ class Ranker:
         self.normalise = normalise
         self.show_passages = show_passages
         self.max_passages = max_passages
-        self.segmenter_: Any = None
 
     def _segmenter(self) -> Any:
         if self.segmenter_ is None:
             from evirank.rerank import passage_budget
+            from evirank.segment import SegmentSpec
 
-            if hasattr(self.segment, "build"):
+            segment = SegmentSpec.parse(self.segment) if isinstance(self.segment, str) else self.segment
+            if hasattr(segment, "build"):
                 budget = passage_budget(self.scorer)
-                built = self.segment.build(
+                built = segment.build(
                     tokenizer=budget[0] if budget else None, max_tokens=budget[1] if budget else None
                 )
             else:
-                built = self.segment
+                built = segment
             self.segmenter_ = built.with_max_passages(self.max_passages or None)
         return self.segmenter_
 

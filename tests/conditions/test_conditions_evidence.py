@@ -41,7 +41,7 @@ def test_train_keeps_its_own_evidence_flag(tmp_path: Path) -> None:
     ("command", "words"),
     [
         ("evirank rerank --evidence cross --output r.txt", "needs its model"),
-        ("evirank rerank --evidence bi --evidence bi --output r.txt", "two scorers are labelled bi"),
+        ("evirank rerank --evidence bi --evidence bi --output r.txt", "'bi' is given twice"),
         ("evirank rerank --evidence cross:m --evidence bi --evidence-weights ce=0.3 --output r", "ce"),
         ("evirank tune --evidence $OUT/scores.sqlite --output t", "expected LABEL=STORE"),
     ],

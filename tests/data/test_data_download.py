@@ -283,3 +283,20 @@ def test_an_incomplete_folder_in_the_home_is_not_replaced_unasked(host, register
 
     assert (folder / "corpus.jsonl").is_file()
     assert not mine.exists()
+
+
+def test_a_damaged_partial_file_without_a_checksum_is_never_resumed(host, register, isolated: Path) -> None:
+    entry = register(_topics_entry())
+    host.files["topics.mb.txt"] = TOPICS.encode()
+    qrels = b"1 0 34952194402811904 1\n1 0 34952194402811905 0\n"
+    host.files["qrels.mb.txt"] = qrels
+    downloads = isolated / "downloads"
+    downloads.mkdir(parents=True)
+    # a partial file whose beginning is not the host's (appending the rest would still parse)
+    (downloads / "qrels.mb.txt.part").write_bytes(b"9 0 99999 1\n")
+
+    folder = get_dataset(entry.name, base_url=host.url)
+
+    assert (folder / "qrels.mb.txt").read_bytes() == qrels
+    assert ("qrels.mb.txt", None) in host.requests  # downloaded from the start, no Range header
+    assert not any(name == "qrels.mb.txt" and wanted for name, wanted in host.requests)

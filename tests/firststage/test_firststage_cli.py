@@ -136,7 +136,7 @@ def test_rerank_retrieves_hybrid_candidates_itself(
     out = tmp_path / "reranked.txt"
     assert main([*args, "--first-stage", "interp:0.3", "--output", str(out)]) == 0
     record = json.loads((tmp_path / "reranked.txt.json").read_text())
-    assert record["first_stage"]["first_stage"] == "interp:0.3"
+    assert record["first_stage"]["method"] == "interp:0.3"
     by_query = read_run(out).groupby("qid")["docno"].apply(set).to_dict()
     assert by_query == read_run(hybrid).groupby("qid")["docno"].apply(set).to_dict()
     # the same with the run given: the same re-ranked run

@@ -1,9 +1,9 @@
 """Property-based tests of every reader: whatever the bytes, evirank's own error or a correct result.
 
-For each input format (JSONL/BEIR corpus, TREC and Microblog topics, TREC Web XML topics, TSV
-and BEIR queries, qrels, runs): random bytes, truncations, other encodings and valid files with
-random edits never raise anything but an :class:`~evirank.errors.EvirankError`; and a valid
-frame round-trips through its writer and reader.
+For each input format (JSONL/BEIR corpus, the papers' collection formats, TREC and Microblog
+topics, TREC Web XML topics, TSV and BEIR queries, qrels, runs): random bytes, truncations, other
+encodings and valid files with random edits never raise anything but an
+:class:`~evirank.errors.EvirankError`; and a valid frame round-trips through its writer and reader.
 """
 
 from __future__ import annotations
@@ -90,6 +90,32 @@ SAMPLES: dict[str, tuple[str, bytes]] = {
     "qrels-trec": ("qrels.txt", b"1 0 d1 1\n1 0 d2 0\n2 0 d3 2\n"),
     "qrels-beir": ("test.tsv", b"query-id\tcorpus-id\tscore\n1\td1\t1\n2\td3\t0\n"),
     "run": ("run.txt", b"1 Q0 d1 1 2.5 bm25\n1 Q0 d2 2 1.25 bm25\n2 Q0 d3 1 0.5 bm25\n"),
+    "collection-trec": (
+        "la010189",
+        b"<DOC>\n<DOCNO> LA010189-0001 </DOCNO>\n<HEADLINE>\n<P>Cats &amp; dogs</P>\n</HEADLINE>\n"
+        b"<TEXT>\n<P>Cats purr; p &lt; 0.05.</P>\n</TEXT>\n</DOC>\n<DOC>\n<DOCNO>FT911-2</DOCNO>\n"
+        b"<TEXT>Dogs bark.</TEXT>\n</DOC>\n",
+    ),
+    "collection-nyt": (
+        "0000001.xml",
+        b'<?xml version="1.0" encoding="UTF-8"?>\n<nitf><head><docdata><doc-id id-string="1"/></docdata>'
+        b"</head>\n<body><body.head><hedline><hl1>Cats</hl1></hedline><abstract><p>A cat.</p></abstract>"
+        b'</body.head>\n<body.content><block class="full_text"><p>Cats purr.</p><p>And sleep.</p>'
+        b"</block></body.content></body></nitf>\n",
+    ),
+    "collection-wapo": (
+        "wapo.jl",
+        b'{"id": "a1", "title": "Cats", "contents": [{"type": "kicker", "content": "Pets"}, '
+        b'{"type": "sanitized_html", "content": "<p>Cats &amp; dogs.</p>"}, null, '
+        b'{"type": "image", "fullcaption": "A cat."}]}\n{"id": "a2", "title": "Dogs", "contents": []}\n',
+    ),
+    "collection-msmarco": ("msmarco-docs.tsv", b"D1\thttp://x/\tCats\tCats purr.\nD2\thttp://y/\t\tDogs.\n"),
+    "collection-warc": (
+        "00.warc",
+        b"WARC/0.18\r\nWARC-Type: response\r\nWARC-TREC-ID: clueweb09-en0000-00-00000\r\n"
+        b"Content-Length: 74\r\n\r\nHTTP/1.1 200 OK\r\n\r\n<title>Cats</title><p>Cats purr &amp; sleep.</p>"
+        b"</html>\r\n\r\n",
+    ),
 }
 
 
@@ -109,7 +135,14 @@ READERS: dict[str, Callable[[Path], Any]] = {
 }
 
 
+def _read_collection(kind: str) -> Callable[[Path], Any]:
+    fmt = {"msmarco": "msmarco-docs"}.get(kind.split("-")[1], kind.split("-")[1])
+    return lambda path: list(read_corpus(path, format=fmt))
+
+
 def _reader(kind: str) -> Callable[[Path], Any]:
+    if kind.startswith("collection-"):
+        return _read_collection(kind)
     return READERS[kind.split("-")[0]]
 
 

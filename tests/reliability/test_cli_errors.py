@@ -79,7 +79,7 @@ def test_negative_digits_are_a_usage_error(tmp_path: Path, capsys: pytest.Captur
     with pytest.raises(SystemExit) as exit_info:
         main(["evaluate", "--qrels", "q", "--run", "r", "--digits", "-1"])
     assert exit_info.value.code == 2
-    assert "--digits: expected an integer >= 0" in capsys.readouterr().err
+    assert "--digits: expected an integer from 0 to" in capsys.readouterr().err
 
 
 def test_ctrl_c_tells_what_a_rerun_does_per_command(

@@ -1,4 +1,4 @@
-"""Fault injection: SIGKILL and Ctrl-C at random moments of index, rerank, train and tune, then a rerun.
+"""Fault injection: SIGKILL, Ctrl-C and SIGTERM at random moments of index, rerank, train and tune.
 
 Each case runs the command once without interruption (the reference), then again in a separate
 process that is interrupted after a random delay within the reference's duration, and then the
@@ -32,42 +32,13 @@ from pathlib import Path
 import pytest
 
 import evirank
+from process_tree import alive, descendants
 
 SRC = Path(evirank.__file__).resolve().parents[1]
 SEED = int(os.environ.get("EVIRANK_FAULT_SEED", "0"))
 
 
 # --- processes ---------------------------------------------------------------------------------
-
-
-def _parents() -> dict[int, int]:
-    table: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        table[int(stat.parent.name)] = int(fields[1])
-    return table
-
-
-def descendants(pid: int) -> set[int]:
-    """Every process below ``pid`` (children, grandchildren, ...)."""
-    parents = _parents()
-    found: set[int] = set()
-    frontier = {pid}
-    while frontier:
-        frontier = {child for child, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
-
-
-def alive(pid: int) -> bool:
-    """Running (a zombie, already dead and waiting to be reaped, does not count)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def env() -> dict[str, str]:
@@ -93,8 +64,9 @@ def run_to_end(args: list[str], timeout: float = 300) -> float:
 def interrupt(args: list[str], delay: float, how: str) -> tuple[int, set[int]]:
     """Start the command, interrupt it after ``delay`` s; return its exit status and every process it started.
 
-    ``how`` is ``"kill"`` (SIGKILL to evirank alone, as ``kill -9 PID``) or ``"ctrl-c"`` (SIGINT to
-    its process group, as a terminal's Ctrl-C).
+    ``how`` is ``"kill"`` (SIGKILL to evirank alone, as ``kill -9 PID``), ``"ctrl-c"`` (SIGINT to
+    its process group, as a terminal's Ctrl-C) or ``"term"`` (SIGTERM to evirank alone, as ``kill PID``
+    or a batch system's time limit).
     """
     proc = subprocess.Popen(
         evirank_cmd(*args),
@@ -112,6 +84,8 @@ def interrupt(args: list[str], delay: float, how: str) -> tuple[int, set[int]]:
     if proc.poll() is None:
         if how == "kill":
             proc.send_signal(signal.SIGKILL)
+        elif how == "term":
+            proc.send_signal(signal.SIGTERM)
         else:
             os.killpg(proc.pid, signal.SIGINT)
     try:
@@ -318,7 +292,7 @@ def _remove(path: Path) -> None:
         path.unlink()
 
 
-def _moments(n: int, hows: tuple[str, ...] = ("kill", "ctrl-c")) -> list[tuple[float, str]]:
+def _moments(n: int, hows: tuple[str, ...] = ("kill", "ctrl-c", "term")) -> list[tuple[float, str]]:
     rng = random.Random(SEED)
     return [(rng.uniform(0.05, 1.0), hows[i % len(hows)]) for i in range(n)]
 
@@ -347,24 +321,24 @@ def test_rerank_interrupted_at_a_random_moment_resumes_to_the_same_run(
 
 
 @pytest.mark.slow
-def test_tune_survives_kills_and_ctrl_c(tmp_path: Path) -> None:
-    check_case(tune_case(tmp_path), tmp_path, _moments(4))
+def test_tune_survives_kills_ctrl_c_and_sigterm(tmp_path: Path) -> None:
+    check_case(tune_case(tmp_path), tmp_path, _moments(6))
 
 
 @pytest.mark.slow
-def test_rerank_survives_kills_and_ctrl_c(tmp_path: Path, tiny_cross_encoder_path: Path) -> None:
+def test_rerank_survives_kills_ctrl_c_and_sigterm(tmp_path: Path, tiny_cross_encoder_path: Path) -> None:
     pytest.importorskip("torch")
-    check_case(rerank_case(tmp_path, tiny_cross_encoder_path), tmp_path, _moments(4))
+    check_case(rerank_case(tmp_path, tiny_cross_encoder_path), tmp_path, _moments(6))
 
 
 @pytest.mark.slow
-def test_train_survives_kills_and_ctrl_c(tmp_path: Path, tiny_cross_encoder_path: Path) -> None:
+def test_train_survives_kills_ctrl_c_and_sigterm(tmp_path: Path, tiny_cross_encoder_path: Path) -> None:
     pytest.importorskip("torch")
-    check_case(train_case(tmp_path, tiny_cross_encoder_path), tmp_path, _moments(4))
+    check_case(train_case(tmp_path, tiny_cross_encoder_path), tmp_path, _moments(6))
 
 
 @pytest.mark.slow
 @pytest.mark.lucene
-def test_index_survives_kills_and_ctrl_c(tmp_path: Path) -> None:
+def test_index_survives_kills_ctrl_c_and_sigterm(tmp_path: Path) -> None:
     pytest.importorskip("pyserini")
-    check_case(index_case(tmp_path), tmp_path, _moments(4))
+    check_case(index_case(tmp_path), tmp_path, _moments(6))

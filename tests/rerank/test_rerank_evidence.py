@@ -63,11 +63,11 @@ def two_scorers(
     args = base_args(
         collection,
         out,
-        "--evidence",
+        "--scorer",
         f"cross:{tiny_cross_encoder_path}",
-        "--evidence",
+        "--scorer",
         f"bi:{tiny_bi_encoder_path}",
-        "--evidence-weights",
+        "--scorer-weights",
         "bi=0.3",
         "--aggregate",
         "birch:2",
@@ -206,7 +206,7 @@ def test_one_evidence_scorer_is_the_plain_scorer(
 ) -> None:
     plain, one = tmp_path / "plain.txt", tmp_path / "one.txt"
     assert main(base_args(collection, plain, "--model", str(tiny_cross_encoder_path))) == 0
-    assert main(base_args(collection, one, "--evidence", f"cross:{tiny_cross_encoder_path}")) == 0
+    assert main(base_args(collection, one, "--scorer", f"cross:{tiny_cross_encoder_path}")) == 0
     assert plain.read_text().replace("evirank-cross-birch3", "T") == one.read_text().replace(
         "evirank-cross-birch3", "T"
     )
@@ -215,15 +215,16 @@ def test_one_evidence_scorer_is_the_plain_scorer(
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--evidence", "cross"], "needs its model"),
-        (["--evidence", "lstm:x"], "unknown model family 'lstm'"),
-        (["--evidence", "bi", "--evidence", "bi"], "two scorers are labelled bi"),
-        (["--evidence", "bi", "--evidence", "b2=bi", "--evidence-weights", "b2=1.5"], "must be in [0, 1]"),
-        (["--evidence", "bi", "--evidence", "b2=bi", "--evidence-weights", "xx=0.5"], "no scorer labelled"),
-        (["--evidence", "bi", "--evidence-weights", "bi=0.5"], "needs two scorers"),
-        (["--evidence", "alpha=bi", "--evidence", "bi"], "name of an aggregator parameter"),
-        (["--evidence", "bi", "--model", "m"], "not --model"),
-        (["--evidence", "bi", "--scorer", "bi"], "not both"),
+        (["--scorer", "cross"], "needs its model"),
+        (["--scorer", "lstm:x"], "unknown model family 'lstm'"),
+        (["--scorer", "bi", "--scorer", "bi"], "'bi' is given twice"),
+        (["--scorer", "bi", "--scorer", "b2=bi", "--scorer-weights", "b2=1.5"], "must be in [0, 1]"),
+        (["--scorer", "bi", "--scorer", "b2=bi", "--scorer-weights", "xx=0.5"], "no scorer labelled"),
+        (["--scorer", "bi", "--scorer-weights", "bi=0.5"], "needs two scorers"),
+        (["--scorer", "alpha=bi", "--scorer", "bi"], "name of an aggregator parameter"),
+        (["--scorer", "bi", "--scorer", "b2=bi", "--model", "m"], "not --model"),
+        (["--scorer", "bi:m", "--model", "m"], "already names its model"),
+        (["--evidence", "bi", "--evidence", "bi"], "'bi' is given twice"),  # the old spelling
     ],
 )
 def test_bad_scorer_specs_say_what_was_expected(

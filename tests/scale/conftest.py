@@ -18,7 +18,11 @@ def ray_session() -> Iterator[Any]:
     ray = pytest.importorskip("ray")
     pytest.importorskip("ray.data")
     if not ray.is_initialized():
-        ray.init(num_cpus=4, num_gpus=2, include_dashboard=False, log_to_driver=False)
+        from evirank.scale.engine import init_on_loopback
+        from evirank.scale.reaper import watch_ray_processes
+
+        watch_ray_processes()  # nothing of this Ray outlives the test run, however it ends
+        init_on_loopback(ray, num_cpus=4, num_gpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
 

@@ -35,7 +35,7 @@ def _free_port_block(size: int = 120) -> int:
     raise RuntimeError("no free port range")
 
 
-def _node_command(ray: str, base: int, temp: Path, head: bool, address: str) -> list[str]:
+def _node_command(ray: list[str], base: int, temp: Path, head: bool, address: str) -> list[str]:
     ports = [
         "--node-manager-port", str(base + 1),
         "--object-manager-port", str(base + 2),
@@ -49,13 +49,24 @@ def _node_command(ray: str, base: int, temp: Path, head: bool, address: str) -> 
     where = (
         ["--head", "--port", str(base), "--include-dashboard", "false"] if head else ["--address", address]
     )
-    own = ["--num-cpus", "2", "--temp-dir", str(temp)]
-    return [ray, "start", "--block", *where, *ports, *own]
+    own = ["--num-cpus", "2", "--temp-dir", str(temp), "--node-ip-address", "127.0.0.1"]
+    return [*ray, "start", "--block", *where, *ports, *own]
+
+
+# `ray start --node-ip-address 127.0.0.1` alone: Ray (2.60) replaces a loopback address by the
+# machine's reachable one, and its servers listen on every address. The nodes of this test run
+# `ray start` with that replacement turned off (as evirank's own local instance does), so the
+# cluster listens on and talks to 127.0.0.1 only.
+LOOPBACK_RAY = (
+    "import sys; from ray._private import services; services.resolve_ip_for_localhost = lambda host: host; "
+    "from ray.scripts.scripts import main; sys.argv[0] = 'ray'; sys.exit(main())"
+)
 
 
 def _alive_nodes(address: str, env: dict[str, str]) -> int:
     code = (
-        f"import ray; ray.init(address={address!r}, logging_level='ERROR'); "
+        "import ray; from evirank.scale.engine import init_on_loopback; "
+        f"init_on_loopback(ray, address={address!r}, logging_level='ERROR'); "
         "print(sum(n['Alive'] for n in ray.nodes()))"
     )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
@@ -90,7 +101,9 @@ def two_node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         for number, head in enumerate((True, False)):
             temp = folder / f"node{number}"
             temp.mkdir(parents=True, exist_ok=True)
-            command = _node_command(ray, base + 200 * number, temp, head, address)
+            command = _node_command(
+                [sys.executable, "-c", LOOPBACK_RAY], base + 200 * number, temp, head, address
+            )
             log = open(tmp_path_factory.mktemp("ray-logs") / f"node{number}.log", "wb")  # noqa: SIM115
             nodes.append(subprocess.Popen(command, env=env, stdout=log, stderr=log, start_new_session=True))
             deadline = time.monotonic() + 180

@@ -165,7 +165,8 @@ def test_rerank_with_ray_writes_the_same_run_as_without(
     assert on_ray.read_bytes() == plain.read_bytes()
     record = json.loads(on_ray.with_name("ray.txt.json").read_text())
     config = record["config"]
-    assert config["ray"] == "local" and config["ray_workers"] == 2 and config["query_block"] == 2
+    ray = config["pipeline"]["ray"]
+    assert ray["address"] == "local" and ray["workers"] == 2 and config["query_block"] == 2
     assert record["counts"]["scorer_cached"] == 0
     assert record["counts"]["scorer_computed"] == record["counts"]["scorer_distinct"] > 0
     # tune and explain read the shared store

@@ -218,6 +218,30 @@ def test_each_query_token_names_its_best_passage_word(colbert_path: Path) -> Non
     assert "->" in str(found[0])
 
 
+def test_the_attention_view_is_the_token_cosines_whose_row_maxima_are_the_matches(colbert_path: Path) -> None:
+    from evirank.errors import UsageError
+    from evirank.score.families.colbert import ColBERT
+
+    scorer = ColBERT(colbert_path, device="cpu")
+    text = "A cat sat on the mat, and the dog sat too!"
+    view = scorer.attention("cats and dogs", text)
+    assert view.kind == "similarity" and not view.heads and "MaxSim" in view.note
+    assert view.score == pytest.approx(reference_scores(colbert_path, [("cats and dogs", text)])[0], abs=1e-5)
+    words = view.by_word()
+    assert words.query.labels == ("cats", "and", "dogs")
+    assert "," not in words.passage.labels and "!" not in words.passage.labels  # the skiplist's
+    found = scorer.matches("cats and dogs", [text])[0]
+    checked = 0
+    for row, match in enumerate(found):  # a row's best word is its match, when a word (not [CLS]) won
+        if match.passage in words.passage.labels:
+            assert view.weights[0, 0, row].max() == pytest.approx(match.similarity, abs=1e-6)
+            checked += 1
+    assert checked >= 1
+    assert np.all(np.abs(view.weights) <= 1 + 1e-6)
+    with pytest.raises(UsageError, match="view is of its output"):
+        scorer.attention("cats", text, layers=[0])
+
+
 def test_the_store_keeps_scores_and_token_vectors(tmp_path: Path, colbert_path: Path) -> None:
     from evirank.score.families.colbert import ColBERT
 

@@ -80,7 +80,7 @@ def test_cli_explain_prints_passages_best_first(
                 "d1",
                 "--format",
                 "jsonl",
-                "--top",
+                "--show-passages",
                 "2",
             ]
         )

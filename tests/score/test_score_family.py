@@ -133,8 +133,7 @@ def test_a_family_registered_from_outside_reranks_through_the_cli(tmp_path: Path
 
     argv = ["-q", "rerank", "--run", str(run), "--corpus", str(corpus), "--topics", str(topics)]
     assert (
-        main([*argv, "--evidence", "overlap", "--aggregate", "maxp", "--output", str(out), "--no-scores"])
-        == 0
+        main([*argv, "--scorer", "overlap", "--aggregate", "maxp", "--output", str(out), "--no-scores"]) == 0
     )
     ranked = [line.split()[2] for line in out.read_text().splitlines()]
     assert ranked == ["b", "a"]

@@ -332,7 +332,11 @@ def ray_session() -> Any:
     pytest.importorskip("ray.data")
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False)
+        from evirank.scale.engine import init_on_loopback
+        from evirank.scale.reaper import watch_ray_processes
+
+        watch_ray_processes()
+        init_on_loopback(ray, num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     if started:
         ray.shutdown()

@@ -353,3 +353,23 @@ def test_rerank_with_duo_through_the_cli(t5: Path, duo_t5: Path, tmp_path: Path)
     assert main(args) == 0
     assert json.loads(Path(f"{rerun}.json").read_text())["counts"]["duo_computed"] == 0
     assert rerun.read_text().replace("rerun", "") == duo.read_text().replace("rerun", "")
+
+
+def test_monot5_attention_is_its_encoders_self_attention_over_the_whole_prompt(t5: Path) -> None:
+    import torch
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    query, text = "what is bm25", "bm25 ranks documents"
+    view = MonoT5(t5, device="cpu").attention(query, text, layers=[-1])
+    tokenizer = AutoTokenizer.from_pretrained(str(t5))
+    model = AutoModelForSeq2SeqLM.from_pretrained(str(t5), attn_implementation="eager").eval()
+    enc = tokenizer(f"Query: {query} Document: {text} Relevant:", return_tensors="pt")
+    with torch.no_grad():
+        maps = model.get_encoder()(**enc, output_attentions=True).attentions
+    rows, cols = [1, 2, 3], [5, 6, 7]  # after "Query:", after "Document:" (one token each here)
+    expected = maps[-1][0].numpy()[:, rows][:, :, cols]
+    assert view.kind == "attention" and view.layers == (0,) and view.weights.shape == (1, 2, 3, 3)
+    np.testing.assert_allclose(view.weights[0], expected, atol=1e-6)
+    assert view.by_word().passage.labels == ("bm25", "ranks", "documents")
+    log_p, _ = reference_true_false(t5, [f"Query: {query} Document: {text} Relevant:"])[0]
+    assert view.score == pytest.approx(log_p, abs=1e-5)

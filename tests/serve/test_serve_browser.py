@@ -180,3 +180,89 @@ def test_the_terms_of_a_score_open_under_it_and_add_up(browser: Any, live_server
         assert "passage 1" in (first.locator(".chip.score").get_attribute("title") or "")
         shoot(page, "why.png")
         context.close()
+
+
+def test_the_attention_toggle_shades_the_best_sentences_words_by_what_the_model_links(
+    browser: Any, live_server: Any, tiny_cross_encoder_path: Path
+) -> None:
+    import re
+
+    import numpy as np
+
+    from evirank.score import CrossEncoder
+    from evirank.serve.searcher import Searcher
+    from evirank.serve.testing import ToyIndex, ToyMaxP, ToySentences
+
+    index = ToyIndex()
+    searcher = Searcher(
+        index.retrieve, ToySentences(), CrossEncoder(str(tiny_cross_encoder_path), device="cpu"), ToyMaxP(),
+        index.lookup, info={"index": "toy", "model": "tiny cross-encoder"},
+    )  # fmt: skip
+
+    def alpha(colour: str) -> float:
+        found = re.match(r"rgba?\(([^)]*)\)", colour)
+        parts = found.group(1).split(",") if found else []
+        return float(parts[3]) if len(parts) == 4 else (1.0 if len(parts) == 3 else 0.0)
+
+    with live_server(create_app(searcher, ServeConfig(default_k=3, default_depth=5))) as base:
+        context = browser.new_context(viewport={"width": 1100, "height": 900})
+        page = context.new_page()
+        problems: list[str] = []
+        page.on("pageerror", lambda exc: problems.append(str(exc)))
+        page.on(  # a refused script (the page's policy) or a failed fetch shows here
+            "console",
+            lambda msg: (
+                problems.append(msg.text)
+                if msg.type == "error" and "Failed to load resource" not in msg.text
+                else None
+            ),
+        )
+        page.on(
+            "response",
+            lambda r: (
+                problems.append(f"{r.status} {r.url}")
+                if r.status >= 400 and not r.url.endswith("/favicon.ico")
+                else None
+            ),
+        )
+        page.goto(base + "/?q=cats+purr")
+        first = page.locator("li.result").nth(0)
+        mark = first.locator(".doctext mark.ev1")
+        sentence = (
+            mark.inner_text().removeprefix(first.locator(".doctext mark.ev1 .evn").inner_text()).strip()
+        )
+        toggle = first.locator("button.attn")
+        assert toggle.is_visible() and toggle.get_attribute("aria-pressed") == "false"
+        toggle.click()
+        mark.locator("span.att").first.wait_for()
+        words = mark.locator("span.att")
+        api = page.request.get(
+            base + "/v1/attention",
+            params={"q": "cats purr", "docno": first.get_attribute("data-docno") or "",
+                    "pid": toggle.get_attribute("data-pid") or ""},
+        ).json()  # fmt: skip
+        assert words.all_inner_texts() == [u["text"] for u in api["passage_units"]]  # word level, each word
+        assert mark.inner_text().endswith(sentence)  # the sentence reads the same, only shaded
+        shades = [alpha(w.evaluate("e => getComputedStyle(e).backgroundColor")) for w in words.all()]
+        totals = api["layers"][-1]["passage_totals"]
+        assert int(np.argmax(shades)) == int(np.argmax(totals)) and max(shades) > 0.5
+        chips = first.locator(".attq button")
+        assert chips.all_inner_texts() == ["all query words", "cats", "purr"]
+        chips.nth(2).click()  # what "purr" attends to
+        assert chips.nth(2).get_attribute("aria-pressed") == "true"
+        row = api["layers"][-1]["weights"][1]
+        shades = [alpha(w.evaluate("e => getComputedStyle(e).backgroundColor")) for w in words.all()]
+        assert int(np.argmax(shades)) == int(np.argmax(row))
+        assert "purr" in (words.nth(int(np.argmax(row))).get_attribute("title") or "")
+        assert "layer 1 of 0-1" in first.locator(".attq .attm").inner_text()
+        shoot(page, "attention.png")
+        toggle.click()  # off: the sentence as it was
+        assert mark.locator("span.att").count() == 0 and not first.locator(".attq").is_visible()
+        assert mark.inner_text().endswith(sentence)
+        assert problems == []
+        context.close()
+        no_js = browser.new_context(java_script_enabled=False)
+        plain = no_js.new_page()
+        plain.goto(base + "/?q=cats+purr")
+        assert not plain.locator("li.result button.attn").first.is_visible()  # it needs the script
+        no_js.close()

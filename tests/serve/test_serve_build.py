@@ -1,11 +1,11 @@
-"""Specs of the real pipeline: aggregators, segmenters, and the first stage's depth buckets (no JVM)."""
+"""Specs of the real pipeline: aggregators, segmenters, and one opened index for every stage (no JVM)."""
 
 from __future__ import annotations
 
 import pytest
 
 from evirank.aggregate import Birch, MaxP, SumP, parse_aggregate
-from evirank.serve.build import BucketedBm25, serve_segmenter
+from evirank.serve.build import serve_segmenter
 
 
 def test_serve_parses_aggregates_with_the_shared_parser_and_default_normalisation() -> None:
@@ -29,26 +29,51 @@ def test_bad_aggregate_specs_are_refused(spec: str) -> None:
 def test_segment_specs_are_rerank_grammar_and_title_is_a_deprecated_override(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    assert serve_segmenter("sentences:prepend").spec == "sentences:prepend"
-    assert serve_segmenter("windows:100:50").spec == "windows:100:50"
-    assert serve_segmenter("whole:skip").spec == "whole:skip"
+    assert serve_segmenter("windows:100:50") == "windows:100:50"
+    assert serve_segmenter(None) is None  # the stored vectors, else the default, decide
     with caplog.at_level("WARNING"):
-        assert serve_segmenter("sentences", "prepend").spec == "sentences:prepend"
+        assert serve_segmenter("sentences", "prepend") == "sentences:prepend"
     assert "--segment sentences:prepend" in caplog.text
-    assert serve_segmenter("sentences", "skip").spec == "sentences:skip"
-    assert serve_segmenter("windows:100:50", "segment").spec == "windows:100:50"
-    assert serve_segmenter("windows", "skip").spec == "windows:150:75:skip"
-    assert serve_segmenter("whole", "skip").spec == "whole:skip"
+    assert serve_segmenter("sentences", "skip") == "sentences:skip"
+    assert serve_segmenter("windows:100:50", "segment") == "windows:100:50"
+    assert serve_segmenter("windows", "skip") == "windows:150:75:skip"
+    assert serve_segmenter("whole", "skip") == "whole:skip"
+    assert serve_segmenter(None, "skip") == "sentences:skip"
     with pytest.raises(ValueError, match="segment"):
-        serve_segmenter("paragraphs")
+        serve_segmenter("paragraphs", "skip")
     with pytest.raises(ValueError, match="title"):
         serve_segmenter("sentences", "first")
 
 
-def test_depths_round_up_to_a_few_buckets() -> None:
-    first = BucketedBm25("/nonexistent", max_depth=100)
-    assert first.buckets == (10, 20, 50, 100)
-    stages = {depth: first.stage(depth) for depth in (1, 10, 11, 20, 37, 100)}
-    assert {d: s.config.k for d, s in stages.items()} == {1: 10, 10: 10, 11: 20, 20: 20, 37: 50, 100: 100}
-    assert stages[1] is stages[10] and all(s.config.fetch_text == s.config.k for s in stages.values())
-    assert BucketedBm25("/x", max_depth=30).buckets == (10, 20, 30)
+def test_one_collection_opens_one_searcher_for_every_depth_and_the_document_lookup(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from evirank.lucene import search
+    from evirank.pipeline import Collection
+
+    opened: list[tuple[str, float, float, object]] = []
+
+    class FakeSearcher:
+        closed = False
+
+        def close(self) -> None:
+            self.closed = True
+
+    def open_searcher(index: object, k1: float = 0.9, b: float = 0.4, rm3: object = None) -> FakeSearcher:
+        opened.append((str(index), k1, b, rm3))
+        return FakeSearcher()
+
+    monkeypatch.setattr(search, "open_searcher", open_searcher)
+    collection = Collection("/indexes/demo")
+    stages = [collection.bm25(k=depth, fetch_text=depth) for depth in (5, 20, 100)]
+    searchers = {id(stage._open()) for stage in stages}
+    docs = collection.docs
+    assert docs._shared is not None and id(docs._shared()) in searchers
+    assert len(searchers) == 1 and len(opened) == 1
+    assert [s.config.k for s in stages] == [5, 20, 100]
+    for stage in stages:
+        stage.close()  # a stage lets go of a shared searcher without closing it
+    shared = stages[0]._shared()
+    assert not shared.closed
+    collection.close()
+    assert shared.closed

@@ -17,17 +17,26 @@ def parse(*argv: str):
 
 def test_defaults_serve_the_offline_bi_encoder_on_localhost() -> None:
     args = parse("--index", "idx")
-    assert (args.scorer, args.model, args.host, args.port) == ("auto", None, "127.0.0.1", 8080)
-    assert (args.depth, args.k, args.timeout) == (20, 10, 30.0)
+    assert (args.scorer, args.model, args.host, args.port) == (None, None, "127.0.0.1", 8080)  # None: auto
+    assert (args.depth, args.top, args.timeout) == (20, 10, 30.0)
     assert (args.aggregate, args.segment, args.title) == ("birch:3", None, None)  # None: the vectors decide
     config = config_from_args(args)
     assert (config.default_depth, config.default_k, config.timeout_s) == (20, 10, 30.0)
 
 
 def test_flags_reach_the_service_config() -> None:
-    args = parse("--index", "idx", "--depth", "5", "--k", "8", "--timeout", "2.5", "--max-depth", "50")
+    args = parse("--index", "idx", "--depth", "5", "--top", "8", "--timeout", "2.5", "--max-depth", "50")
     config = config_from_args(args)
     assert (config.default_depth, config.default_k, config.timeout_s, config.max_depth) == (5, 5, 2.5, 50)
+
+
+def test_earlier_spellings_still_work_and_say_what_to_write(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING"):
+        args = parse("--index", "idx", "--k", "7", "--evidence", "2", "--evidence-scorer", "bi")
+    assert (args.top, args.show_passages, args.scorer) == (7, 2, ["bi"])
+    assert "--k is deprecated: write --top N" in caplog.text
+    assert "--evidence is deprecated: write --show-passages N" in caplog.text
+    assert "--evidence-scorer is deprecated: write --scorer SPEC" in caplog.text
 
 
 def test_index_is_required() -> None:
@@ -47,7 +56,7 @@ def test_cross_encoder_without_a_model_fails_clearly(caplog: pytest.LogCaptureFi
 
 def test_missing_index_fails_clearly(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     assert main(["serve", "--index", str(tmp_path / "nope")]) == 2
-    assert "no index folder" in caplog.text
+    assert "no such index folder" in caplog.text
 
 
 def test_serving_hides_progress_bars_but_keeps_its_own_logs() -> None:

@@ -182,7 +182,7 @@ def test_the_start_page_names_the_collection_and_offers_its_example_queries(tmp_
     import json
 
     from evirank.lucene.index import describe_collection
-    from evirank.serve.build import collection_info
+    from evirank.pipeline import Collection
     from evirank.serve.config import ServeConfig
     from evirank.serve.page import render_page
 
@@ -198,9 +198,39 @@ def test_the_start_page_names_the_collection_and_offers_its_example_queries(tmp_
     index = tmp_path / "index"
     index.mkdir()
     (index / "evirank-index.json").write_text(json.dumps({"about": about}))
-    info = collection_info(index)
+    info = Collection(index).about()
     assert info == {"index": "pets", "examples": ["why do cats purr"]}
     page = render_page(ServeConfig(), info)
     assert "<h1>Search pets</h1>" in page and 'placeholder="Search pets…"' in page
     assert '<a href="/?q=why+do+cats+purr">why do cats purr</a>' in page
     assert "examples" not in page.split("<footer")[1]  # the footer lists facts, not the examples
+
+
+def test_a_document_links_to_its_source_when_its_corpus_gives_one(tmp_path) -> None:
+    """JSONL url -> stored with the raw document (not indexed) -> API and page link; only http(s)."""
+    pytest.importorskip("pyserini")
+    from evirank.frames import make_topics
+    from evirank.io import read_corpus
+    from evirank.lucene import Bm25, LuceneDocs, build_index
+    from evirank.serve.page import _candidate
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(
+        '{"_id": "d1", "title": "Cats", "text": "Cats purr.", "url": "https://cats.example/d1"}\n'
+        '{"_id": "d2", "title": "Dogs", "text": "Dogs bark at cats.", "url": "javascript:alert(1)"}\n'
+        '{"_id": "d3", "title": "Fish", "text": "Fish swim."}\n'
+    )
+    index = tmp_path / "index"
+    build_index(read_corpus(corpus), index)
+    assert LuceneDocs(index)["d1"].url == "https://cats.example/d1"
+    with Bm25(index, k=3, fetch_text=3) as bm25:
+        run = bm25(make_topics([("1", "example"), ("2", "cats")]))
+    assert run[run["qid"] == "1"].empty  # the address is not indexed
+    urls = dict(zip(run["docno"], run["url"], strict=True))
+    assert urls["d1"] == "https://cats.example/d1"
+    from evirank.serve.searcher import Candidate
+
+    linked = _candidate(Candidate("d1", 1, 1.0, 1.0, 1, "Cats", "Cats purr.", (), url=urls["d1"]), 1.0, 0.0)
+    assert '<a class="source" href="https://cats.example/d1"' in linked
+    unsafe = _candidate(Candidate("d2", 2, 0.5, 0.5, 2, "Dogs", "Dogs bark.", (), url=urls["d2"]), 1.0, 0.0)
+    assert "javascript:" not in unsafe and "<h2>Dogs</h2>" in unsafe

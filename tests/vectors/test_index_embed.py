@@ -51,3 +51,21 @@ def test_index_embed_keeps_vectors_in_the_index_and_records_them(
     copy = PassageVectors.open(other)
     rows = copy.lookup(["d1", "d2", "d3"], [1, 0, 1])
     assert copy.texts(rows).tolist() == again.texts(again.lookup(["d1", "d2", "d3"], [1, 0, 1])).tolist()
+
+
+def test_embed_reads_the_papers_collection_formats_as_their_jsonl_form(
+    corpus: Path, tmp_path: Path, tiny_bi_encoder_path: Path
+) -> None:
+    from collection_writers import write_trec
+    from evirank.frames import Document
+    from evirank.vectors import PassageVectors
+
+    model = ["--model", str(tiny_bi_encoder_path), "--device", "cpu"]
+    trec = write_trec([Document(d["_id"], d["title"], d["text"]) for d in DOCS], tmp_path / "trec", files=2)
+    sources = {"jsonl": ["--corpus", str(corpus)], "trec": ["--corpus", str(trec), "--corpus-format", "trec"]}
+    passages = {}
+    for name, source in sources.items():
+        output = tmp_path / f"vectors-{name}"
+        assert main(["-q", "embed", *source, *model, "--output", str(output)]) == 0
+        passages[name] = PassageVectors.open(output).passages(["d1", "d2", "d3"]).drop(columns="row")
+    assert len(passages["jsonl"]) == 5 and passages["trec"].equals(passages["jsonl"])  # rows: file order

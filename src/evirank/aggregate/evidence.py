@@ -43,8 +43,8 @@ import pandas as pd
 
 from evirank.aggregate.aggregators import RUN_ORDER, Aggregator
 from evirank.aggregate.core import ArrayLike, Normalise, PassageTable, minmax_by_group, top_passage_matrix
-from evirank.errors import EvirankError
 from evirank.frames import DOCNO, FIRST_STAGE_RANK, FIRST_STAGE_SCORE, QID, QUERY, SCORE, sort_run
+from evirank.spec import SpecError
 from evirank.stage import Stage
 
 logger = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ _RESERVED = re.compile(r"^(alpha|w\d+)$")
 SIMPLEX_TOLERANCE = 1e-9
 
 
-class EvidenceSpecError(EvirankError, ValueError):
+class EvidenceSpecError(SpecError):
     """Scorer labels or evidence weights that cannot be used."""
 
 

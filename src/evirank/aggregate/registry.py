@@ -30,7 +30,7 @@ parameter, named by its label (the first scorer's weight is 1 minus theirs):
 from __future__ import annotations
 
 import logging
-import re
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -56,7 +56,7 @@ from evirank.aggregate.evidence import (
     evidence_tables,
     split_evidence,
 )
-from evirank.errors import EvirankError
+from evirank.spec import SpecError, parse_spec
 
 logger = logging.getLogger(__name__)
 
@@ -65,12 +65,14 @@ AGGREGATORS: dict[str, type[Aggregator]] = {cls.name: cls for cls in (Birch, Max
 #: The registered spec names.
 KINDS = tuple(AGGREGATORS)
 #: How help texts and errors describe the grammar.
+MAX_TOP_N = 10_000
+"""The largest Birch N: beyond a document's passages (--max-passages, 1000 by default) it changes
+nothing, and a huge N would allocate its weights (birch:99999999999999 exhausted memory)."""
+
 GRAMMAR = "birch[:N] (birch is birch:3), " + ", ".join(n for n in KINDS if not AGGREGATORS[n].numbered)
 
-_SPEC = re.compile(r"^(?P<kind>[a-z]+)(?::(?P<n>[^:]*))?$")
 
-
-class AggregateSpecError(EvirankError, ValueError):
+class AggregateSpecError(SpecError):
     """An aggregator spec that cannot be parsed, or parameters the aggregator does not have."""
 
 
@@ -104,8 +106,10 @@ class AggregateSpec:
             raise AggregateSpecError(f"unknown aggregator {self.kind!r}; expected {GRAMMAR}")
         if self.normalise not in NORMALISATIONS:
             raise AggregateSpecError(f"normalise must be one of {NORMALISATIONS}, found {self.normalise!r}")
-        if not isinstance(self.top_n, int) or self.top_n < 1:
-            raise AggregateSpecError(f"top_n must be a positive integer, found {self.top_n!r}")
+        if not isinstance(self.top_n, int) or not 1 <= self.top_n <= MAX_TOP_N:
+            raise AggregateSpecError(
+                f"top_n must be a positive integer up to {MAX_TOP_N}, found {self.top_n!r}"
+            )
         if not self.stage_class.numbered and self.top_n != 1:
             object.__setattr__(self, "top_n", 1)
         if self.scorers:
@@ -139,16 +143,21 @@ class AggregateSpec:
             >>> AggregateSpec.parse("birch:1", "none")
             AggregateSpec(kind='birch', top_n=1, normalise='none')
         """
-        match = _SPEC.match(str(spec).strip().lower())
-        if match is None or match["kind"] not in AGGREGATORS:
+        try:
+            parsed = parse_spec(spec, what="aggregator", error=AggregateSpecError)
+        except AggregateSpecError:
+            parsed = None
+        if parsed is None or parsed.name not in AGGREGATORS or len(parsed.args) > 1:
             raise AggregateSpecError(f"unknown aggregator {spec!r}; expected {GRAMMAR}")
-        kind, number = match["kind"], match["n"]
+        kind, number = parsed.name, parsed.arg(0)
         stage = AGGREGATORS[kind]
         if number is not None and not stage.numbered:
             raise AggregateSpecError(f"{kind} takes no parameter (only birch:N does), found {spec!r}")
         if number is not None:
-            if not number.isdigit() or int(number) < 1:
-                raise AggregateSpecError(f"expected {kind}:N with a positive integer N, found {spec!r}")
+            if not number.isdigit() or not 1 <= int(number) <= MAX_TOP_N:
+                raise AggregateSpecError(
+                    f"expected {kind}:N with a positive integer N up to {MAX_TOP_N}, found {spec!r}"
+                )
             n = int(number)
         else:
             n = (top_n if top_n is not None else 3) if stage.numbered else 1
@@ -252,7 +261,15 @@ class AggregateSpec:
         return self.stage(params)
 
     def stage(self, params: Mapping[str, float]) -> Aggregator | MultiEvidence:
-        """The stage with these parameter values (by name; defaults for the rest)."""
+        """The stage with these parameter values (by name; defaults for the rest).
+
+        Raises:
+            AggregateSpecError: a value that is not a finite number (NaN or infinite weights would
+                make every document's score NaN or infinite, and the ranking arbitrary).
+        """
+        for name, value in params.items():
+            if not math.isfinite(float(value)):
+                raise AggregateSpecError(f"{self.spec}: {name} must be a finite number, found {value!r}")
         if self.multi:
             first = self.scorers[0]
             if first in params:
@@ -451,6 +468,8 @@ def parse_weights(text: str) -> list[float]:
         values = [float(w) for w in text.split(",") if w.strip()]
     except ValueError:
         raise AggregateSpecError(f"expected comma-separated numbers (1,0.5,0.25), found {text!r}") from None
+    if not all(math.isfinite(v) for v in values):
+        raise AggregateSpecError(f"expected finite numbers (1,0.5,0.25), found {text!r}")
     if not values:
         raise AggregateSpecError(f"expected at least one weight, found {text!r}")
     return values

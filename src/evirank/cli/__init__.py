@@ -16,10 +16,19 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 
 from evirank import __version__
+from evirank.cli.interrupts import (
+    Terminated,
+    caused_by_interrupt,
+    exit_now,
+    stdout_closed,
+    stop_on_termination,
+    stop_ray,
+)
 from evirank.errors import EvirankError
 
 SUBCOMMANDS = (
@@ -54,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
         module = importlib.import_module(f"evirank.cli.{name}")
         sub = module.add_parser(subparsers)
         sub.set_defaults(_run=module.run)
+    from evirank.cli.numbers import harden_numbers
+
+    harden_numbers(parser)  # every numeric flag: finite, and within a 32-bit integer
     return parser
 
 
@@ -76,6 +88,10 @@ class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         if isinstance(default, list | tuple):
             return f"{text} (default: {' '.join(map(str, default))})"
         return f"{text} (default: {default})"
+
+
+class CommandHelpFormatter(DefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """:class:`DefaultsHelpFormatter` that keeps the description and epilog as written."""
 
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -119,6 +135,7 @@ INTERRUPTED = {
     "rerank": "interrupted; the scores computed so far are kept in the score store, and a rerun resumes",
     "train": "interrupted; rerun with --resume to continue from the last checkpoint",
     "distill": "interrupted; rerun with --resume to continue from the last checkpoint",
+    "serve": "stopped",
 }
 """What an interrupted command keeps; the others leave nothing at their outputs and start over."""
 
@@ -159,23 +176,48 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     configure_logging(args.verbose, args.quiet)
+    previous = stop_on_termination()
     try:
         return int(args._run(args) or 0)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         logging.getLogger("evirank").warning("%s", interrupted_message(args.command))
-        return 130
+        code = 128 + exc.signal if isinstance(exc, Terminated) else 130
+        stop_ray()
+        if argv is None and "ray" in sys.modules:
+            exit_now(code)
+        return code
+    except BrokenPipeError as exc:
+        if stdout_closed():  # `evirank explain ... | head`: the reader has all it wanted
+            return 141
+        return fail(args.command, os_error_message(exc))
     except EvirankError as exc:
         return fail(args.command, exc)
     except OSError as exc:  # a file that cannot be read or written: one line, no traceback
         return fail(args.command, os_error_message(exc))
     except Exception as exc:  # anything unforeseen: still one line; -vv shows where it happened
+        if caused_by_interrupt(exc):  # a library turned Ctrl-C into its own error (an import)
+            logging.getLogger("evirank").warning("%s", interrupted_message(args.command))
+            return 130
         if args.verbose > 1:
             logging.getLogger("evirank").exception("unexpected %s", type(exc).__name__)
+        java = java_exception_message(exc)
+        if java is not None:
+            return fail(args.command, java)
         return fail(
             args.command,
             f"{exc} ({type(exc).__name__}; run again with -vv to see where it happened)",
         )
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def java_exception_message(exc: BaseException) -> str | None:
+    """A Java exception raised through pyjnius as one line (its class and message, no frames).
+
+    Returns ``None`` for anything that is not a Java exception.
+    """
+    from evirank.lucene.java import java_error_text
+
+    text = java_error_text(exc)
+    return None if text is None else f"Lucene failed: {text}"

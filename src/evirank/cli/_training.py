@@ -241,7 +241,18 @@ def add_optimisation_arguments(parser: argparse.ArgumentParser, defaults: TrainC
 
 
 def optimisation_config(args: argparse.Namespace, **fixed: Any) -> TrainConfig:
-    """A :class:`TrainConfig` from the optimisation flags (plus ``fixed`` fields)."""
+    """A :class:`TrainConfig` from the optimisation flags (plus ``fixed`` fields).
+
+    Raises:
+        UsageError: a flag out of its range (the message names the setting).
+    """
+    try:
+        return _optimisation_config(args, **fixed)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _optimisation_config(args: argparse.Namespace, **fixed: Any) -> TrainConfig:
     return TrainConfig(
         epochs=args.epochs,
         batch_size=args.batch_size,

@@ -100,13 +100,20 @@ def run(args: argparse.Namespace) -> int:
 
     check_train_output(args.output, overwrite=args.overwrite, resume=args.resume)  # before any work
     set_threads(args)
-    config = DistillConfig(
-        layers=parse_layers(args.layers) if args.layers else None,
-        num_layers=args.num_layers,
-        loss=args.loss,
-        pairs_per_positive=args.pairs_per_positive,
-        train=optimisation_config(args),
-    )
+    try:
+        config = DistillConfig(
+            layers=parse_layers(args.layers) if args.layers else None,
+            num_layers=args.num_layers,
+            loss=args.loss,
+            pairs_per_positive=args.pairs_per_positive,
+            train=optimisation_config(args),
+        )
+    except ValueError as exc:  # a flag out of its range
+        from evirank.errors import EvirankError, UsageError
+
+        if isinstance(exc, EvirankError):
+            raise
+        raise UsageError(str(exc)) from None
     train, validation, provenance = build_data(args)
     result = distill(
         args.teacher,

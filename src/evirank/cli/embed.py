@@ -14,7 +14,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from evirank.cli.index import positive_int
 from evirank.segment.spec import GRAMMAR
 
 logger = logging.getLogger(__name__)
@@ -42,17 +41,19 @@ examples:
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``embed`` and its flags."""
+    from evirank.cli import CommandHelpFormatter
+
     parser = subparsers.add_parser(
         "embed",
         help="embed every passage of a collection once (bi-encoder vectors for evidence by lookup)",
         description="Segment every document of a corpus or index and store each passage's bi-encoder "
         "embedding, so that re-ranking and the search service embed only the query.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=CommandHelpFormatter,
     )
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--index", metavar="DIR", help="a Lucene index with stored documents (evirank index)")
-    source.add_argument("--corpus", metavar="PATH", help="a BEIR folder, JSONL file (.gz too) or irds:<id>")
+    from evirank.pipeline.flags import add_text_source
+
+    add_text_source(parser, missing=False)
     add_embedding_flags(parser)
     parser.add_argument(
         "--output", metavar="VDIR", help="the vector folder to create (default with --index: INDEX/vectors)"
@@ -65,25 +66,29 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def add_embedding_flags(parser: Any) -> None:
-    """The flags that choose what is embedded and how (shared with ``evirank index --embed``)."""
+    """The flags that choose what is embedded and how (shared with ``evirank index --embed``); the
+    model flags are the pipeline's (:mod:`evirank.pipeline.flags`), with their meaning in rerank."""
+    from evirank.pipeline.flags import device_flag, max_length_flag, model_flag, positive_int
+
     parser.add_argument(
         "--segment",
         default=DEFAULT_SEGMENT,
         metavar="SPEC",
-        help=f"{GRAMMAR} (default {DEFAULT_SEGMENT}); rerank and serve must use the same",
+        help=f"{GRAMMAR}; rerank and serve must use the same (default: {DEFAULT_SEGMENT})",
     )
     parser.add_argument(
-        "--model",
-        metavar="M",
-        help="bi-encoder: Hugging Face model id or local folder (default: the offline all-MiniLM-L6-v2)",
+        "--scorer",
+        default="auto",
+        metavar="FAMILY",
+        help="the model family whose passage representations are stored (auto: told from --model's "
+        "files; without --model the offline all-MiniLM-L6-v2 bi-encoder)",
     )
+    model_flag(parser)
+    max_length_flag(parser)
     parser.add_argument(
-        "--max-length", type=positive_int, metavar="N", help="token cap per passage (default: the model's)"
+        "--batch-tokens", type=positive_int, metavar="N", help="token budget per batch (default: by device)"
     )
-    parser.add_argument(
-        "--batch-tokens", type=positive_int, metavar="N", help="token budget per batch (default by device)"
-    )
-    parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, mps")
+    device_flag(parser)
     parser.add_argument(
         "--scores",
         metavar="STORE",
@@ -94,21 +99,41 @@ def add_embedding_flags(parser: Any) -> None:
         type=positive_int,
         default=None,
         metavar="N",
-        help="documents per resumable block (default 1000)",
+        help="documents per resumable block (default: 1000)",
     )
 
 
-def bi_encoder(model: str | None, args: argparse.Namespace) -> Any:
-    """The bi-encoder the flags ask for (nothing loaded yet)."""
-    from evirank.score import BiEncoder
+def passage_encoder(args: argparse.Namespace) -> Any:
+    """The scorer whose passage vectors are stored, built by the one pipeline builder (nothing loaded yet).
 
-    return BiEncoder(
-        model,
-        max_length=args.max_length,
-        batch_tokens=args.batch_tokens,
-        device=args.device,
-        store=getattr(args, "scores", None),
+    Raises:
+        UsageError: a family that cannot compute a passage's representation alone (a cross-encoder
+            reads the query and the passage together), or one whose representations are not vectors.
+    """
+    from evirank.errors import UsageError
+    from evirank.pipeline import PipelineSpec, build_pipeline
+    from evirank.score.family import family_of
+
+    spec = PipelineSpec.from_mapping(
+        {
+            "scorer": args.scorer,
+            "model": args.model,
+            "max_length": args.max_length,
+            "batch_tokens": args.batch_tokens,
+            "device": args.device,
+            "segment": args.segment,
+            "vectors": "none",  # the vectors being made are not read
+        }
     )
+    scorer = build_pipeline(spec, store=getattr(args, "scores", None)).scorer
+    family = family_of(scorer)
+    if not family.stores_passages or not callable(getattr(scorer, "embed", None)):
+        raise UsageError(
+            f"the {family.name} family computes no passage vector alone (it reads the query with the "
+            "passage, or keeps its passage representations in the score store): evirank embed needs a "
+            "family whose passages are embedded once, such as bi"
+        )
+    return scorer
 
 
 def documents_of(args: argparse.Namespace) -> tuple[Iterable[Any], int | None, str]:
@@ -117,10 +142,10 @@ def documents_of(args: argparse.Namespace) -> tuple[Iterable[Any], int | None, s
         from evirank.io import count_corpus, read_corpus
 
         try:
-            total: int | None = count_corpus(args.corpus)
+            total: int | None = count_corpus(args.corpus, format=args.corpus_format)
         except (OSError, ValueError, ImportError):
             total = None
-        return read_corpus(args.corpus, empty="skip"), total, str(args.corpus)
+        return read_corpus(args.corpus, format=args.corpus_format, empty="skip"), total, str(args.corpus)
     from evirank.lucene import LuceneDocs
 
     docs = LuceneDocs(args.index)
@@ -185,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
     vectors = embed_collection(
         documents,
         output,
-        scorer=bi_encoder(args.model, args),
+        scorer=passage_encoder(args),
         segment=args.segment,
         block_size=args.block_size,
         overwrite=args.overwrite,

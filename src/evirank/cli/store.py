@@ -11,7 +11,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shutil
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -57,6 +60,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Run the chosen action."""
+    from contextlib import ExitStack
+
     from evirank.errors import EvirankError
     from evirank.score.store import copy_store, open_store
 
@@ -73,20 +78,64 @@ def run(args: argparse.Namespace) -> int:
         sources, dest = [args.source], args.dest
     else:
         sources, dest = args.sources, args.into
-    with open_store(dest) as target:
-        for location in sources:
-            with open_store(location, readonly=True) as source:
+    with ExitStack() as stack:
+        # every source is opened (and checked) before anything is written at the destination
+        opened = [
+            (location, stack.enter_context(open_store(location, readonly=True))) for location in sources
+        ]
+        with _new_or_existing(dest) as target:
+            for location, source in opened:
                 counts = copy_store(source, target, args.fingerprint)
-            logger.info(
-                "%s -> %s: %d fingerprints, %d scores, %d embeddings, %d segments",
-                location,
-                dest,
-                counts["fingerprints"],
-                counts["scores"],
-                counts["embeddings"],
-                counts["segments"],
-            )
+                logger.info(
+                    "%s -> %s: %d fingerprints, %d scores, %d embeddings, %d segments new",
+                    location,
+                    dest,
+                    counts["fingerprints"],
+                    counts["scores"],
+                    counts["embeddings"],
+                    counts["segments"],
+                )
     return 0
+
+
+@contextmanager
+def _new_or_existing(dest: str) -> Iterator[Any]:
+    """The store at ``dest`` for writing; a new local one appears there only once complete.
+
+    A store that does not exist yet is built under a temporary name beside ``dest`` and renamed
+    into place at the end, so a copy that fails (or is interrupted) leaves nothing at ``dest`` and
+    its rerun is not refused; at a URL, where nothing can be renamed, what was made is removed.
+    An existing store is added to in place (what it held is kept; a rerun adds what is missing).
+    """
+    from evirank.outputs import check_output, clean_stale, replace_output, temporary_path
+    from evirank.score.store import open_store
+    from evirank.score.store_parquet import is_parquet_store
+
+    if _exists(dest):
+        with open_store(dest) as store:
+            yield store
+        return
+    if "://" in dest:
+        try:
+            with open_store(dest) as store:
+                yield store
+        except BaseException:
+            _remove_url(dest)
+            raise
+        return
+    out = check_output(dest)
+    clean_stale(out)
+    tmp = temporary_path(out, "" if is_parquet_store(dest) else out.suffix)
+    try:
+        with open_store(tmp) as store:
+            yield store
+        replace_output(tmp, out)
+    finally:
+        for leftover in (tmp, tmp.with_name(tmp.name + "-wal"), tmp.with_name(tmp.name + "-shm")):
+            if leftover.is_dir():
+                shutil.rmtree(leftover, ignore_errors=True)
+            else:
+                leftover.unlink(missing_ok=True)
 
 
 def _exists(location: str) -> bool:
@@ -94,6 +143,15 @@ def _exists(location: str) -> bool:
 
     fs, path = url_to_fs(location)
     return bool(fs.exists(path))
+
+
+def _remove_url(location: str) -> None:
+    from fsspec.core import url_to_fs
+
+    with suppress(Exception):
+        fs, path = url_to_fs(location)
+        if fs.exists(path):
+            fs.rm(path, recursive=True)
 
 
 def print_info(store: Any, *, as_json: bool = False) -> None:

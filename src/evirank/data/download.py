@@ -15,6 +15,10 @@ was published), and is then unpacked into a temporary folder that is renamed int
 every file is there: a dataset folder in the data home is complete or absent, never half-made.
 ``$EVIRANK_DATA_URL`` points every download at a mirror holding the same file names.
 
+Why not pooch (which fetches, hashes and caches files too): it neither resumes a partial download nor
+checks a file that has no published checksum by parsing it, and an offline failure does not say which
+file to fetch by hand and where to put it; machines without internet access need exactly that.
+
 Example:
     >>> import os, tempfile
     >>> os.environ["EVIRANK_HOME"] = tempfile.mkdtemp()
@@ -43,7 +47,7 @@ from evirank import __version__
 from evirank.data.registry import Dataset, RemoteFile, registry
 from evirank.datasets import DEFAULT, ENVIRONMENT, datasets_folder
 from evirank.errors import EvirankError
-from evirank.outputs import atomic_output
+from evirank.outputs import atomic_output, replace_output
 from evirank.progress import progress_bar
 
 logger = logging.getLogger(__name__)
@@ -215,14 +219,25 @@ def _fetch(
     except VerificationError:
         part.unlink(missing_ok=True)  # a wrong file is never resumed
         raise
-    os.replace(part, final)
-    return final
+    # the .part file is this download's own temporary (kept across runs to resume): it is
+    # renamed into place by the one helper every rename of evirank goes through
+    return replace_output(part, final, overwrite=True)
 
 
 def _download(url: str, part: Path, remote: RemoteFile, timeout: float) -> None:
-    """Stream ``url`` into ``part``, resuming a partial file where the host answers a range request."""
+    """Stream ``url`` into ``part``, resuming a partial file where the host answers a range request.
+
+    A partial file is resumed only when a checksum was published for the whole file: without one,
+    a damaged beginning (a disk error, a file put there by something else) could not be told from a
+    good one once the rest is appended, so the download starts over.
+    """
     have = part.stat().st_size if part.exists() else 0
     if remote.size is not None and have > remote.size:
+        have = 0
+    if have and remote.checksum is None:
+        logger.info(
+            "%s: no published checksum to check a resumed download against; starting it over", remote.name
+        )
         have = 0
     headers = {"User-Agent": f"evirank/{__version__}"}
     if have:

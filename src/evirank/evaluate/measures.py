@@ -122,7 +122,30 @@ def parse_measure(measure: MeasureLike, relevance_level: int | None = None) -> M
         parsed.validate_params()
     except AssertionError as exc:  # ir_measures validates with assert
         raise MeasureError(f"invalid parameters for measure {measure!r}: {exc}") from exc
+    _check_numbers(measure, parsed)
     return parsed
+
+
+def _check_numbers(given: MeasureLike, parsed: Measure) -> None:
+    """Refuse a cutoff or relevance level the evaluators cannot take.
+
+    ``P@0`` aborts trec_eval (an assertion in C kills the process), ``RR@0`` is 0 whatever the run,
+    and a ``rel`` beyond a C int is passed on as garbage: each is refused with the measure named.
+    """
+    from evirank.io.qrels import LABEL_BOUNDS
+
+    cutoff = parsed.params.get("cutoff")
+    if cutoff is not None and (
+        isinstance(cutoff, bool) or not isinstance(cutoff, int) or not 1 <= cutoff < 2**31
+    ):
+        raise MeasureError(f"measure {given!r}: the cutoff (@k) must be an integer from 1 to {2**31 - 1}")
+    rel = parsed.params.get("rel")
+    if rel is not None and (
+        isinstance(rel, bool) or not isinstance(rel, int) or not LABEL_BOUNDS[0] <= rel <= LABEL_BOUNDS[1]
+    ):
+        raise MeasureError(
+            f"measure {given!r}: rel must be an integer grade from {LABEL_BOUNDS[0]} to {LABEL_BOUNDS[1]}"
+        )
 
 
 def parse_measures(measures: Iterable[MeasureLike], relevance_level: int | None = None) -> list[Measure]:
@@ -413,6 +436,15 @@ def _qrels_dict(qrels: pd.DataFrame) -> dict[str, dict[str, int]]:
     labels = pd.to_numeric(qrels[LABEL], errors="coerce").to_numpy(dtype=np.float64)
     if len(labels) and (np.isnan(labels).any() or (labels != np.round(labels)).any()):
         raise EvaluationError("evaluate: every qrels label must be an integer grade")
+    from evirank.io.qrels import LABEL_BOUNDS
+
+    out_of_range = (labels < LABEL_BOUNDS[0]) | (labels > LABEL_BOUNDS[1])
+    if out_of_range.any():
+        bad = int(np.flatnonzero(out_of_range)[0])
+        raise EvaluationError(
+            f"evaluate: the qrels label {labels[bad]:.0f} (query {qids[bad]}, document {docnos[bad]}) is "
+            f"outside {LABEL_BOUNDS[0]}..{LABEL_BOUNDS[1]}, the relevance grades trec_eval can hold"
+        )
     keys = pd.DataFrame({QID: qids, DOCNO: docnos})
     duplicated = keys.duplicated()
     if duplicated.any():

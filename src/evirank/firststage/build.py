@@ -17,6 +17,7 @@ import os
 from typing import Any
 
 from evirank.firststage.fusion import Fusion
+from evirank.spec import SpecError, parse_spec
 from evirank.stage import Stage
 
 #: The first-stage names besides the fusion specs.
@@ -29,9 +30,13 @@ def parse_first_stage(spec: str) -> str:
     Raises:
         ValueError: not ``bm25``, ``dense``, ``rrf[:K]`` or ``interp[:WEIGHT]``.
     """
-    name = spec.strip().lower()
-    if name in PLAIN:
-        return name
+    try:
+        parsed = parse_spec(spec, what="first stage", grammar="bm25, dense, rrf[:K] or interp[:WEIGHT]")
+    except SpecError as exc:
+        raise ValueError(str(exc)) from None
+    if parsed.name in PLAIN and not parsed.args:
+        return parsed.name
+    name = str(parsed)
     try:
         return Fusion.parse(name).spec
     except ValueError as exc:

@@ -30,7 +30,6 @@ Example:
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -50,6 +49,7 @@ from evirank.frames import (
     require_columns,
     sort_run,
 )
+from evirank.spec import SpecError, parse_spec
 from evirank.stage import Stage
 
 logger = logging.getLogger(__name__)
@@ -91,10 +91,13 @@ class Fusion:
         Raises:
             ValueError: any other spelling, naming the grammar.
         """
-        match = re.fullmatch(r"\s*(rrf|interp)\s*(?::\s*([^:\s]+)\s*)?", spec.lower())
-        if match is None:
+        try:
+            parsed = parse_spec(spec, what="fusion", grammar="rrf[:K] or interp[:WEIGHT]")
+        except SpecError:
+            parsed = None
+        if parsed is None or parsed.name not in FUSIONS or len(parsed.args) > 1:
             raise ValueError(f"expected rrf[:K] or interp[:WEIGHT], found {spec!r}")
-        method, value = match.groups()
+        method, value = parsed.name, parsed.arg(0)
         try:
             if method == "rrf":
                 return cls("rrf", k=int(value) if value is not None else RRF_K)

@@ -14,13 +14,16 @@ Example:
 from __future__ import annotations
 
 import gzip
+import logging
 import os
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO, cast
+from typing import BinaryIO, Literal, cast
 
 from evirank.errors import InputFormatError, InputPathError
+
+logger = logging.getLogger(__name__)
 
 PathLike = str | os.PathLike[str]
 
@@ -112,21 +115,43 @@ def _raw_lines(handle: BinaryIO, path: PathLike) -> Iterator[bytes]:
         yield raw
 
 
-def iter_lines(path: PathLike) -> Iterator[tuple[int, str]]:
+def iter_lines(path: PathLike, errors: Literal["strict", "replace"] = "strict") -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, text)`` for each line of ``path`` (1-based, newline stripped).
 
-    Decodes strictly as UTF-8 line by line, so a bad byte is reported with its line and
-    byte offset. ``.gz`` files are decompressed on the fly (a damaged one is reported with
-    the line where decompression failed).
+    Decodes as UTF-8 line by line. With ``errors="strict"`` a bad byte is an error naming its
+    line and byte offset; with ``"replace"`` it becomes U+FFFD (what Java readers do with the
+    TREC disks and web pages, whose bytes are not all UTF-8) and one warning per file names
+    the first such line. ``.gz`` files are decompressed on the fly (a damaged one is reported
+    with the line where decompression failed).
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "latin1.txt"
+        >>> _ = path.write_bytes(b"caf\\xe9\\n")
+        >>> [text == "caf\\ufffd" for _, text in iter_lines(path, errors="replace")]
+        [True]
     """
     offset = 0
+    replaced: list[int] = []
     with open_binary(path) as handle:
         for line_no, raw in enumerate(_raw_lines(handle, path), start=1):
-            text = decode_line(raw, path, line_no, offset)
+            if errors == "strict":
+                text = decode_line(raw, path, line_no, offset)
+            else:
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    text = raw.decode("utf-8", errors="replace")
+                    replaced.append(line_no)
             if line_no == 1:
                 text = text.lstrip("\ufeff")  # a byte-order mark is not content
             offset += len(raw)
             yield line_no, text.rstrip("\r\n")
+    if replaced:
+        logger.warning(
+            "%s:%d: bytes that are not UTF-8 were read as U+FFFD (on %d line(s) of this file)",
+            path, replaced[0], len(replaced),
+        )  # fmt: skip
 
 
 def read_text(path: PathLike) -> str:
@@ -157,7 +182,7 @@ def json_error(exc: Exception) -> str:
         ...     json.loads('{"a": "b')
         ... except json.JSONDecodeError as exc:
         ...     print(json_error(exc))
-        malformed JSON (Unterminated string starting at column 6)
+        malformed JSON (Unterminated string starting at column 7)
     """
     if isinstance(exc, RecursionError):
         return "malformed JSON (nested too deeply)"
@@ -187,3 +212,24 @@ def type_name(value: object) -> str:
         list: "a list",
         dict: "an object",
     }.get(type(value), type(value).__name__)
+
+
+def check_docno(docno: str, path: PathLike, line_no: int | None) -> str:
+    """``docno`` when it can be a TREC run's document id (non-empty, no whitespace), else an error.
+
+    Example:
+        >>> check_docno("LA010189-0001", "la.txt", 3)
+        'LA010189-0001'
+        >>> check_docno("a b", "c.jsonl", 2)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        evirank.errors.InputFormatError: c.jsonl:2: expected a non-empty document id without whitespace ...
+    """
+    if not docno.strip() or docno != docno.strip() or any(c.isspace() for c in docno):
+        raise InputFormatError(
+            path,
+            line_no,
+            "a non-empty document id without whitespace (TREC runs separate columns by whitespace)",
+            f"id {shorten(docno)}",
+        )
+    return docno

@@ -13,6 +13,7 @@ import gzip
 import logging
 import math
 import re
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -60,20 +61,22 @@ def fast_read(
     types: dict[int, Any] = {i: object for i in range(ncols)}
     types.update(dtypes or {})
     try:
-        frame = pd.read_csv(
-            path,
-            sep=r"\s+",
-            header=None,
-            dtype=types,
-            quoting=csv.QUOTE_NONE,
-            keep_default_na=False,
-            na_values=[""],  # only a missing field is missing; "NA" or "null" are ids
-            skiprows=skip_first,
-            engine="c",
-            encoding="utf-8",
-            compression="gzip" if path.suffix == ".gz" else None,
-        )
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError, *GZIP_ERRORS) as exc:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # numbers out of a dtype's range: the slow path names the line
+            frame = pd.read_csv(
+                path,
+                sep=r"\s+",
+                header=None,
+                dtype=types,
+                quoting=csv.QUOTE_NONE,
+                keep_default_na=False,
+                na_values=[""],  # only a missing field is missing; "NA" or "null" are ids
+                skiprows=skip_first,
+                engine="c",
+                encoding="utf-8",
+                compression="gzip" if path.suffix == ".gz" else None,
+            )
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError, OverflowError, *GZIP_ERRORS) as exc:
         logger.debug("fast read of %s failed (%s); re-reading line by line", path, exc)
         return None
     if frame.shape[1] != ncols or frame.empty or frame.isna().to_numpy().any():
@@ -119,20 +122,28 @@ def slow_read(
     return rows
 
 
-def int_converter(path: Path, what: str) -> Callable[[str, int], object]:
-    """A converter that parses an integer or raises an error naming ``what``."""
+def int_converter(
+    path: Path, what: str, bounds: tuple[int, int] | None = None
+) -> Callable[[str, int], object]:
+    """A converter that parses an integer (within ``bounds``, inclusive) or raises an error
+    naming ``what``."""
+    expected = f"an integer {what}" + (f" from {bounds[0]} to {bounds[1]}" if bounds else "")
 
     def convert(token: str, line_no: int) -> object:
         try:
-            return int(token)
+            value = int(token)
         except ValueError:
-            raise InputFormatError(path, line_no, f"an integer {what}", shorten(token)) from None
+            raise InputFormatError(path, line_no, expected, shorten(token)) from None
+        if bounds is not None and not bounds[0] <= value <= bounds[1]:
+            raise InputFormatError(path, line_no, expected, shorten(token))
+        return value
 
     return convert
 
 
-def float_converter(path: Path, what: str) -> Callable[[str, int], object]:
-    """A converter that parses a number (not NaN) or raises an error naming ``what``."""
+def float_converter(path: Path, what: str, *, finite: bool = False) -> Callable[[str, int], object]:
+    """A converter that parses a number (not NaN; with ``finite``, not infinite either) or raises
+    an error naming ``what``."""
 
     def convert(token: str, line_no: int) -> object:
         try:
@@ -141,6 +152,8 @@ def float_converter(path: Path, what: str) -> Callable[[str, int], object]:
             value = math.nan
         if math.isnan(value):
             raise InputFormatError(path, line_no, f"a number as {what}", shorten(token))
+        if finite and math.isinf(value):
+            raise InputFormatError(path, line_no, f"a finite number as {what}", shorten(token))
         return value
 
     return convert

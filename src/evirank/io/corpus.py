@@ -1,14 +1,17 @@
-"""Reading corpora: BEIR folders and JSONL files (BEIR and Pyserini shapes), plain or gzipped.
+"""Reading corpora: BEIR folders, JSONL files (BEIR and Pyserini shapes), and the papers' collections.
 
-Accepted line shapes (extra keys are ignored):
+Accepted JSONL line shapes (extra keys are ignored):
 
 - BEIR: ``{"_id": ..., "title": ..., "text": ...}`` (title optional)
 - Pyserini: ``{"id": ..., "contents": ...}`` or ``{"id": ..., "title": ..., "text": ...}``
 
-A *corpus path* is a JSONL file (``.jsonl``, ``.jsonl.gz``, any name) or a BEIR folder
-holding ``corpus.jsonl`` (or ``corpus.jsonl.gz``). Reading streams: documents are yielded
-one at a time, so a corpus of any size fits in memory; only the set of ids seen so far is
-kept, to reject duplicates.
+A *corpus path* is a JSONL file (``.jsonl``, ``.jsonl.gz``, any name), a BEIR folder holding
+``corpus.jsonl`` (or ``corpus.jsonl.gz``), ``irds:<dataset-id>``, or a file or folder of a
+collection as distributed (:mod:`evirank.io.collections`: TREC SGML, New York Times XML,
+Washington Post JSON lines, WARC, MS MARCO documents TSV), its format given or detected
+(:func:`corpus_format`). Reading streams: documents are yielded one at a time, so a corpus of
+any size fits in memory; only the set of ids seen so far is kept, to reject duplicates. Every
+format goes through :func:`read_corpus` and the same rule (repeated ids, empty documents).
 
 Example:
     >>> import tempfile, pathlib
@@ -29,7 +32,17 @@ from typing import Any, Literal
 
 from evirank.errors import InputFormatError
 from evirank.frames import Document
-from evirank.io._common import PathLike, iter_lines, json_error, open_binary, shorten, type_name
+from evirank.io._common import (
+    PathLike,
+    check_docno,
+    iter_lines,
+    json_error,
+    open_binary,
+    shorten,
+    type_name,
+)
+from evirank.io.collections import FORMATS, count_collection, detect_format, read_collection
+from evirank.io.collections.base import Located
 from evirank.io.irds import irds_id, load_irds
 from evirank.outputs import atomic_output
 from evirank.progress import progress
@@ -42,10 +55,13 @@ INDEX_RULE: dict[str, Any] = {"check_duplicates": True, "empty": "skip"}
 or a malformed line is an error; a document with neither title nor text is skipped, with a
 warning naming its line (it can never be retrieved)."""
 _SHAPES = '{"_id", "title", "text"} (BEIR), {"id", "contents"} or {"id", "title", "text"} (Pyserini)'
+#: Every format a corpus path may be read in: JSONL corpora and BEIR folders (``jsonl``, or
+#: ``beir``: the same reader), and the collection formats of :mod:`evirank.io.collections`.
+CORPUS_FORMATS = ("jsonl", "beir", *FORMATS)
 
 
 def corpus_file(path: PathLike) -> Path:
-    """Resolve a corpus path to its JSONL file: the file itself, or a BEIR folder's ``corpus.jsonl``.
+    """Resolve a JSONL corpus path to its file: the file itself, or a BEIR folder's ``corpus.jsonl``.
 
     Example:
         >>> import tempfile, pathlib
@@ -60,12 +76,51 @@ def corpus_file(path: PathLike) -> Path:
             if (p / name).is_file():
                 return p / name
         raise FileNotFoundError(
-            f"{p}: a corpus folder must hold {' or '.join(CORPUS_FILE_NAMES)} (BEIR layout); "
+            f"{p}: a corpus folder must hold {' or '.join(CORPUS_FILE_NAMES)} (BEIR layout), or the "
+            f"files of a collection ({', '.join(FORMATS)}: give --format when they are not recognised); "
             f"found {sorted(x.name for x in p.iterdir())[:10]}"
         )
     if not p.exists():
         raise FileNotFoundError(f"{p}: no such corpus file or folder")
     return p
+
+
+def corpus_format(path: PathLike, format: str | None = None) -> str:
+    """The format ``path`` is read in: ``format`` when given, else what the path shows.
+
+    ``irds:`` ids are ``"irds"``; a BEIR folder, and a file no collection format recognises, are
+    ``"jsonl"`` (its reader then says what is wrong); a folder is a collection when its first
+    recognised file says which (:func:`evirank.io.collections.detect_format`). ``beir`` is
+    ``jsonl``.
+
+    Raises:
+        ValueError: an unknown format, or a format given for an ``irds:`` id.
+        FileNotFoundError: no such path, or a folder that is neither a BEIR folder nor a
+            recognised collection.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "docs.tsv"
+        >>> _ = path.write_text("D1\\thttp://x/\\tCats\\tCats purr.\\n")
+        >>> corpus_format(path), corpus_format(path, "beir")
+        ('msmarco-docs', 'jsonl')
+    """
+    if format is not None and format not in CORPUS_FORMATS:
+        raise ValueError(f"unknown corpus format {format!r}; expected one of {', '.join(CORPUS_FORMATS)}")
+    if irds_id(path) is not None:
+        if format is not None:
+            raise ValueError(f"{path}: an ir_datasets id carries its own format; give no format for it")
+        return "irds"
+    if format is not None:
+        return "jsonl" if format == "beir" else format
+    p = Path(path)
+    if p.is_dir() and not any((p / name).is_file() for name in CORPUS_FILE_NAMES):
+        found = detect_format(p)
+        if found is None or found == "jsonl":
+            corpus_file(p)  # raises: says what a corpus folder holds
+        return found or "jsonl"
+    corpus_file(p)  # raises for a missing path
+    return detect_format(p) or "jsonl"
 
 
 def _field(record: dict[str, Any], key: str, path: Path, line_no: int) -> str:
@@ -90,6 +145,14 @@ def parse_document(line: str, path: Path, line_no: int) -> Document:
         >>> parse_document('{"_id": "d1", "title": "Fish", "text": ""}', Path("c.jsonl"), 1)
         Document(docno='d1', title='Fish', text='')
     """
+    doc = _parse_record(line, path, line_no)
+    if not doc.title.strip() and not doc.text.strip():
+        raise _empty_error("jsonl", path, line_no, doc.docno)
+    return doc
+
+
+def _parse_record(line: str, path: Path, line_no: int) -> Document:
+    """One JSONL line as a Document, empty or not."""
     try:
         record = json.loads(line)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, too-long integers, deep nesting
@@ -106,50 +169,60 @@ def parse_document(line: str, path: Path, line_no: int) -> Document:
         raise InputFormatError(
             path, line_no, f'"{key}" to be a string', f"{type_name(raw_id)}: {shorten(raw_id)}"
         )
-    docno = str(raw_id)
-    if not docno.strip() or docno != docno.strip() or any(c.isspace() for c in docno):
-        raise InputFormatError(
-            path,
-            line_no,
-            "a non-empty document id without whitespace (TREC runs separate columns by whitespace)",
-            f"id {shorten(docno)}",
-        )
+    docno = check_docno(str(raw_id), path, line_no)
     title = _field(record, "title", path, line_no)
     if "contents" in record and "text" not in record:
         text = _field(record, "contents", path, line_no)
     else:
         text = _field(record, "text", path, line_no)
-    if not title.strip() and not text.strip():
-        raise InputFormatError(
+    url = record.get("url")
+    return Document(docno, title, text, url if isinstance(url, str) and url.strip() else None)
+
+
+def _empty_error(format: str, path: PathLike, line_no: int | None, docno: str) -> InputFormatError:
+    if format == "jsonl":
+        return InputFormatError(
             path,
             line_no,
             'a document with a non-empty "title", "text" or "contents"',
             f"document {shorten(docno)} with no text at all",
             hint="drop the line; a document with only a title is fine",
         )
-    return Document(docno, title, text)
+    return InputFormatError(
+        path,
+        line_no,
+        f"a document with some text ({FORMATS[format].description})",
+        f"document {shorten(docno)} with no text at all",
+    )
 
 
 def read_corpus(
-    path: PathLike, *, check_duplicates: bool = True, empty: Literal["error", "skip"] = "error"
+    path: PathLike,
+    *,
+    format: str | None = None,
+    check_duplicates: bool = True,
+    empty: Literal["error", "skip"] = "error",
 ) -> Iterator[Document]:
-    """Stream the documents of a corpus (a BEIR folder, or a JSONL / JSONL.gz file).
+    """Stream the documents of a corpus: JSONL, a BEIR folder, ``irds:``, or a collection as distributed.
 
     Args:
-        path: a JSONL file (BEIR or Pyserini shape, optionally gzipped), a BEIR folder, or
-            ``irds:<dataset-id>`` (through :mod:`evirank.io.irds`).
+        path: a JSONL file (BEIR or Pyserini shape, optionally gzipped), a BEIR folder,
+            ``irds:<dataset-id>`` (through :mod:`evirank.io.irds`), or a file or folder of a
+            collection format (:mod:`evirank.io.collections`; folders are read recursively).
+        format: one of :data:`CORPUS_FORMATS`; by default the path says (:func:`corpus_format`).
         check_duplicates: reject a document id seen before (keeps a set of ids in memory).
         empty: a document with neither title nor text is an error (``"error"``) or is skipped
             with a warning naming its file and line (``"skip"``, what Anserini's indexer does:
             such a document can never be retrieved).
 
     Yields:
-        one :class:`~evirank.frames.Document` per non-blank line, in file order.
+        one :class:`~evirank.frames.Document` per document, in file order (files sorted).
 
     Raises:
-        InputFormatError: naming the file and the 1-based line, for malformed JSON, a missing
-            or badly typed id or field, a duplicate id, a document with neither title nor
-            text, non-UTF-8 bytes, or a file without any document.
+        InputFormatError: naming the file and the 1-based line, for malformed JSON, XML or
+            SGML, a missing or badly typed id or field, a duplicate id, a document with
+            neither title nor text, non-UTF-8 bytes (TREC and WARC files read them as
+            U+FFFD, as Anserini does), or a corpus without any document.
 
     Example:
         >>> import tempfile, pathlib
@@ -158,49 +231,67 @@ def read_corpus(
         >>> [d.contents for d in read_corpus(path)]
         ['Fish They swim.']
     """
-    dataset_id = irds_id(path)
-    if dataset_id is not None:
-        return load_irds(dataset_id).docs()
     if empty not in ("error", "skip"):
         raise ValueError(f"empty must be 'error' or 'skip', found {empty!r}")
-    return _iter_corpus(corpus_file(path), check_duplicates, empty)
+    form = corpus_format(path, format)
+    if form == "irds":
+        return load_irds(str(irds_id(path))).docs()
+    if form == "jsonl":
+        file = corpus_file(path)
+        return _checked(_jsonl_records(file), form, file, check_duplicates, empty)
+    return _checked(read_collection(path, form), form, Path(path), check_duplicates, empty)
 
 
-def _iter_corpus(file: Path, check_duplicates: bool, empty: str = "error") -> Iterator[Document]:
-    seen: dict[str, int] = {}
+def _jsonl_records(file: Path) -> Iterator[tuple[Path, Located]]:
+    for line_no, line in iter_lines(file):
+        if line.strip():
+            yield file, Located(_parse_record(line, file, line_no), line_no)
+
+
+def _checked(
+    records: Iterator[tuple[Path, Located]], format: str, source: Path, check_duplicates: bool, empty: str
+) -> Iterator[Document]:
+    """The corpus rule, the same for every format: repeated ids and (unless skipped) empty documents
+    are errors naming their file and line; a corpus without documents is an error."""
+    files: dict[Path, int] = {}
+    seen: dict[str, int] = {}  # docno -> file number * 2**40 + line
     count = 0
     skipped = 0
-    for line_no, line in iter_lines(file):
-        if not line.strip():
-            continue
-        try:
-            doc = parse_document(line, file, line_no)
-        except InputFormatError as exc:
-            if empty != "skip" or not exc.found.endswith("with no text at all"):
-                raise
+    for file, (doc, line) in records:
+        if not doc.title.strip() and not doc.text.strip():
+            if empty != "skip":
+                raise _empty_error(format, file, line, doc.docno)
             skipped += 1
-            logger.warning("%s:%d: skipped a document with neither title nor text", file, line_no)
+            logger.warning("%s:%s: skipped a document with neither title nor text", file, line)
             continue
         if check_duplicates:
-            first = seen.setdefault(doc.docno, line_no)
-            if first != line_no:
+            number = files.setdefault(file, len(files))
+            where = seen.setdefault(doc.docno, number * 2**40 + (line or 0))
+            if where != number * 2**40 + (line or 0):
+                first_file, first_line = divmod(where, 2**40)
+                place = "" if first_file == number else f" in {list(files)[first_file]}"
                 raise InputFormatError(
                     file,
-                    line_no,
+                    line,
                     "unique document ids",
-                    f"id {shorten(doc.docno)} again (first on line {first})",
+                    f"id {shorten(doc.docno)} again (first{place} on line {first_line})",
                 )
         count += 1
         yield doc
     if skipped:
-        logger.warning("%s: skipped %d document(s) with neither title nor text", file, skipped)
+        logger.warning("%s: skipped %d document(s) with neither title nor text", source, skipped)
     if count == 0:
-        raise InputFormatError(file, None, f"at least one JSON document per line ({_SHAPES})", "no documents")
-    logger.debug("read %d documents from %s", count, file)
+        shape = (
+            f"JSON document per line ({_SHAPES})"
+            if format == "jsonl"
+            else f"document ({FORMATS[format].description})"
+        )
+        raise InputFormatError(source, None, f"at least one {shape}", "no documents")
+    logger.debug("read %d documents from %s", count, source)
 
 
-def count_corpus(path: PathLike) -> int:
-    """Count the documents of a corpus cheaply (non-blank lines; no JSON parsing).
+def count_corpus(path: PathLike, *, format: str | None = None) -> int:
+    """Count the documents of a corpus cheaply (non-blank JSONL lines, ``<DOC>`` tags, ...; no parsing).
 
     Useful for a progress bar's total before a streaming pass.
 
@@ -211,12 +302,13 @@ def count_corpus(path: PathLike) -> int:
         >>> count_corpus(path)
         2
     """
-    dataset_id = irds_id(path)
-    if dataset_id is not None:
-        known = load_irds(dataset_id).docs_count()
-        if known is not None:
-            return known
-        return sum(1 for _ in load_irds(dataset_id).docs())
+    form = corpus_format(path, format)
+    if form == "irds":
+        dataset = load_irds(str(irds_id(path)))
+        known = dataset.docs_count()
+        return known if known is not None else sum(1 for _ in dataset.docs())
+    if form != "jsonl":
+        return count_collection(path, form)
     file = corpus_file(path)
     count = 0
     with open_binary(file) as handle:
@@ -226,7 +318,9 @@ def count_corpus(path: PathLike) -> int:
     return count
 
 
-def load_texts(path: PathLike, docnos: Iterable[str], *, missing: str = "error") -> dict[str, Document]:
+def load_texts(
+    path: PathLike, docnos: Iterable[str], *, format: str | None = None, missing: str = "error"
+) -> dict[str, Document]:
     """Read a corpus and keep only the wanted documents (e.g. a run's candidates), by docno.
 
     One streaming pass over the whole file, under the same rule as ``evirank index``
@@ -237,6 +331,7 @@ def load_texts(path: PathLike, docnos: Iterable[str], *, missing: str = "error")
     Args:
         path: a corpus path (see :func:`read_corpus`).
         docnos: the ids wanted.
+        format: the corpus format (default: detected, see :func:`corpus_format`).
         missing: ``"error"`` raises :class:`KeyError` listing wanted ids absent from the
             corpus; ``"ignore"`` leaves them out (logged at WARNING).
 
@@ -252,7 +347,7 @@ def load_texts(path: PathLike, docnos: Iterable[str], *, missing: str = "error")
     wanted = {str(d) for d in docnos}
     found: dict[str, Document] = {}
     if wanted:
-        docs = progress(read_corpus(path, **INDEX_RULE), desc="finding texts", unit="doc")
+        docs = progress(read_corpus(path, format=format, **INDEX_RULE), desc="finding texts", unit="doc")
         for doc in docs:
             if doc.docno in wanted:
                 found[doc.docno] = doc
@@ -260,9 +355,8 @@ def load_texts(path: PathLike, docnos: Iterable[str], *, missing: str = "error")
     if absent:
         shown = ", ".join(absent[:10]) + (" ..." if len(absent) > 10 else "")
         if missing == "error":
-            raise KeyError(
-                f"{corpus_file(path)}: {len(absent)} wanted document(s) not in the corpus: {shown}"
-            )
+            source = corpus_file(path) if corpus_format(path, format) == "jsonl" else path
+            raise KeyError(f"{source}: {len(absent)} wanted document(s) not in the corpus: {shown}")
         logger.warning("%s: %d wanted document(s) not in the corpus: %s", path, len(absent), shown)
     return found
 

@@ -21,7 +21,7 @@ import pandas as pd
 
 from evirank._extras import require
 from evirank.frames import Document, make_qrels, make_topics
-from evirank.io.topics import parse_field
+from evirank.io.topics import field_text, parse_field
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +99,8 @@ class IrdsDataset:
         for record in self.dataset.queries_iter():
             parts = []
             for name in names:
-                value = _text_of(record, _QUERY_ATTRS[name])
+                fields = {field: _text_of(record, attrs) for field, attrs in _QUERY_ATTRS.items()}
+                value = field_text(fields, name)
                 if not value:
                     raise ValueError(
                         f"ir_datasets {self.dataset_id!r}: query {record.query_id} has no {name} "

@@ -9,8 +9,9 @@ Accepted files (detected from the first non-blank line):
   ``0`` in the second column of every line, or with document ids where the labels should be,
   is rejected, naming the line)
 
-Labels are integers (negative grades allowed). A pair judged twice with the same label is
-kept once (with a warning); judged twice with different labels is an error.
+Labels are integer grades from -1000000 to 1000000 (negative grades allowed; see LABEL_BOUNDS).
+A pair judged twice with the same label is kept once (with a warning); judged twice with
+different labels is an error.
 
 Example:
     >>> import tempfile, pathlib
@@ -46,6 +47,11 @@ from evirank.outputs import atomic_output
 logger = logging.getLogger(__name__)
 
 BEIR_QRELS_HEADER = ("query-id", "corpus-id", "score")
+LABEL_BOUNDS = (-1_000_000, 1_000_000)
+"""Labels are relevance grades. trec_eval (and the evaluators built on it) hold them as C ints and
+keep a count for every grade up to the largest: a label beyond a C int wraps around (4294967296
+reads as 0, 4611686018427387904 crashes the process) and a label of 2147483647 asks for 17 GB.
+Real collections use a handful of grades, so a label outside this range is refused with its line."""
 MAX_HEADERLESS_LABEL = 1000
 """A headerless 3-column file whose labels go beyond +-this is read as a mistake (ids as labels)."""
 _TREC = "4 columns: qid iter docno label"
@@ -98,15 +104,21 @@ def read_qrels(path: PathLike) -> pd.DataFrame:
     ncols = 4 if expected == _TREC else 3
     label_col = cols[2]
 
+    headerless = ncols == 3 and not skip
+    # a headerless file's big "labels" are most likely ids in the wrong column: _check_headerless
+    # says so (every label beyond +-MAX_HEADERLESS_LABEL is refused there), so it is read wider first
+    bounds = (-(2**63), 2**63 - 1) if headerless else LABEL_BOUNDS
     frame = fast_read(file, ncols, skip_first=skip, dtypes={label_col: np.int64})
+    if frame is not None and not frame[label_col].between(*bounds).all():
+        frame = None  # the slow path names the line of the label out of range
     if frame is not None:
         qrels = pd.DataFrame({QID: frame[cols[0]], DOCNO: frame[cols[1]], LABEL: frame[label_col]})
         if not qrels.duplicated([QID, DOCNO]).any():
             result = make_qrels(qrels)
         else:
-            result = _slow_qrels(file, ncols, expected, cols, skip)
+            result = _slow_qrels(file, ncols, expected, cols, skip, bounds)
     else:
-        result = _slow_qrels(file, ncols, expected, cols, skip)
+        result = _slow_qrels(file, ncols, expected, cols, skip, bounds)
     if ncols == 3 and not skip:
         _check_headerless(file, result)
     return result
@@ -144,13 +156,15 @@ def _check_headerless(file: Path, qrels: pd.DataFrame) -> None:
         )
 
 
-def _slow_qrels(file: Path, ncols: int, expected: str, cols: tuple[int, int, int], skip: int) -> pd.DataFrame:
+def _slow_qrels(
+    file: Path, ncols: int, expected: str, cols: tuple[int, int, int], skip: int, bounds: tuple[int, int]
+) -> pd.DataFrame:
     names = [str(i) for i in range(ncols)]
     rows = slow_read(
         file,
         names,
         expected,
-        {cols[2]: int_converter(file, f"relevance label in column {cols[2] + 1}")},
+        {cols[2]: int_converter(file, f"relevance label in column {cols[2] + 1}", bounds)},
         skip,
     )
     seen: dict[tuple[str, str], tuple[int, int]] = {}

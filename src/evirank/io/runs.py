@@ -3,7 +3,8 @@
 Ranking order is the project's deterministic rule (:func:`evirank.frames.sort_run`): qid in
 natural order, score descending, then docno descending (trec_eval's tie rule); ranks are
 reassigned 1..n from that order. The rank column of a file that is read is therefore not
-trusted (trec_eval ignores it too); the scores decide.
+trusted (trec_eval ignores it too); the scores decide, unless ``read_run(path, ranks="file")``
+asks for the file's own ranks (``evaluate --ties rank``).
 
 Scores are written with Python's shortest round-trip representation (``repr``), so reading a
 written run gives back exactly the same floats and no ties are created by rounding.
@@ -39,17 +40,24 @@ DEFAULT_TAG = "evirank"
 _EXPECTED = "6 columns: qid Q0 docno rank score tag"
 
 
-def read_run(path: PathLike) -> pd.DataFrame:
+def read_run(path: PathLike, *, ranks: str = "scores", finite: bool = True) -> pd.DataFrame:
     """Read a TREC run into a Run frame [qid, docno, score, rank], deterministically sorted.
 
     The run's tag (from its first line) is kept in ``run.attrs["tag"]``; :func:`write_run`
-    uses it when no tag is given. The Q0 and rank columns are read but not used (see the
-    module docstring).
+    uses it when no tag is given. The Q0 column is read but not used.
+
+    Args:
+        path: the run file (``.gz`` too).
+        ranks: ``"scores"``: ranks are renumbered from the scores (trec_eval's rule, see the
+            module docstring); ``"file"``: the rank column of the file is kept as it is (a
+            number on every line), for evaluating by the run's own order.
+        finite: refuse an infinite score (naming its line); ``False`` accepts ``inf`` and
+            ``-inf`` as trec_eval does.
 
     Raises:
         InputFormatError: naming the file and line, for a line with the wrong number of
-            columns, a score that is not a number, a document listed twice for one query,
-            non-UTF-8 bytes, or an empty file.
+            columns, a score that is not a number (or is infinite), a document listed twice
+            for one query, non-UTF-8 bytes, or an empty file.
 
     Example:
         >>> import tempfile, pathlib
@@ -58,29 +66,44 @@ def read_run(path: PathLike) -> pd.DataFrame:
         >>> run = read_run(path)
         >>> run["docno"].tolist(), run.attrs["tag"]
         (['d2', 'd1'], 'bm25')
+        >>> read_run(path, ranks="file")[["docno", "rank"]].values.tolist()
+        [['d2', 2], ['d1', 1]]
     """
+    if ranks not in ("scores", "file"):
+        raise ValueError(f"ranks must be 'scores' or 'file', not {ranks!r}")
     file = input_file(path, "a TREC run file")
-    frame = fast_read(file, 6, dtypes={1: "category", 3: "category", 4: np.float64, 5: "category"})
+    keep_ranks = ranks == "file"
+    dtypes = {1: "category", 3: np.float64 if keep_ranks else "category", 4: np.float64, 5: "category"}
+    frame = fast_read(file, 6, dtypes=dtypes)
     run: pd.DataFrame | None = None
     if frame is not None:
         candidate = pd.DataFrame({QID: frame[0], DOCNO: frame[2], SCORE: frame[4]})
-        if not candidate.duplicated([QID, DOCNO]).any():
+        if keep_ranks:
+            candidate[_FILE_RANK] = frame[3]
+        numbers = candidate[[SCORE, _FILE_RANK]] if keep_ranks else candidate[[SCORE]]
+        clean = np.isfinite(numbers.to_numpy()).all() if (finite or keep_ranks) else True
+        if clean and not candidate.duplicated([QID, DOCNO]).any():
             run = candidate
             tag = str(frame.iloc[0, 5])
     if run is None:
-        run, tag = _slow_run(file)
+        run, tag = _slow_run(file, keep_ranks=keep_ranks, finite=finite)
     result = make_run(run)
+    if keep_ranks:
+        file_ranks = result.pop(_FILE_RANK).to_numpy()
+        integral = np.all(file_ranks == np.round(file_ranks)) and np.all(np.abs(file_ranks) < 2**53)
+        result[RANK] = file_ranks.astype(np.int64) if integral else file_ranks
     result.attrs["tag"] = tag
     return result
 
 
-def _slow_run(file: Path) -> tuple[pd.DataFrame, str]:
-    rows = slow_read(
-        file,
-        ["qid", "q0", "docno", "rank", "score", "tag"],
-        _EXPECTED,
-        {4: float_converter(file, "score in column 5")},
-    )
+_FILE_RANK = "_file_rank"
+
+
+def _slow_run(file: Path, *, keep_ranks: bool = False, finite: bool = True) -> tuple[pd.DataFrame, str]:
+    converters = {4: float_converter(file, "score in column 5", finite=finite)}
+    if keep_ranks:
+        converters[3] = float_converter(file, "rank in column 4", finite=True)
+    rows = slow_read(file, ["qid", "q0", "docno", "rank", "score", "tag"], _EXPECTED, converters)
     seen: dict[tuple[str, str], int] = {}
     for line_no, values in rows:
         key = (str(values[0]), str(values[2]))
@@ -99,6 +122,8 @@ def _slow_run(file: Path) -> tuple[pd.DataFrame, str]:
             SCORE: np.array([v[4] for _, v in rows], dtype=np.float64),
         }
     )
+    if keep_ranks:
+        frame[_FILE_RANK] = np.array([v[3] for _, v in rows], dtype=np.float64)
     return frame, str(rows[0][1][5])
 
 

@@ -5,7 +5,10 @@ Formats:
 - TREC ``<top>`` files, SGML-like: Robust04 (unclosed ``<title>``/``<desc>``/``<narr>`` with
   ``Description:``/``Narrative:`` prefixes), Core17/18 (closing tags, titles on their own
   lines), Microblog (``<title>`` or ``<query>``, ids ``MB001``). Fields ``title``,
-  ``description`` and ``narrative`` are selectable, alone or joined (``"title+description"``).
+  ``description`` and ``narrative`` are selectable, alone or joined (``"title+description"``),
+  and so are the query variants of Dai & Callan's Table 3 (:data:`DERIVED_FIELDS`):
+  ``description-keywords`` and ``narrative-keywords`` (:func:`keywords`) and
+  ``narrative-positive`` (:func:`positive_narrative`).
 - TREC Web track XML (``<topic number="..."><query>...<description>...``).
 - TSV: ``qid<TAB>query`` per line (an optional header line ``qid<TAB>query`` is skipped).
 - BEIR ``queries.jsonl``: ``{"_id": ..., "text": ...}`` per line.
@@ -43,6 +46,12 @@ from evirank.outputs import atomic_output
 logger = logging.getLogger(__name__)
 
 TOPIC_FIELDS = ("title", "description", "narrative")
+#: Query variants made from a field (Dai & Callan, SIGIR 2019, Table 3): name -> (field, how).
+DERIVED_FIELDS = {
+    "description-keywords": ("description", "keywords"),
+    "narrative-keywords": ("narrative", "keywords"),
+    "narrative-positive": ("narrative", "positive"),
+}
 TOPIC_FORMATS = (
     "TREC <top> topics (Robust04, Core17/18, Microblog)",
     "TREC Web track XML (<topic number=...>)",
@@ -60,6 +69,12 @@ _FIELD_ALIASES = {
     "narrative": "narrative",
     "narr": "narrative",
     "n": "narrative",
+    "description-keywords": "description-keywords",
+    "desc-keywords": "description-keywords",
+    "narrative-keywords": "narrative-keywords",
+    "narr-keywords": "narrative-keywords",
+    "narrative-positive": "narrative-positive",
+    "narr-positive": "narrative-positive",
 }
 # TREC tag names -> our field names; other tags (querytime, dom, con, ...) are ignored.
 _TREC_TAGS = {"num": "num", "title": "title", "query": "title", "desc": "description", "narr": "narrative"}
@@ -94,24 +109,102 @@ def normalize_qid(raw: str) -> str:
 
 
 def parse_field(field: str) -> tuple[str, ...]:
-    """Parse a field selection such as ``"title"``, ``"desc"`` or ``"title+description"``.
+    """Parse a field selection such as ``"title"``, ``"desc"``, ``"title+description"`` or
+    ``"narrative-positive"``.
 
     Example:
         >>> parse_field("title+desc")
         ('title', 'description')
+        >>> parse_field("desc-keywords")
+        ('description-keywords',)
     """
     parts = [p.strip().lower() for p in re.split(r"[+,]", field)]
     out: list[str] = []
     for part in parts:
         if part not in _FIELD_ALIASES:
             raise ValueError(
-                f"unknown topic field {part!r} in {field!r}; expected one of {', '.join(TOPIC_FIELDS)} "
-                "or a combination such as 'title+description'"
+                f"unknown topic field {part!r} in {field!r}; expected one of "
+                f"{', '.join((*TOPIC_FIELDS, *DERIVED_FIELDS))} or a combination such as 'title+description'"
             )
         name = _FIELD_ALIASES[part]
         if name not in out:
             out.append(name)
     return tuple(out)
+
+
+# --- query variants (Dai & Callan, Table 3) ---------------------------------------------
+
+_ABBREVIATION = re.compile(r"\b(?:[^\W\d_]\.){2,}")
+_WORD = re.compile(r"[^\W_]+")
+_SENTENCE_END = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"')]))\s+(?=[\"'(]?[A-Z])|(?<=[a-z])\s+(?=Documents\b)")
+_CLAUSE_BREAK = re.compile(r";\s*|:\s+(?=[a-z])|,\s*(?=(?:but|except|however)\b)", re.IGNORECASE)
+_NEGATIVE = re.compile(
+    r"\b(?:irrelevant|non-?relevant|nonrelevance)\b"
+    r"|(?:\bnot|n't|\bnever)\s+(?:\w+\s+){0,2}?relevan",
+    re.IGNORECASE,
+)
+
+
+def keywords(text: str) -> str:
+    """``text`` without punctuation and stopwords (Dai & Callan's keyword queries).
+
+    Words are runs of letters and digits; an abbreviation such as ``U.S.`` keeps its letters
+    (``US``); words in evirank's stopword list (:data:`evirank.report.terms.STOPWORDS`, 130
+    common English function words: articles, pronouns, prepositions, auxiliaries) are removed,
+    whatever their case; the others keep their case and order.
+
+    Example:
+        >>> keywords("What are the effects of U.S. air-traffic controllers' pay?")
+        'effects US air traffic controllers pay'
+    """
+    from evirank.report.terms import STOPWORDS
+
+    text = _ABBREVIATION.sub(lambda m: m.group(0).replace(".", "") + " ", text)
+    return " ".join(w for w in _WORD.findall(text) if w.lower() not in STOPWORDS)
+
+
+def positive_narrative(text: str) -> str:
+    """A narrative without the sentences that state what is not relevant (Dai & Callan's
+    "positive" narratives).
+
+    The narrative is split into sentences (at ``.``, ``!`` or ``?`` before a capital, and before
+    "Documents" after a word without punctuation, where a narrative's list ends), and each
+    sentence into clauses at semicolons, at a colon before a lower-case word, and before
+    ``, but``, ``, except`` and ``, however``. A clause is dropped when it says "irrelevant",
+    "non-relevant" or "nonrelevant", or has "not" (or "n't", "never") followed within three
+    words by "relevant"/"relevance" ("would not be relevant", "should not be considered
+    relevant", "does not constitute relevance"); the other clauses are kept, in order, a
+    clause cut short ending with a period. A narrative that only says what is not relevant
+    gives an empty text (:func:`read_topics` then uses the topic's title).
+
+    Example:
+        >>> positive_narrative("Relevant documents tell about pay for American controllers. "
+        ...                    "Documents about foreign controllers are not relevant.")
+        'Relevant documents tell about pay for American controllers.'
+        >>> positive_narrative("Cases are relevant, except that letters are not relevant.")
+        'Cases are relevant.'
+    """
+    kept = [
+        clause.strip(" ,;:")
+        for sentence in _SENTENCE_END.split(text)
+        for clause in _CLAUSE_BREAK.split(sentence)
+        if clause.strip(" ,;:") and _NEGATIVE.search(clause) is None
+    ]
+    return " ".join(c if c[-1] in ".!?\"')" else c + "." for c in kept)
+
+
+def field_text(fields: dict[str, str], name: str) -> str:
+    """The text of one field (:data:`TOPIC_FIELDS`) or query variant (:data:`DERIVED_FIELDS`) of a topic.
+
+    Example:
+        >>> field_text({"description": "Where are wind power installations located?"}, "description-keywords")
+        'wind power installations located'
+    """
+    if name not in DERIVED_FIELDS:
+        return fields.get(name, "")
+    source, how = DERIVED_FIELDS[name]
+    value = fields.get(source, "")
+    return keywords(value) if how == "keywords" else positive_narrative(value)
 
 
 @dataclass
@@ -281,11 +374,16 @@ def _parse_tsv(path: Path) -> list[tuple[str, _Topic]]:
         if header and parts[1].strip().lower() in _QUERY_TEXT_KEYS:
             continue  # a header line such as "qid<TAB>query"
         if len(parts) != 2 or not parts[0].strip() or not parts[1].strip():
+            empty = (
+                ""
+                if len(parts) != 2
+                else (" with an empty qid" if not parts[0].strip() else " with an empty query")
+            )
             raise InputFormatError(
                 path,
                 line_no,
                 "2 tab-separated columns: qid TAB query",
-                f"{len(parts)} column(s): {shorten(line)}",
+                f"{len(parts)} column(s){empty}: {shorten(line)}",
             )
         out.append((parts[0].strip(), _Topic(line_no, {"title": " ".join(parts[1].split())})))
     return out
@@ -353,6 +451,22 @@ def beir_split_qids(folder: PathLike, split: str) -> list[str]:
 _Parsed = list[tuple[str, _Topic]]
 
 
+def _say_which_queries(folder: Path, count: int) -> None:
+    """Log that a BEIR folder read without a split gives every query of queries.jsonl, naming its splits."""
+    qrels = folder / "qrels"
+    splits = sorted(f.stem for f in qrels.glob("*.tsv")) if qrels.is_dir() else []
+    if not splits:
+        return
+    sizes = ", ".join(f"{name} ({len(beir_split_qids(folder, name)):,} queries)" for name in splits)
+    logger.warning(
+        "%s: no split given, so all %d queries of queries.jsonl are used, whichever split judges them "
+        "(qrels: %s); give --split NAME to keep one split's queries",
+        folder,
+        count,
+        sizes,
+    )
+
+
 def _irds(path: PathLike, split: str | None) -> str | None:
     from evirank.io.irds import irds_id
 
@@ -364,10 +478,10 @@ def _irds(path: PathLike, split: str | None) -> str | None:
 
 def _read_all(path: PathLike, split: str | None, normalize_ids: bool) -> tuple[Path, str, _Parsed]:
     p = Path(path)
-    kind = detect_topics_format(p)
-    if split is not None and kind != "beir-folder":
-        raise ValueError(f"{p}: split={split!r} applies to a BEIR folder only, and this is a {kind} file")
-    if kind == "beir-folder":
+    form = detect_topics_format(p)
+    if split is not None and form != "beir-folder":
+        raise ValueError(f"{p}: split={split!r} applies to a BEIR folder only, and this is a {form} file")
+    if form == "beir-folder":
         file = _queries_file(p) or p / "queries.jsonl"  # detect_topics_format checked it exists
         topics = _parse_jsonl(file)
         if split is not None:
@@ -383,24 +497,26 @@ def _read_all(path: PathLike, split: str | None, normalize_ids: bool) -> tuple[P
                 )
             keep = set(wanted)
             topics = [t for t in topics if t[0] in keep]
+        else:
+            _say_which_queries(p, len(topics))
         p = file
-    elif kind == "trec":
+    elif form == "trec":
         topics = _parse_trec(p, normalize_ids)
-    elif kind == "webxml":
+    elif form == "webxml":
         topics = _parse_webxml(p, normalize_ids)
-    elif kind == "jsonl":
+    elif form == "jsonl":
         topics = _parse_jsonl(p)
     else:
         topics = _parse_tsv(p)
     if not topics:
-        raise InputFormatError(p, None, f"at least one topic ({kind} format)", "none")
+        raise InputFormatError(p, None, f"at least one topic ({form} format)", "none")
     seen: dict[str, int] = {}
     for qid, topic in topics:
         if qid in seen:
             first = f" (first on line {seen[qid]})" if seen[qid] else ""
             raise InputFormatError(p, topic.line or None, "unique topic ids", f"id {qid} again{first}")
         seen[qid] = topic.line
-    return p, kind, topics
+    return p, form, topics
 
 
 def read_topics(
@@ -416,7 +532,10 @@ def read_topics(
         path: a TREC ``<top>`` file, a TREC Web XML file, a TSV file, a BEIR ``queries.jsonl``,
             a BEIR folder (files may be gzipped), or ``irds:<dataset-id>``.
         field: which text is the query: ``title`` (the short query; the only text of TSV and
-            JSONL topics), ``description``, ``narrative``, or several joined by ``+``.
+            JSONL topics), ``description``, ``narrative``, a query variant of Dai & Callan's
+            Table 3 (``description-keywords``, ``narrative-keywords``, ``narrative-positive``:
+            :func:`keywords`, :func:`positive_narrative`; a narrative that says only what is not
+            relevant gives the title, with a warning), or several joined by ``+``.
         split: for a BEIR folder, keep only the qids of ``qrels/<split>.tsv``.
         normalize_ids: normalise TREC ids as Anserini does (``MB001`` -> ``1``).
 
@@ -439,26 +558,36 @@ def read_topics(
         from evirank.io.irds import load_irds
 
         return load_irds(dataset_id).topics(field)
-    file, kind, topics = _read_all(path, split, normalize_ids)
+    file, form, topics = _read_all(path, split, normalize_ids)
     rows: list[tuple[str, str]] = []
+    titled: list[str] = []  # topics whose narrative says only what is not relevant
     for qid, topic in topics:
         parts: list[str] = []
         for name in names:
-            value = topic.fields.get(name, "")
+            value = field_text(topic.fields, name)
+            if not value and name == "narrative-positive" and topic.fields.get("narrative"):
+                value = topic.fields.get("title", "")
+                titled.append(qid)
             if not value:
                 where = f"topic {qid}"
-                if kind in ("tsv", "jsonl", "beir-folder") and name != "title":
+                if form in ("tsv", "jsonl", "beir-folder") and name != "title":
                     raise InputFormatError(
                         file,
                         None,
                         f"a {name} field",
-                        f"{kind} topics, which hold one query text only",
+                        f"{form} topics, which hold one query text only",
                         hint="use field='title' (the query), or TREC <top> topics for descriptions",
                     )
                 raise InputFormatError(file, topic.line or None, f"a non-empty {name} in {where}", "none")
             parts.append(value)
         rows.append((qid, " ".join(parts)))
-    logger.debug("read %d topics (%s, field %s) from %s", len(rows), kind, field, file)
+    if titled:
+        logger.warning(
+            "%s: the narratives of %d topic(s) say only what is not relevant; their title stands in for "
+            "the positive narrative: %s",
+            file, len(titled), ", ".join(titled),
+        )  # fmt: skip
+    logger.debug("read %d topics (%s, field %s) from %s", len(rows), form, field, file)
     return make_topics(rows)
 
 

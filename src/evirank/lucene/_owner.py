@@ -16,24 +16,34 @@ Example:
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any, Self
 
 
 class SearcherOwner:
-    """Mixin: ``_searcher`` (opened lazily by the subclass under ``_lock``), ``close`` and pickling."""
+    """Mixin: ``_searcher`` (opened lazily by the subclass under ``_lock``), ``close`` and pickling.
+
+    A holder built with ``shared`` (a function that returns a searcher someone else opened and
+    owns, e.g. :class:`evirank.pipeline.Collection`) uses that searcher and never closes it.
+    """
 
     _searcher: Any
     _lock: threading.Lock
+    _shared: Callable[[], Any] | None
 
-    def _init_searcher(self) -> None:
+    def _init_searcher(self, shared: Callable[[], Any] | None = None) -> None:
         self._searcher = None
         self._lock = threading.Lock()
+        self._shared = shared
 
     def close(self) -> None:
-        """Close the Java searcher (its index files stay mapped until then); the next use reopens it."""
+        """Close the Java searcher (its index files stay mapped until then); the next use reopens it.
+
+        A shared searcher is only let go of: its owner closes it."""
         with self._lock:
             if self._searcher is not None:
-                self._searcher.close()
+                if self._shared is None:
+                    self._searcher.close()
                 self._searcher = None
 
     def __enter__(self) -> Self:
@@ -47,6 +57,7 @@ class SearcherOwner:
         # the copy opens its own searcher on first use.
         state = dict(vars(self))
         state["_searcher"] = None
+        state["_shared"] = None  # the owner stays in this process; the copy opens its own
         del state["_lock"]
         return state
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,8 @@ def document_from_raw(docno: str, raw: str) -> Document:
     text = obj.get("text")
     if text is None:
         text = obj.get("contents") or ""
-    return Document(docno, str(title), str(text))
+    url = obj.get("url")
+    return Document(docno, str(title), str(text), url if isinstance(url, str) and url else None)
 
 
 class LuceneDocs(SearcherOwner):
@@ -55,15 +56,17 @@ class LuceneDocs(SearcherOwner):
 
     Args:
         index: the index folder.
+        searcher: a function returning a searcher opened (and closed) by someone else
+            (:class:`evirank.pipeline.Collection`); None opens its own.
 
     Example:
         >>> LuceneDocs("/tmp/pets-index").get(["d1", "d2"])  # doctest: +SKIP
         {'d1': Document(docno='d1', title='Cats', text='Cats purr.'), 'd2': ...}
     """
 
-    def __init__(self, index: str | os.PathLike[str]) -> None:
+    def __init__(self, index: str | os.PathLike[str], searcher: Callable[[], Any] | None = None) -> None:
         self.index = Path(index)
-        self._init_searcher()
+        self._init_searcher(searcher)
 
     def __repr__(self) -> str:
         return f"LuceneDocs({str(self.index)!r})"
@@ -72,10 +75,13 @@ class LuceneDocs(SearcherOwner):
         with self._lock:
             if self._searcher is None:
                 from evirank.lucene.index import check_index
-                from evirank.lucene.java import autoclass
+                from evirank.lucene.java import simple_searcher
 
-                check_index(self.index)
-                searcher = autoclass("io.anserini.search.SimpleSearcher")(str(self.index))
+                if self._shared is not None:
+                    searcher = self._shared()
+                else:
+                    check_index(self.index)
+                    searcher = simple_searcher(self.index)
                 if searcher.get_total_num_docs() > 0 and searcher.doc(0).get("raw") is None:
                     raise InputFormatError(
                         self.index,

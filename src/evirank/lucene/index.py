@@ -228,7 +228,10 @@ def _write_collection(
             if not doc.contents.strip():
                 skipped.append(doc.docno)
                 continue
-            line = json.dumps({"_id": doc.docno, "title": doc.title, "text": doc.text}, ensure_ascii=False)
+            record = {"_id": doc.docno, "title": doc.title, "text": doc.text}
+            if doc.url:
+                record["url"] = doc.url  # stored with the raw document, not indexed
+            line = json.dumps(record, ensure_ascii=False)
             files[written % threads].write(line + "\n")
             written += 1
     if skipped:

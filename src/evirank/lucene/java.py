@@ -340,6 +340,11 @@ def _started() -> ModuleType:
         install_option_filter(jnius_config)
         if not any(o.startswith("-Xmx") for o in jnius_config.get_options()):
             jnius_config.add_options(f"-Xmx{jvm_heap()}")
+        # -Xrs: the JVM in this process installs no handlers for SIGINT, SIGTERM and SIGHUP, so
+        # Ctrl-C stays Python's KeyboardInterrupt (the command says what a rerun does) instead of
+        # the JVM shutting the process down with status 130 and no word.
+        if "-Xrs" not in jnius_config.get_options():
+            jnius_config.add_options("-Xrs")
     # Importing pyserini.pyclass puts Anserini's jar on the classpath and starts the JVM.
     pyclass = require("pyserini.pyclass", "lucene")
     system = pyclass.autoclass("java.lang.System")
@@ -379,3 +384,49 @@ def autoclass(name: str) -> Any:
         2
     """
     return start_jvm().autoclass(name)
+
+
+MAX_CLAUSES = 2**31 - 1
+"""Lucene's limit on a query's terms (1024 by default): long queries (a document used as a query,
+100,000 characters) are searched rather than refused with ``TooManyClauses``."""
+
+
+def java_error_text(exc: BaseException) -> str | None:
+    """A Java exception raised through pyjnius as ``Class: message`` (no stack), else ``None``.
+
+    Example:
+        >>> java_error_text(ValueError("not Java")) is None
+        True
+    """
+    if type(exc).__name__ != "JavaException" or not type(exc).__module__.startswith("jnius"):
+        return None
+    classname = str(getattr(exc, "classname", None) or "JavaException").rsplit(".", 1)[-1]
+    message = " ".join(str(getattr(exc, "innermessage", None) or "").split())
+    return f"{classname}: {message}" if message else classname
+
+
+def simple_searcher(index: str | os.PathLike[str]) -> Any:
+    """Anserini's ``SimpleSearcher`` over ``index``; a damaged index is one line naming it.
+
+    Raises:
+        InputFormatError: Lucene cannot open the index (a damaged or missing file, a checksum
+            that does not match).
+    """
+    from evirank.errors import InputFormatError
+
+    searcher_class = autoclass("io.anserini.search.SimpleSearcher")
+    try:
+        searcher = searcher_class(str(index))
+    except Exception as exc:
+        text = java_error_text(exc)
+        if text is None:
+            raise
+        raise InputFormatError(
+            index,
+            None,
+            "a Lucene index that can be read",
+            text,
+            hint="the index is damaged or incomplete: build it again with `evirank index`",
+        ) from None
+    autoclass("org.apache.lucene.search.IndexSearcher").setMaxClauseCount(MAX_CLAUSES)
+    return searcher

@@ -23,8 +23,10 @@ Example:
 from __future__ import annotations
 
 import logging
+import math
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -32,8 +34,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from evirank.errors import InputFormatError
-from evirank.frames import DOCNO, QID, QUERY, RANK, SCORE, TEXT, TITLE, require_columns, sort_run
+from evirank.errors import EvirankError, InputFormatError
+from evirank.frames import DOCNO, QID, QUERY, RANK, SCORE, TEXT, TITLE, URL, require_columns, sort_run
 from evirank.lucene._owner import SearcherOwner
 from evirank.lucene.docs import document_from_raw
 from evirank.progress import progress_bar
@@ -46,9 +48,12 @@ logger = logging.getLogger(__name__)
 _HITS_PER_BATCH = 64_000
 
 
+_JAVA_INT = 2**31 - 1
+
+
 def _positive_int(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, found {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _JAVA_INT:
+        raise ValueError(f"{name} must be a positive integer up to {_JAVA_INT} (a Java int), found {value!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +77,7 @@ class Rm3:
     def __post_init__(self) -> None:
         _positive_int("fb_docs", self.fb_docs)
         _positive_int("fb_terms", self.fb_terms)
-        if not 0.0 <= float(self.original_weight) <= 1.0:
+        if not 0.0 <= float(self.original_weight) <= 1.0:  # NaN fails this too
             raise ValueError(f"original_weight must be within [0, 1], found {self.original_weight!r}")
 
 
@@ -93,7 +98,7 @@ class Bm25Config:
     fetch_text: int = 0
 
     def __post_init__(self) -> None:
-        if float(self.k1) < 0 or not 0.0 <= float(self.b) <= 1.0:
+        if not (math.isfinite(float(self.k1)) and float(self.k1) >= 0) or not 0.0 <= float(self.b) <= 1.0:
             raise ValueError(f"BM25 needs k1 >= 0 and 0 <= b <= 1, found k1={self.k1!r}, b={self.b!r}")
         _positive_int("k", self.k)
         _positive_int("threads", self.threads)
@@ -125,13 +130,62 @@ def _has_docvectors(index: Path) -> bool:
     from evirank.lucene.java import autoclass
 
     paths = autoclass("java.nio.file.Paths")
-    directory = autoclass("org.apache.lucene.store.FSDirectory").open(paths.get(str(index)))
-    reader = autoclass("org.apache.lucene.index.DirectoryReader").open(directory)
+    with _java_errors(index, "reading its term vectors"):
+        directory = autoclass("org.apache.lucene.store.FSDirectory").open(paths.get(str(index)))
+        reader = autoclass("org.apache.lucene.index.DirectoryReader").open(directory)
+        try:
+            return reader.maxDoc() == 0 or reader.termVectors().get(0) is not None
+        finally:
+            reader.close()
+            directory.close()
+
+
+@contextmanager
+def _java_errors(index: Path, what: str) -> Iterator[None]:
+    """A Java exception in the body as one line naming the index and what was being done."""
+    from evirank.lucene.java import java_error_text
+
     try:
-        return reader.maxDoc() == 0 or reader.termVectors().get(0) is not None
-    finally:
-        reader.close()
-        directory.close()
+        yield
+    except Exception as exc:
+        text = java_error_text(exc)
+        if text is None:
+            raise
+        raise EvirankError(f"{index}: Lucene failed on {what}: {text}") from None
+
+
+def open_searcher(
+    index: str | os.PathLike[str], k1: float = 0.9, b: float = 0.4, rm3: Rm3 | None = None
+) -> Any:
+    """A Java ``SimpleSearcher`` over ``index`` set to BM25 (``k1``, ``b``) and optionally RM3.
+
+    Starts the JVM.
+
+    Raises:
+        InputFormatError: not a Lucene index, or RM3 over an index without document vectors.
+        FileNotFoundError: no such folder.
+    """
+    from evirank.lucene.index import check_index, read_index_info
+    from evirank.lucene.java import simple_searcher
+
+    path = Path(index)
+    check_index(path)
+    if read_index_info(path) is None:
+        logger.info("%s was not built by evirank (no evirank-index.json); using it as is", path)
+    if rm3 is not None and not _has_docvectors(path):
+        raise InputFormatError(
+            path,
+            None,
+            "an index with document vectors (RM3 needs them)",
+            "none stored",
+            "rebuild it with: evirank index",
+        )
+    searcher = simple_searcher(path)  # a damaged index: one line naming it
+    searcher.set_bm25(float(k1), float(b))
+    if rm3 is not None:
+        # Anserini's argument order: expansion terms, then feedback documents.
+        searcher.set_rm3(rm3.fb_terms, rm3.fb_docs, float(rm3.original_weight))
+    return searcher
 
 
 class Bm25(SearcherOwner, Stage):
@@ -149,6 +203,8 @@ class Bm25(SearcherOwner, Stage):
         threads: search threads (above 1, queries are searched in parallel batches in Java).
         fetch_text: fill ``title`` and ``text`` for each query's top ``fetch_text`` documents
             (``None`` below that rank); 0 adds no such columns. Text is never loaded for all ``k``.
+        searcher: a function returning an already opened searcher with these BM25/RM3 settings
+            (:meth:`evirank.pipeline.Collection.searcher`): the stage uses it and never closes it.
 
     Example:
         >>> from evirank.frames import make_topics
@@ -165,10 +221,11 @@ class Bm25(SearcherOwner, Stage):
         k: int = 1000,
         threads: int = 1,
         fetch_text: int = 0,
+        searcher: Callable[[], Any] | None = None,
     ) -> None:
         self.index = Path(index)
         self.config = Bm25Config(k1=k1, b=b, rm3=rm3, k=k, threads=threads, fetch_text=fetch_text)
-        self._init_searcher()
+        self._init_searcher(searcher)
 
     def __repr__(self) -> str:
         params = ", ".join(f"{f.name}={getattr(self.config, f.name)!r}" for f in fields(self.config))
@@ -177,33 +234,12 @@ class Bm25(SearcherOwner, Stage):
     def _open(self) -> Any:
         with self._lock:
             if self._searcher is None:
-                from evirank.lucene.index import check_index, read_index_info
-                from evirank.lucene.java import autoclass
-
-                check_index(self.index)
-                info = read_index_info(self.index)
-                if info is None:
-                    logger.info(
-                        "%s was not built by evirank (no evirank-index.json); using it as is", self.index
-                    )
-                searcher = autoclass("io.anserini.search.SimpleSearcher")(str(self.index))
                 cfg = self.config
-                searcher.set_bm25(float(cfg.k1), float(cfg.b))
-                if cfg.rm3 is not None:
-                    if not _has_docvectors(self.index):
-                        raise InputFormatError(
-                            self.index,
-                            None,
-                            "an index with document vectors (RM3 needs them)",
-                            "none stored",
-                            "rebuild it with: evirank index",
-                        )
-                    # Anserini's argument order: expansion terms, then feedback documents.
-                    searcher.set_rm3(cfg.rm3.fb_terms, cfg.rm3.fb_docs, float(cfg.rm3.original_weight))
-                logger.debug(
-                    "opened %s (%d documents) for %r", self.index, searcher.get_total_num_docs(), self
-                )
-                self._searcher = searcher
+                if self._shared is not None:
+                    self._searcher = self._shared()
+                else:
+                    self._searcher = open_searcher(self.index, cfg.k1, cfg.b, cfg.rm3)
+                    logger.debug("opened %s for %r", self.index, self)
             return self._searcher
 
     def _hits(self, searcher: Any, qids: list[str], queries: list[str]) -> Iterator[tuple[str, list[Any]]]:
@@ -213,7 +249,9 @@ class Bm25(SearcherOwner, Stage):
         try:
             if cfg.threads == 1:
                 for qid, query in zip(qids, queries, strict=True):
-                    yield qid, searcher.search(query, cfg.k)
+                    with _java_errors(self.index, f"query {qid}"):
+                        hits = searcher.search(query, cfg.k)
+                    yield qid, hits
                     bar.update(1)
                 return
             from evirank.lucene.java import autoclass
@@ -225,7 +263,9 @@ class Bm25(SearcherOwner, Stage):
                 for qid, query in zip(qids[start : start + size], queries[start : start + size], strict=True):
                     batch_q.add(query)
                     batch_id.add(qid)
-                results = searcher.batch_search(batch_q, batch_id, cfg.k, cfg.threads)
+                last = qids[min(start + size, len(qids)) - 1]
+                with _java_errors(self.index, f"queries {qids[start]} to {last}"):
+                    results = searcher.batch_search(batch_q, batch_id, cfg.k, cfg.threads)
                 for qid in qids[start : start + size]:
                     yield qid, results.get(qid) or []
                 bar.update(min(size, len(qids) - start))
@@ -259,13 +299,18 @@ class Bm25(SearcherOwner, Stage):
                 order = by_rank[: cfg.fetch_text]
                 titles: list[str | None] = [None] * len(hits)
                 texts: list[str | None] = [None] * len(hits)
+                urls: list[str | None] = [None] * len(hits)
                 for i in order:
                     doc = document_from_raw(docnos[i], hits[i].lucene_document.get("raw") or "")
-                    titles[i], texts[i] = doc.title, doc.text
+                    titles[i], texts[i], urls[i] = doc.title, doc.text, doc.url
                 part[TITLE] = titles
                 part[TEXT] = texts
+                if any(urls):
+                    part[URL] = urls
             parts.append(part)
         columns = [QID, DOCNO, SCORE, RANK, QUERY] + ([TITLE, TEXT] if cfg.fetch_text else [])
+        if any(URL in part.columns for part in parts):
+            columns.append(URL)  # the documents' sources, when the corpus gave them
         if not parts:
             empty = pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
             return empty.astype({SCORE: np.float64, RANK: np.int64})

@@ -116,7 +116,10 @@ class FetchText(Stage):
     Args:
         index: a Lucene index folder with stored documents (``evirank index``); needs the
             ``lucene`` extra and starts the JVM on first use.
-        corpus: a corpus file or BEIR folder, in any format :func:`evirank.io.read_corpus` reads.
+        corpus: a corpus file or folder, in any format :func:`evirank.io.read_corpus` reads
+            (JSONL, a BEIR folder, or a collection as distributed: TREC, NYT, WaPo, WARC, MS MARCO).
+        corpus_format: the corpus's format (default: told from the files, see
+            :func:`evirank.io.corpus.corpus_format`).
         docs: a mapping ``docno -> Document`` or any object with ``get(docnos) -> {docno: Document}``.
         missing: ``"error"`` raises :class:`MissingDocumentsError` naming the absent documents;
             ``"keep"`` gives them empty title and text (logged at WARNING): they stay in the
@@ -138,6 +141,7 @@ class FetchText(Stage):
         corpus: str | os.PathLike[str] | None = None,
         docs: Mapping[str, Document] | DocumentSource | None = None,
         *,
+        corpus_format: str | None = None,
         missing: Missing = "error",
     ) -> None:
         given = [
@@ -153,6 +157,7 @@ class FetchText(Stage):
             raise ValueError(f"missing must be one of {_MISSING}, found {missing!r}")
         self.index = index
         self.corpus = corpus
+        self.corpus_format = corpus_format
         self.docs = docs
         self.missing = missing
 
@@ -161,6 +166,8 @@ class FetchText(Stage):
             source = f"index={str(self.index)!r}"
         elif self.corpus is not None:
             source = f"corpus={str(self.corpus)!r}"
+            if self.corpus_format is not None:
+                source += f", corpus_format={self.corpus_format!r}"
         else:
             source = f"docs=<{type(self.docs).__name__}>"
         return f"FetchText({source}, missing={self.missing!r})"
@@ -207,7 +214,7 @@ class FetchText(Stage):
             cache: dict[str, Document] = getattr(self, "cache_", None) or {}
             todo = [d for d in wanted if d not in cache]
             if todo:
-                cache.update(load_texts(self.corpus, todo, missing="ignore"))
+                cache.update(load_texts(self.corpus, todo, format=self.corpus_format, missing="ignore"))
             self.cache_ = cache
             found = {d: cache[d] for d in wanted if d in cache}
         elif self.index is not None:

@@ -273,31 +273,3 @@ def describe_vectors(pipeline: Any) -> dict[str, Any] | None:
         if vectors is not None and hasattr(vectors, "manifest"):
             return Cascade(vectors).describe()
     return None
-
-
-def cascade_from_flags(args: Any, aggregator: Any, usage: Any, reads_passages: bool = False) -> Cascade:
-    """The :class:`Cascade` of ``evirank rerank``'s flags (``usage(message)`` makes the usage error).
-
-    ``reads_passages``: the run's scorer reads stored passage representations (a bi-encoder).
-    """
-    from evirank.score.multi import ScorerSpec
-    from evirank.vectors.index import resolve_vectors
-
-    prune = getattr(args, "prune", None)
-    by = getattr(args, "prune_by", BM25)
-    try:
-        check_prune(aggregator, prune)
-        cheap_stores = prune is not None and by != BM25 and ScorerSpec.parse(by).stores_passages
-    except ValueError as exc:
-        raise usage(f"--prune-by: {exc}" if "scorer" in str(exc) else str(exc)) from exc
-    spec = getattr(args, "vectors", None)
-    spec = None if spec is None else str(spec)
-    wanted = reads_passages or cheap_stores
-    vectors = resolve_vectors(spec, getattr(args, "index", None)) if wanted else None
-    if spec is not None and spec.lower() != "none" and not wanted:
-        logger.warning(
-            "--vectors %s is not used: neither the scorer nor --prune-by reads stored passage vectors", spec
-        )
-    if vectors is not None:
-        logger.info("passage vectors: %s", vectors)
-    return Cascade(vectors, prune, by, getattr(args, "device", "auto"), from_index=spec is None)

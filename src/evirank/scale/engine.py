@@ -18,8 +18,11 @@ import json
 import logging
 import math
 import os
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -49,15 +52,111 @@ def connect(options: RayOptions) -> Any:
     if options.address == "local":
         wanted = (options.workers or 1) * options.cpus_per_worker
         cpus = max(os.cpu_count() or 1, math.ceil(wanted)) + 1
-        ray.init(
-            num_cpus=cpus, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=worker_logs
-        )
+        from evirank.scale.reaper import watch_ray_processes
+
+        watch_ray_processes()  # Ray's processes end with this one, however it ends
+        with _keeping_sigterm():
+            init_on_loopback(
+                ray,
+                num_cpus=cpus,
+                include_dashboard=False,
+                logging_level=logging.WARNING,
+                log_to_driver=worker_logs,
+            )
     else:
-        ray.init(address=options.address, logging_level=logging.WARNING, log_to_driver=worker_logs)
+        with _keeping_sigterm():
+            if _is_loopback(options.address):  # a cluster on this machine's loopback address (tests)
+                init_on_loopback(
+                    ray, address=options.address, logging_level=logging.WARNING, log_to_driver=worker_logs
+                )
+            else:
+                ray.init(address=options.address, logging_level=logging.WARNING, log_to_driver=worker_logs)
     logger.info(
         "Ray %s ready in %.1f s: %s", ray.__version__, time.perf_counter() - started, ray.cluster_resources()
     )
     return ray
+
+
+@contextmanager
+def _keeping_sigterm() -> Iterator[None]:
+    """Keep the SIGTERM handler the caller installed (the CLI's, which unwinds, stops child processes
+    and tells what a rerun does) through ``ray.init`` and after it.
+
+    Ray's driver otherwise replaces it twice: in Python with its own ``sys.exit`` (a SIGTERM then
+    ends the command without a word), and in C++ with a handler that prints a stack trace and
+    kills the process. A caller without a handler of its own (a library user) keeps Ray's.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.getsignal(signal.SIGTERM)
+    if before in (None, signal.SIG_DFL, signal.SIG_IGN):
+        yield
+        return
+    from ray._private import ray_constants, utils
+
+    installer = getattr(utils, "set_sigterm_handler", None)
+    failure_handler = getattr(ray_constants, "RAY_DISABLE_FAILURE_SIGNAL_HANDLER", None)
+    if installer is not None:
+        utils.set_sigterm_handler = lambda handler: None
+    if failure_handler is not None:
+        ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = True  # read when the driver's core worker starts
+    try:
+        yield
+    finally:
+        if installer is not None:
+            utils.set_sigterm_handler = installer
+        if failure_handler is not None:
+            ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = failure_handler
+        signal.signal(signal.SIGTERM, before)  # also puts Python's handler back in C, after Ray's
+
+
+LOOPBACK = "127.0.0.1"
+
+
+def _is_loopback(address: str) -> bool:
+    """Whether a cluster address ``HOST:PORT`` names this machine's loopback interface.
+
+    Example:
+        >>> _is_loopback("127.0.0.1:6379"), _is_loopback("10.0.0.5:6379"), _is_loopback("auto")
+        (True, False, False)
+    """
+    import ipaddress
+
+    host = address.rsplit(":", 1)[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def init_on_loopback(ray: Any, **options: Any) -> None:
+    """``ray.init`` of a local instance whose processes listen on and talk to the loopback address only.
+
+    Ray replaces a requested ``127.0.0.1`` by the machine's reachable address
+    (``ray._private.services.resolve_ip_for_localhost``), and its servers then listen on every
+    address of the machine. A local instance needs no other machine, so the loopback address is
+    kept as it is for the length of ``ray.init``. Should a Ray version lack that function, Ray's
+    own choice of address is used (with a note in the log).
+    """
+    import importlib
+
+    try:
+        services: Any = importlib.import_module("ray._private.services")
+    except ImportError:  # pragma: no cover - a Ray without this module
+        services = None
+    resolve = getattr(services, "resolve_ip_for_localhost", None)
+    if services is None or resolve is None:  # pragma: no cover - another Ray version
+        logger.info("this Ray version chooses its own address; the local instance may listen beyond loopback")
+        ray.init(**options)
+        return
+    services.resolve_ip_for_localhost = lambda host: host
+    try:
+        ray.init(_node_ip_address=LOOPBACK, **options)
+    finally:
+        services.resolve_ip_for_localhost = resolve
 
 
 def worker_count(ray: Any, options: RayOptions) -> int:

@@ -24,7 +24,7 @@ from evirank.progress import progress_bar
 from evirank.score.backends import Backend, ModelHead, Task, TokenBatch, get_backend
 from evirank.score.batching import token_budget_batches
 from evirank.score.devices import default_batch_tokens
-from evirank.score.fingerprint import model_fingerprint, resolve_model_dir
+from evirank.score.fingerprint import model_fingerprint, reading_model, resolve_model_dir
 from evirank.score.store import Store, open_store, text_hash
 from evirank.score.tokenize import TextEncoder
 from evirank.stage import Stage
@@ -333,9 +333,10 @@ class TransformerScorer(Stage):
         if self.backend_ is None:
             assert self.model_dir_ is not None  # only an adopted model has none, and it has a backend
             started = time.perf_counter()
-            backend = get_backend(self.backend).load(
-                self.model_dir_, self.task, self.device_, self.precision_
-            )
+            with reading_model(self.model_dir_):
+                backend = get_backend(self.backend).load(
+                    self.model_dir_, self.task, self.device_, self.precision_
+                )
             self.backend_ = backend
             self.load_s_ = time.perf_counter() - started  # reported by evirank rerank's stage timings
             logger.info(

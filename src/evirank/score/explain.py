@@ -13,9 +13,11 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -23,6 +25,9 @@ import pandas as pd
 from evirank.errors import EvirankError
 from evirank.frames import DOCNO, PID, QID, RANK, SCORE, TEXT, require_columns
 from evirank.score.store import FINGERPRINT, FingerprintError, Store, open_store
+
+if TYPE_CHECKING:
+    from evirank.score.attention import AttentionView
 
 logger = logging.getLogger(__name__)
 
@@ -96,13 +101,68 @@ def store_descriptions(store: Store, fingerprints: list[str]) -> list[str]:
     return labels
 
 
+class ScorerUnavailableError(EvirankError, LookupError):
+    """The scorer that made a stored fingerprint cannot be rebuilt here (the message says why)."""
+
+
+#: Constructor parameters never taken from a stored description (they do not change a score, or
+#: they name this machine's resources).
+_NOT_REBUILT = frozenset(
+    {"model", "device", "dtype", "store", "ray", "batch_tokens", "commit_every", "vectors"}
+)
+
+
+def rebuild_scorer(store: Store, fingerprint: str, *, device: str = "cpu") -> Any:
+    """The scorer that made ``fingerprint``, rebuilt from the store's description of it (its family,
+    model and the settings its constructor takes), checked to give the same fingerprint.
+
+    Raises:
+        ScorerUnavailableError: the fingerprint is not in the store, names no model, or the model
+            no longer gives it (moved, changed, made with other settings, or randomly initialised
+            parts: save such a model to a folder first).
+
+    Example:
+        >>> rebuild_scorer(store, fp).family  # doctest: +SKIP
+        'cross'
+    """
+    from evirank.score.family import get_family, make_scorer
+
+    table = store.fingerprints().set_index(FINGERPRINT)
+    if fingerprint not in table.index:
+        raise ScorerUnavailableError(f"{store.path}: no scorer with fingerprint {fingerprint[:12]}")
+    described = dict(table.loc[fingerprint, "description"])
+    family = get_family(str(described.get("kind") or table.loc[fingerprint, "kind"]))
+    if not described.get("model"):
+        raise ScorerUnavailableError(f"{store.path}: fingerprint {fingerprint[:12]} names no model")
+    try:
+        taken = set(inspect.signature(family.scorer).parameters)
+    except (TypeError, ValueError):
+        taken = set()
+    options = {k: v for k, v in described.items() if k in taken and k not in _NOT_REBUILT}
+    try:
+        scorer = make_scorer(family, described["model"], device=device, **options)
+        if scorer.fingerprint != fingerprint:
+            scorer.load()  # a model with randomly initialised parts knows its fingerprint once loaded
+    except (OSError, ValueError) as exc:
+        raise ScorerUnavailableError(
+            f"the {family.name} model {described['model']} could not be loaded ({exc})"
+        ) from exc
+    if scorer.fingerprint != fingerprint:
+        raise ScorerUnavailableError(
+            f"{described['model']} no longer gives fingerprint {fingerprint[:12]} (the model moved or "
+            "changed, was made with other settings, or has randomly initialised parts: a model with a "
+            "new head must be saved to a folder before it scores)"
+        )
+    return scorer
+
+
 def passage_matches(
     store: Store, fingerprint: str, query: str, texts: Sequence[str], *, device: str = "cpu"
 ) -> list[list[str]] | None:
     """Each passage's matched words (``"query token -> passage word (similarity)"``), from the scorer
     that made ``fingerprint`` when its family can tell them (a ``matches`` method: late interaction).
 
-    The scorer is rebuilt from the store's description of the fingerprint (its family and model);
+    The scorer is rebuilt from the store's description of the fingerprint (:func:`rebuild_scorer`);
     None when the family has no ``matches``, or the model cannot be rebuilt to the same fingerprint
     (moved, changed, or made with other settings): the scores alone are shown then.
 
@@ -110,7 +170,7 @@ def passage_matches(
         >>> passage_matches(store, fp, "cats", ["A cat sat."])  # doctest: +SKIP
         [['cats -> cat (0.93)']]
     """
-    from evirank.score.family import get_family, make_scorer
+    from evirank.score.family import get_family
 
     table = store.fingerprints().set_index(FINGERPRINT)
     if fingerprint not in table.index:
@@ -120,19 +180,11 @@ def passage_matches(
     if not callable(getattr(family.scorer, "matches", None)) or not described.get("model"):
         return None
     try:
-        scorer = make_scorer(
-            family, described["model"], device=device, max_length=described.get("max_length")
-        )
-        if scorer.fingerprint != fingerprint:
-            scorer.load()  # a model with randomly initialised parts knows its fingerprint once loaded
-        if scorer.fingerprint != fingerprint:
-            logger.warning(
-                "%s no longer gives fingerprint %s; matched words are not shown",
-                described["model"],
-                fingerprint[:12],
-            )
-            return None
+        scorer = rebuild_scorer(store, fingerprint, device=device)
         return [[str(match) for match in found] for found in scorer.matches(query, list(texts))]
+    except ScorerUnavailableError as exc:
+        logger.warning("%s; matched words are not shown", exc)
+        return None
     except (OSError, ValueError) as exc:
         logger.warning(
             "the %s model %s could not be loaded (%s); matched words are not shown",
@@ -141,3 +193,41 @@ def passage_matches(
             exc,
         )
         return None
+
+
+def passage_attention(
+    store: Store,
+    fingerprint: str,
+    query: str,
+    text: str,
+    *,
+    layers: Sequence[int] | None = None,
+    device: str = "cpu",
+) -> AttentionView:
+    """The attention view (:mod:`evirank.score.attention`) of one (query, passage) by the scorer that
+    made ``fingerprint``, rebuilt from the store (:func:`rebuild_scorer`).
+
+    Raises:
+        NoAttentionError: the scorer's family has no attention view (the message names those that do).
+        ScorerUnavailableError: the scorer cannot be rebuilt to the same fingerprint.
+        UsageError: a layer the model does not have.
+
+    Example:
+        >>> passage_attention(store, fp, "art crime", "Robbers took the paintings.").layers  # doctest: +SKIP
+        (5,)
+    """
+    from evirank.score.attention import NoAttentionError, attention_families
+    from evirank.score.family import get_family
+
+    table = store.fingerprints().set_index(FINGERPRINT)
+    if fingerprint in table.index:
+        described = dict(table.loc[fingerprint, "description"])
+        family = get_family(str(described.get("kind") or table.loc[fingerprint, "kind"]))
+        if not callable(getattr(family.scorer, "attention", None)):
+            raise NoAttentionError(
+                f"the {family.name} family has no attention view; the model families that have one: "
+                f"{', '.join(attention_families())}"
+            )
+    scorer = rebuild_scorer(store, fingerprint, device=device)
+    view: AttentionView = scorer.attention(query, text, layers)
+    return view

@@ -3,8 +3,10 @@
 A fingerprint hashes the model's files (weights, config, tokenizer) by content, not by path, with
 the scoring settings that change a score (scorer kind, max length, query cap, head rule,
 backend, precision). Moving a model folder keeps its fingerprint; retraining it (new weights)
-changes it. File hashes are cached by (path, size, modification time), so a 1 GB checkpoint is
-read once, not at every run.
+changes it. File hashes are cached by the file's identity (path, device and inode, size,
+modification and status-change times; see :func:`file_identity` for why these), so a 1 GB
+checkpoint is read once, not at every run, and weights replaced by others of the same size with
+their time put back are read again.
 
 Example:
     >>> import tempfile, pathlib
@@ -22,7 +24,8 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -46,11 +49,13 @@ _TOKENIZER_FILES = (
     "added_tokens.json",
 )
 
-#: A persistent cache of file hashes: (path, size, mtime_ns) -> sha256 hex, or None if unknown.
+#: A persistent cache of file hashes: (identity, size, mtime_ns) -> sha256 hex, or None if unknown
+#: (the identity is the path with the file's device, inode and ctime, see :func:`file_identity`).
 HashCacheGet = Callable[[str, int, int], "str | None"]
 HashCachePut = Callable[[str, int, int, str], None]
 
 _memory_cache: dict[tuple[str, int, int], str] = {}
+"""Hashes of this process, by :func:`file_identity`."""
 
 
 def resolve_model_dir(model: str | os.PathLike[str]) -> Path:
@@ -104,26 +109,68 @@ def weight_files(model_dir: Path) -> list[Path]:
     return files
 
 
+def file_identity(stat: os.stat_result, path: Path) -> tuple[str, int, int]:
+    """The key a file's hash is cached under: (path and inode, size, modification time).
+
+    Which checks are cheap and which are exact: a hash of the bytes is exact but reads the whole
+    file (seconds for a 1 GB checkpoint), so it is cached; the cache key must change whenever the
+    bytes may have. Size and modification time alone do not: a file rewritten in place to the
+    same size with its time put back (``touch -d``, ``cp -p``, ``rsync -t``) keeps both. The key
+    also holds the device and inode (a file replaced by a rename is a new inode) and the status
+    change time ``ctime``, which the system sets to "now" on every write and on every change of
+    the modification time, and which no program can set back. So a key matches only a file whose
+    bytes have not been touched since it was hashed; anything else is read and hashed again.
+
+    Example:
+        >>> import tempfile
+        >>> path = Path(tempfile.mkdtemp()) / "w.bin"
+        >>> _ = path.write_bytes(b"weights")
+        >>> key = file_identity(path.stat(), path)
+        >>> os.utime(path, ns=(0, 0)); file_identity(path.stat(), path) == key
+        False
+    """
+    where = f"{path.resolve()}\0dev={stat.st_dev}\0ino={stat.st_ino}\0ctime_ns={stat.st_ctime_ns}"
+    return where, int(stat.st_size), int(stat.st_mtime_ns)
+
+
 def file_sha256(
     path: Path, cache_get: HashCacheGet | None = None, cache_put: HashCachePut | None = None
 ) -> str:
-    """sha256 of a file's bytes, cached in memory (and in ``cache_*`` when given) by size and mtime."""
-    stat = path.stat()
-    key = (str(path.resolve()), int(stat.st_size), int(stat.st_mtime_ns))
-    if key in _memory_cache:
-        return _memory_cache[key]
-    known = cache_get(*key) if cache_get is not None else None
-    if known is None:
+    """sha256 of a file's bytes, cached in memory (and in ``cache_*`` when given) by :func:`file_identity`.
+
+    A file that changes while it is read is read again, and only a hash of bytes that did not
+    change under it is cached.
+
+    Raises:
+        InputFormatError: the file kept changing while it was read.
+    """
+    for _attempt in range(3):
+        stat = path.stat()
+        key = file_identity(stat, path)
+        if key in _memory_cache:
+            return _memory_cache[key]
+        known = cache_get(*key) if cache_get is not None else None
+        if known is not None:
+            _memory_cache[key] = known
+            return known
         digest = hashlib.sha256()
         with path.open("rb") as handle:
             for block in iter(lambda: handle.read(1 << 22), b""):
                 digest.update(block)
+        if file_identity(path.stat(), path) != key:
+            logger.info("%s changed while it was read; reading it again", path)
+            continue
         known = digest.hexdigest()
         logger.debug("hashed %s (%d bytes)", path, stat.st_size)
         if cache_put is not None:
             cache_put(*key, known)
-    _memory_cache[key] = known
-    return known
+        _memory_cache[key] = known
+        return known
+    from evirank.errors import InputFormatError
+
+    raise InputFormatError(
+        path, None, "a model file that stays the same while it is read", "one that kept changing"
+    )
 
 
 def model_fingerprint(
@@ -147,3 +194,58 @@ def model_fingerprint(
         "settings": dict(settings),
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+#: What the libraries that read weights say when a file is damaged or cut short.
+_DAMAGED = (
+    "deserializ",  # safetensors: Error while deserializing header ...
+    "file not fully covered",
+    "HeaderTooLarge",
+    "PytorchStreamReader",
+    "invalid load key",
+    "Unable to load weights",
+    "unexpected EOF",
+    "Ran out of input",
+    "size mismatch",
+)
+
+
+@contextmanager
+def reading_model(model: str | os.PathLike[str] | None) -> Iterator[None]:
+    """Name the model's files when its weights cannot be read (damaged, cut short, mismatched).
+
+    Errors of safetensors, torch and transformers about the bytes of a checkpoint do not say
+    which file they read; inside this block they become an :class:`~evirank.errors.InputFormatError`
+    naming the weight file (or the folder) and what to do.
+
+    Example:
+        >>> with reading_model("models/m"):  # doctest: +IGNORE_EXCEPTION_DETAIL
+        ...     raise RuntimeError("Error while deserializing header: HeaderTooLarge")
+        Traceback (most recent call last):
+        evirank.errors.InputFormatError: models/m: expected model weights that can be read, ...
+    """
+    from evirank.errors import EvirankError, InputFormatError
+
+    try:
+        yield
+    except EvirankError:
+        raise
+    except Exception as exc:
+        text = f"{type(exc).__name__}: {exc}"
+        if model is None or not any(needle in text for needle in _DAMAGED):
+            raise
+        where = Path(model)
+        try:
+            files = weight_files(where) if where.is_dir() else []
+        except FileNotFoundError:
+            files = []
+        if len(files) == 1:
+            where = files[0]
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise InputFormatError(
+            where,
+            None,
+            "model weights that can be read",
+            f"{type(exc).__name__}: {first[:300]}",
+            hint="the file is damaged, cut short or of another model; copy or download the model again",
+        ) from exc

@@ -1,4 +1,4 @@
-"""Several scorers over the same passages: ``--evidence cross:MODEL --evidence bi``.
+"""Several scorers over the same passages: ``--scorer cross:MODEL --scorer bi``.
 
 A scorer is written ``[LABEL=]FAMILY[:MODEL]`` (:class:`ScorerSpec`), FAMILY one of the registered
 model families (:mod:`evirank.score.family`) or ``auto`` (told from the model's files):
@@ -31,9 +31,13 @@ import pandas as pd
 
 from evirank.aggregate.evidence import EvidenceSpecError, check_labels, evidence_column
 from evirank.frames import SCORE
+from evirank.spec import parse_spec
 from evirank.stage import Stage
 
 logger = logging.getLogger(__name__)
+
+#: How help texts and errors describe a scorer spec.
+GRAMMAR = "[LABEL=]FAMILY[:MODEL]"
 
 
 @dataclass(frozen=True)
@@ -61,18 +65,17 @@ class ScorerSpec:
         """
         from evirank.score.family import UnknownFamilyError, resolve_family
 
-        raw = str(text).strip()
-        label, sep, rest = raw.partition("=")
-        if not sep:
-            label, rest = "", raw
-        name, _, model = rest.partition(":")
+        parsed = parse_spec(
+            text, what="scorer", labelled=True, tail=True, error=EvidenceSpecError, grammar=GRAMMAR
+        )
+        model = parsed.arg(0)
         try:
-            family = resolve_family(name.strip().lower() or None, model or None)
+            family = resolve_family(parsed.name, model)
         except (UnknownFamilyError, OSError) as exc:  # OSError: a model folder that is not there
             raise EvidenceSpecError(f"scorer {text!r}: {exc}") from None
-        label = label.strip() or family.name
+        label = parsed.label or family.name
         check_labels([label])
-        return cls(label, family.name, model or None)
+        return cls(label, family.name, model)
 
     def __str__(self) -> str:
         return f"{self.label}={self.family}" + (f":{self.model}" if self.model else "")

@@ -19,6 +19,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -28,12 +29,28 @@ from evirank.frames import DOCNO, PID, QID, QUERY, SCORE, TEXT, require_columns
 from evirank.score._base import DistinctPairs, ScoringStats, TransformerScorer, _ChunkedWriter
 from evirank.score.backends import TokenBatch
 from evirank.score.store import Store
-from evirank.score.tokenize import Template
+from evirank.score.tokenize import Template, TokenPieces
 
 if TYPE_CHECKING:
     from evirank.scale.options import RayOptions
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class JointInput:
+    """One (query, passage) as the model reads it, and where each text's tokens sit in the input.
+
+    Attributes:
+        batch: the input, one row. query / passage: the kept tokens of each text (truncated as
+        scoring truncates them). query_at / passage_at: their positions in the row.
+    """
+
+    batch: TokenBatch
+    query: TokenPieces
+    passage: TokenPieces
+    query_at: slice
+    passage_at: slice
 
 
 class PairScorer(TransformerScorer):
@@ -86,6 +103,28 @@ class PairScorer(TransformerScorer):
     # -- generic --------------------------------------------------------------------------
     def _passage_room(self) -> int:
         return int(self.max_length_ - self.pair_template().n_special - self.query_max_tokens)
+
+    def joint_input(self, query: str, text: str) -> JointInput:
+        """The model input of one (query, passage), cut exactly as scoring cuts it: the query keeps at
+        most ``query_max_tokens`` tokens and the passage the rest of ``max_length``.
+
+        Example:
+            >>> from evirank.score import CrossEncoder
+            >>> scorer = CrossEncoder("models/minilm-scifact")  # doctest: +SKIP
+            >>> scorer.joint_input("cats", "Cats purr.").query_at  # doctest: +SKIP
+            slice(1, 2, None)
+        """
+        self.prepare()
+        template = self.pair_template()
+        passage_cap = self.max_length_ - template.n_special
+        q = self.encoder_.token_pieces(query, self.query_max_tokens)
+        p = self.encoder_.token_pieces(text, passage_cap - len(q.ids))
+        batch = self.encoder_.pair_batch([q.ids], [p.ids], template=template)
+        q_start = len(template.prefix)
+        p_start = q_start + len(q.ids) + len(template.middle)
+        return JointInput(
+            batch, q, p, slice(q_start, q_start + len(q.ids)), slice(p_start, p_start + len(p.ids))
+        )
 
     def _check_settings(self) -> None:
         if self._passage_room() < 1:

@@ -12,7 +12,8 @@ One SQLite file (WAL journal, so readers never block the writer) holds:
   (:meth:`ScoreStore.passages_scores`);
 - ``embeddings``: bi-encoder vectors per (fingerprint, text hash);
 - ``fingerprints``: what each fingerprint means (model, settings), for people;
-- ``file_hashes``: sha256 of model files by (path, size, mtime), so big checkpoints are read once.
+- ``file_hashes``: sha256 of model files by identity (path with device, inode and ctime), size
+  and mtime (:func:`evirank.score.fingerprint.file_identity`), so big checkpoints are read once.
 
 Texts are keyed by a 128-bit BLAKE2b hash of their UTF-8 bytes (collisions are out of reach
 at any realistic corpus size; the text itself is stored once beside it).
@@ -36,7 +37,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -45,6 +46,7 @@ import pandas as pd
 
 from evirank.errors import EvirankError, InputFormatError, InputPathError, OutputNotWritableError
 from evirank.frames import DOCNO, PID, QID, QUERY, SCORE, TEXT, require_columns
+from evirank.outputs import naming_write_failures
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +124,85 @@ def check_store_path(path: str | os.PathLike[str]) -> Path:
         raise InputPathError(out, "a score store file (SQLite)", "a folder")
     if out.exists() and not os.access(out, os.R_OK | os.W_OK):
         raise OutputNotWritableError(out, "the score store file is not writable")
+    check_ours(out)
     return check_writable(out)
+
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+_EXPECTED = "an evirank score store (SQLite)"
+
+
+def check_ours(path: Path) -> None:
+    """Raise unless ``path`` is absent, empty, or an evirank score store; never changes the file.
+
+    A file that is not SQLite is recognised by its first bytes; a SQLite database by its tables,
+    read through a read-only connection. So a user's own database given as a store is refused
+    before anything could write to it (a writable connection would switch its journal to WAL).
+
+    Raises:
+        InputFormatError: another kind of file, or another SQLite database.
+    """
+    try:
+        if not path.is_file() or path.stat().st_size == 0:
+            return
+        with open(path, "rb") as handle:
+            head = handle.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        raise OutputNotWritableError(path, exc.strerror or str(exc)) from None
+    if head != SQLITE_MAGIC:
+        raise InputFormatError(path, None, _EXPECTED, "a file that is not a SQLite database")
+    try:
+        conn = _connect_read_only(path, timeout=5.0)
+    except sqlite3.Error as exc:
+        raise InputFormatError(path, None, _EXPECTED, f"a SQLite file that cannot be read ({exc})") from None
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        schema = None
+        if "meta" in tables:
+            schema = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+    except sqlite3.Error as exc:
+        raise InputFormatError(path, None, _EXPECTED, f"a damaged SQLite file ({exc})") from None
+    finally:
+        conn.close()
+    if tables and "meta" not in tables:
+        shown = ", ".join(sorted(tables)[:6]) + (", ..." if len(tables) > 6 else "")
+        raise InputFormatError(
+            path,
+            None,
+            _EXPECTED,
+            f"another SQLite database (tables: {shown}); it was left unchanged",
+            hint="give a new path for the score store",
+        )
+    if tables and (schema is None or schema[0] != SCHEMA_VERSION):
+        found = schema[0] if schema else None
+        raise InputFormatError(path, None, _EXPECTED, f"schema version {found}, expected {SCHEMA_VERSION}")
+
+
+def _connect_read_only(path: Path, timeout: float) -> sqlite3.Connection:
+    """A read-only connection that leaves no ``-wal``/``-shm`` files behind and works on a
+    read-only file system.
+
+    Without a ``-wal`` file beside the database (no writer has it open, and the last one
+    checkpointed when it closed), the file is opened ``immutable``: SQLite then takes no locks
+    and creates no files. With one, a writer may be at work or have died before checkpointing,
+    and the scores in the WAL are needed: the file is opened ``mode=ro``, which shares the
+    writer's ``-shm`` (both files were there before; nothing new is left).
+    """
+    uri = path.resolve().as_uri()
+    wal = path.with_name(path.name + "-wal")
+    if not wal.exists():
+        return sqlite3.connect(f"{uri}?immutable=1", uri=True, timeout=timeout, check_same_thread=False)
+    try:
+        conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=timeout, check_same_thread=False)
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError:  # a read-only folder without the -shm file
+        logger.warning(
+            "%s: a -wal file is beside it but cannot be shared on this file system; reading the "
+            "main file only (scores not checkpointed yet are not seen)",
+            path,
+        )
+        return sqlite3.connect(f"{uri}?immutable=1", uri=True, timeout=timeout, check_same_thread=False)
 
 
 class ScoreStore:
@@ -154,10 +234,10 @@ class ScoreStore:
         if readonly:
             if not self.path.is_file():
                 raise FileNotFoundError(f"{self.path}: no score store here")
-            uri = self.path.resolve().as_uri() + "?mode=ro"
-            self._conn = sqlite3.connect(uri, uri=True, timeout=timeout, check_same_thread=False)
+            check_ours(self.path)
+            self._conn = _connect_read_only(self.path, timeout)
         else:
-            check_store_path(self.path)
+            check_store_path(self.path)  # a file that is not ours is refused unchanged
             self.path.parent.mkdir(parents=True, exist_ok=True)
             try:
                 self._conn = sqlite3.connect(self.path, timeout=timeout, check_same_thread=False)
@@ -217,12 +297,16 @@ class ScoreStore:
     def _write(self) -> Iterator[sqlite3.Connection]:
         if self.readonly:
             raise PermissionError(f"{self.path}: this score store was opened read-only")
-        with self._lock:
+        with (
+            self._lock,
+            naming_write_failures(self.path, kept="the scores stored before are kept (a rerun resumes)"),
+        ):
             try:
                 yield self._conn
                 self._conn.commit()
             except BaseException:
-                self._conn.rollback()
+                with suppress(sqlite3.Error):
+                    self._conn.rollback()
                 raise
 
     # -- fingerprints ----------------------------------------------------------------
@@ -623,7 +707,9 @@ def copy_store(source: Store, dest: Store, fingerprints: Sequence[str] | None = 
     """Copy fingerprints, scores, embeddings, segments and their texts from ``source`` into ``dest``.
 
     Works between any two kinds (SQLite to Parquet shards and back, or merging several stores);
-    what ``dest`` holds already is kept, and a score present in both is stored once.
+    what ``dest`` holds already is kept and not written again, so copying the same store twice
+    adds nothing the second time (a Parquet store gains no new shard). A document whose segments
+    differ in the two stores keeps the more recent recording.
 
     Args:
         source: the store to read.
@@ -631,15 +717,16 @@ def copy_store(source: Store, dest: Store, fingerprints: Sequence[str] | None = 
         fingerprints: copy only these (full fingerprints or unique prefixes); all when None.
 
     Returns:
-        Counts copied: fingerprints, scores, embeddings, segments.
+        Counts copied (new in ``dest``): fingerprints, scores, embeddings, segments.
 
     Example:
         >>> import tempfile, pathlib
         >>> folder = pathlib.Path(tempfile.mkdtemp())
         >>> a = open_store(folder / "a.sqlite")
         >>> a.put_scores(a.register("ab" * 32, kind="cross", description={}), ["q"], ["p"], [1.0])
-        >>> copy_store(a, open_store(folder / "shards"))["scores"]
-        1
+        >>> shards = open_store(folder / "shards")
+        >>> copy_store(a, shards)["scores"], copy_store(a, shards)["scores"]
+        (1, 0)
     """
     table = source.fingerprints()
     chosen = (
@@ -648,24 +735,34 @@ def copy_store(source: Store, dest: Store, fingerprints: Sequence[str] | None = 
         else [source.resolve_fingerprint(f) for f in fingerprints]
     )
     described = table.set_index(FINGERPRINT)
+    known = set(dest.fingerprints()[FINGERPRINT])
     counts = {"fingerprints": 0, "scores": 0, "embeddings": 0, "segments": 0}
     for fp in chosen:
         row = described.loc[fp]
         dest.register(fp, kind=str(row["kind"]), description=dict(row["description"]))
-        counts["fingerprints"] += 1
+        counts["fingerprints"] += fp not in known
         scores = source.score_table(fp)
         for start in range(0, len(scores), COPY_ROWS):
             part = scores.iloc[start : start + COPY_ROWS]
-            dest.put(fp, part["qhash"].tolist(), part["phash"].tolist(), part["score"].tolist())
-        counts["scores"] += len(scores)
+            qhashes, phashes = part["qhash"].tolist(), part["phash"].tolist()
+            missing = np.isnan(dest.lookup(fp, qhashes, phashes))
+            if missing.any():
+                part = part[missing]
+                dest.put(fp, part["qhash"].tolist(), part["phash"].tolist(), part["score"].tolist())
+                counts["scores"] += int(missing.sum())
         vectors = source.embedding_table(fp)
         for start in range(0, len(vectors), COPY_ROWS):
             part = vectors.iloc[start : start + COPY_ROWS]
+            have = dest.get_embeddings(fp, part["hash"].tolist())
+            part = part[[i not in have for i in range(len(part))]]
+            if part.empty:
+                continue
             hashes = part["hash"].tolist()
-            dest.put_texts(source.texts(hashes).values(), source.texts(hashes).keys())
+            texts = source.texts(hashes)
+            dest.put_texts(texts.values(), texts.keys())
             dest.put_embeddings(fp, hashes, np.stack(part["vector"].tolist()))
-        counts["embeddings"] += len(vectors)
-        segments = source.segment_table(fp).sort_values([QID, DOCNO, PID], kind="stable")
+            counts["embeddings"] += len(part)
+        segments = _newer_segments(source.segment_table(fp), dest.segment_table(fp))
         # cut between documents only: a document's segments are recorded (replaced) as a whole
         new_doc = (
             np.flatnonzero(
@@ -688,3 +785,36 @@ def copy_store(source: Store, dest: Store, fingerprints: Sequence[str] | None = 
             dest.record_segments(fp, frame, part["qhash"].tolist(), part["phash"].tolist())
         counts["segments"] += len(segments)
     return counts
+
+
+def _newer_segments(source: pd.DataFrame, dest: pd.DataFrame) -> pd.DataFrame:
+    """The documents of ``source`` whose segments ``dest`` lacks, or holds otherwise and older.
+
+    Both are segment tables [qid, docno, pid, qhash, phash, written]; the result keeps
+    ``source``'s rows of those documents, sorted by qid, docno, pid.
+    """
+    source = source.sort_values([QID, DOCNO, PID], kind="stable").reset_index(drop=True)
+    if dest.empty or source.empty:
+        return source
+
+    def documents(frame: pd.DataFrame) -> pd.DataFrame:
+        keyed = frame.assign(
+            _seg=[
+                f"{p}:{bytes(q).hex()}:{bytes(h).hex()}"
+                for p, q, h in zip(frame[PID], frame["qhash"], frame["phash"], strict=True)
+            ]
+        )
+        return keyed.groupby([QID, DOCNO], sort=False).agg(
+            segs=("_seg", lambda v: "|".join(sorted(v))), written=("written", "max")
+        )
+
+    mine, theirs = documents(source), documents(dest)
+    joined = mine.merge(theirs, left_index=True, right_index=True, how="left", suffixes=("", "_dest"))
+    wanted = joined["segs_dest"].isna() | (
+        (joined["segs"] != joined["segs_dest"]) & (joined["written"] > joined["written_dest"])
+    )
+    keys = set(joined.index[wanted.to_numpy()])
+    if len(keys) == len(joined):
+        return source
+    chosen = [(q, d) in keys for q, d in zip(source[QID], source[DOCNO], strict=True)]
+    return source[chosen].reset_index(drop=True)

@@ -12,7 +12,7 @@ the 16-byte hashes of the query and passage texts), as append-only shards::
       embeddings/<fingerprint>/<name>.parquet  hash (binary 16), vector (list<float32>)
       segments/<fingerprint>/<name>.parquet    qid, docno, pid, qhash, phash, written
       texts/<name>.parquet                     hash (binary 16), text
-      file_hashes/<key>.json                   sha256 of model files by path, size, mtime
+      file_hashes/<key>.json                   sha256 of model files by file identity, size, mtime
 
 Every shard is written under a temporary name (``.tmp-...``, never read) and renamed into
 place, so a reader sees a shard whole or not at all; a killed writer leaves at most a
@@ -41,6 +41,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import suppress
 from typing import Any
 
 import numpy as np
@@ -51,6 +52,7 @@ import pyarrow.parquet as pq
 
 from evirank.errors import InputFormatError
 from evirank.frames import DOCNO, PID, QID, QUERY, SCORE, TEXT, require_columns
+from evirank.outputs import naming_write_failures
 from evirank.score.store import FINGERPRINT, FingerprintError, text_hash
 
 logger = logging.getLogger(__name__)
@@ -183,12 +185,23 @@ class ParquetScoreStore:
 
     def _write_bytes(self, path: str, data: bytes) -> None:
         """Write ``data`` to ``path`` atomically: a temporary name, then a rename."""
+        # Not outputs.atomic_file: the store may be any fsspec file system (S3, GCS), where the
+        # temporary must be written and moved through fsspec.
         folder, name = path.rsplit("/", 1)
         tmp = f"{folder}/{_TMP}{uuid.uuid4().hex}-{name}"
-        self._fs.makedirs(folder, exist_ok=True)
-        with self._fs.open(tmp, "wb") as handle:
-            handle.write(data)
-        self._fs.mv(tmp, path)
+        with naming_write_failures(
+            self.location, kept="the shards written before are kept (a rerun resumes)"
+        ):
+            try:
+                self._fs.makedirs(folder, exist_ok=True)
+                with self._fs.open(tmp, "wb") as handle:
+                    handle.write(data)
+                self._fs.mv(tmp, path)
+            except BaseException:
+                with suppress(Exception):
+                    if self._fs.exists(tmp):
+                        self._fs.rm(tmp)
+                raise
 
     def _write_table(self, folder: str, table: pa.Table) -> str:
         """Write one shard named by its content; returns its path (an existing one is kept)."""
@@ -212,8 +225,22 @@ class ParquetScoreStore:
         )
 
     def _read(self, path: str, columns: list[str] | None = None) -> pa.Table:
-        with self._fs.open(path, "rb") as handle:
-            return pq.read_table(handle, columns=columns)
+        """A shard, checked against its name: a shard is named by the hash of its bytes, so a
+        damaged or cut one is found for certain (never read as other scores) and named."""
+        data = self._fs.cat_file(path)
+        name = path.rsplit("/", 1)[-1].removesuffix(".parquet")
+        if hashlib.blake2b(data, digest_size=16).hexdigest() != name:
+            raise InputFormatError(
+                path,
+                None,
+                "a shard whose bytes match its name (the hash of its content)",
+                f"other bytes ({len(data):,} of them): the file is damaged or cut short",
+                hint="delete it; a rerun computes what it held again",
+            )
+        try:
+            return pq.read_table(pa.BufferReader(data), columns=columns)
+        except (pa.ArrowException, OSError) as exc:  # pragma: no cover - a shard that hashes right reads
+            raise InputFormatError(path, None, "a Parquet shard", f"{type(exc).__name__}: {exc}") from exc
 
     def _tables(self, folder: str, columns: list[str] | None = None) -> Iterator[pa.Table]:
         for path in self.shards(folder):
@@ -254,7 +281,7 @@ class ParquetScoreStore:
                     info.get("description", {}),
                     float(info.get("created", 0.0)),
                     self.count_scores(fingerprint),
-                    sum(t.num_rows for t in self._tables(f"segments/{fingerprint}", ["qid"])),
+                    len(self.segment_table(fingerprint)),  # current segments, not rows of every shard
                 )
             )
         frame = pd.DataFrame(

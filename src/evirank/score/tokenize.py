@@ -88,6 +88,21 @@ def _template_from(encoding: Any, lengths: Sequence[int]) -> Template:
     )
 
 
+@dataclass(frozen=True)
+class TokenPieces:
+    """One text's tokens: ids, pieces as the tokenizer writes them, character spans and word indices.
+
+    Example:
+        >>> TokenPieces((7, 8), ("purr", "##s"), ((0, 4), (4, 5)), (0, 0)).words
+        (0, 0)
+    """
+
+    ids: tuple[int, ...]
+    pieces: tuple[str, ...]
+    spans: tuple[tuple[int, int], ...]
+    words: tuple[int, ...]
+
+
 class TextEncoder:
     """Tokenisation and input assembly for one Hugging Face fast tokenizer.
 
@@ -145,6 +160,25 @@ class TextEncoder:
             return []
         encodings = self._backend.encode_batch(list(texts), add_special_tokens=False)
         return [enc.ids[:max_tokens] for enc in encodings]
+
+    def token_pieces(self, text: str, max_tokens: int) -> TokenPieces:
+        """The first ``max_tokens`` tokens of ``text`` (no special tokens) with where each sits in it.
+
+        The ids are those :meth:`token_ids` gives; each token also has its piece (``"##ing"``), its
+        character span in ``text`` and the index of the word it belongs to (the tokenizer's own
+        pre-tokenisation: BERT's splits punctuation from words).
+        """
+        encoding = self._backend.encode(text, add_special_tokens=False)
+        n = min(len(encoding.ids), max(max_tokens, 0))
+        word_ids = list(encoding.word_ids)[:n]
+        if any(w is None for w in word_ids):  # a tokenizer without words: each token is one
+            word_ids = list(range(n))
+        return TokenPieces(
+            ids=tuple(int(i) for i in encoding.ids[:n]),
+            pieces=tuple(str(t) for t in encoding.tokens[:n]),
+            spans=tuple((int(a), int(b)) for a, b in encoding.offsets[:n]),
+            words=tuple(int(w) for w in word_ids),
+        )
 
     def pair_batch(
         self,

@@ -52,3 +52,35 @@ def passage_span(
         found = [(m.start(), m.end()) for m in WORD.finditer(title)]
         return "title", found[0][0], found[-1][1]
     return None, None, None
+
+
+def document_spans(
+    passage: str, title: str, text: str, spans: list[tuple[int, int]], after: int = 0
+) -> list[tuple[int, int] | None]:
+    """Character spans inside ``passage`` moved to where they are in the document ``text``.
+
+    The passage is located as :func:`passage_span` locates it; a span inside one of its words is
+    moved with that word (segmenters rebuild passages from the text's words). A span in a title the
+    segmenter put in front, or in a passage not found in the text, is None.
+
+    Example:
+        >>> document_spans("T Dogs bark.", "T", "Cats purr.  Dogs  bark.", [(0, 1), (2, 6), (7, 11)])
+        [None, (12, 16), (18, 22)]
+    """
+    where, start, end = passage_span(passage, title, text, after)
+    out: list[tuple[int, int] | None] = [None] * len(spans)
+    if where != "text" or start is None or end is None:
+        return out
+    doc_words = [(m.start(), m.end()) for m in WORD.finditer(text, start, end)]
+    own_words = [(m.start(), m.end()) for m in WORD.finditer(passage)]
+    skip = len(own_words) - len(doc_words)  # words of a prepended title
+    if skip < 0:
+        return out
+    for i, (a, b) in enumerate(spans):
+        for k, (lo, hi) in enumerate(own_words):
+            if lo <= a and b <= hi:
+                if k >= skip:
+                    shift = doc_words[k - skip][0] - lo
+                    out[i] = (a + shift, b + shift)
+                break
+    return out

@@ -31,11 +31,11 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from evirank.errors import EvirankError
 from evirank.segment.base import Segmenter
 from evirank.segment.sentences import _TITLE_MODES, Sentences
 from evirank.segment.whole import Whole
 from evirank.segment.windows import Windows
+from evirank.spec import SpecError, parse_spec
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ WINDOW_LENGTH = 150
 WINDOW_STRIDE = 75
 
 
-class SegmentSpecError(EvirankError, ValueError):
+class SegmentSpecError(SpecError):
     """A segmenter spec that cannot be parsed."""
 
 
@@ -100,7 +100,8 @@ class SegmentSpec:
             >>> SegmentSpec.parse("windows:skip")
             SegmentSpec(kind='windows', title='skip', length=150, stride=75)
         """
-        name, *params = str(spec).strip().lower().split(":")
+        parsed = parse_spec(spec, what="segmenter", error=SegmentSpecError, grammar=GRAMMAR)
+        name, params = parsed.name, [p.lower() for p in parsed.args]
         if name not in TITLE_MODES:
             raise SegmentSpecError(f"unknown segmenter {spec!r}; expected {GRAMMAR}")
         modes = TITLE_MODES[name]

@@ -14,7 +14,7 @@ Example:
     >>> from evirank.serve.testing import toy_searcher
     >>> from fastapi.testclient import TestClient
     >>> client = TestClient(create_app(toy_searcher()))
-    >>> client.get("/v1/search", params={"q": "cats"}).json()["candidates"][0]["evidence"][0]["text"]
+    >>> client.get("/v1/search", params={"q": "purr"}).json()["candidates"][0]["evidence"][0]["text"]
     'Cats purr when they are content.'
 """
 
@@ -33,8 +33,16 @@ from typing import TYPE_CHECKING, Any
 
 from evirank import __version__
 from evirank._extras import require
+from evirank.errors import UsageError
 from evirank.serve.config import BadRequest, ServeConfig
-from evirank.serve.searcher import DocumentNotFound, Searcher, SearchResult, SearchTimeout
+from evirank.serve.searcher import (
+    DocumentNotFound,
+    PassageAttention,
+    PassageNotFound,
+    Searcher,
+    SearchResult,
+    SearchTimeout,
+)
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -49,6 +57,11 @@ class ServerBusy(SearchTimeout):
 class SearchRunner:
     """Run searches on a bounded pool of threads, with admission control and a deadline per search.
 
+    Why not uvicorn's ``limit_concurrency``: it counts open connections (idle keep-alive ones too) and
+    running tasks of every kind, and past its limit answers every request, health checks and the page
+    included, a bare 503 without ``Retry-After``. Admission here counts searches only, refuses at once
+    a search that could only time out in the queue, and tells the client when to retry.
+
     Args:
         searcher: the shared :class:`Searcher`.
         config: workers, max_pending and timeout_s.
@@ -56,7 +69,7 @@ class SearchRunner:
     Example:
         >>> from evirank.serve.testing import toy_searcher
         >>> runner = SearchRunner(toy_searcher(), ServeConfig())
-        >>> runner.run("cats", 1, 2).candidates[0].docno
+        >>> runner.run("purr", 1, 2).candidates[0].docno
         'd1'
         >>> runner.close()
     """
@@ -245,8 +258,16 @@ def _add_error_handlers(app: Any, runner: SearchRunner) -> None:
     async def on_bad_request(_: Request, exc: BadRequest) -> Any:
         return _error(400, str(exc))
 
+    @app.exception_handler(UsageError)
+    async def on_usage(_: Request, exc: UsageError) -> Any:
+        return _error(400, str(exc))
+
     @app.exception_handler(DocumentNotFound)
     async def on_not_found(_: Request, exc: DocumentNotFound) -> Any:
+        return _error(404, str(exc))
+
+    @app.exception_handler(PassageNotFound)
+    async def on_no_passage(_: Request, exc: PassageNotFound) -> Any:
         return _error(404, str(exc))
 
     @app.exception_handler(SearchTimeout)
@@ -302,10 +323,37 @@ def _add_api_routes(app: Any, runner: SearchRunner, searcher: Searcher, config: 
     def document(docno: str) -> schema.DocumentResponse:
         """A stored document by its id."""
         doc = searcher.document(docno)
-        payload = schema.DocModel(title=doc.title, text=doc.text)
+        payload = schema.DocModel(title=doc.title, text=doc.text, url=getattr(doc, "url", None))
         return schema.DocumentResponse(
             index=index_name, docid=doc.docno, docno=doc.docno, title=doc.title, text=doc.text, doc=payload
         )
+
+    @app.get(
+        "/v1/attention",
+        response_model=schema.AttentionResponse,
+        responses={
+            **responses,
+            404: {"model": schema.ErrorResponse, "description": "no such document or passage"},
+        },
+        tags=["search"],
+    )
+    def attention(
+        q: str | None = Query(None, description="the query", max_length=config.max_query_chars),
+        docno: str = Query(..., description="the document id", min_length=1),
+        pid: int = Query(..., ge=0, description="the passage (its pid in the search's evidence)"),
+        layer: list[int] | None = Query(  # noqa: B008 (FastAPI's way to declare a repeated parameter)
+            None, description="layers (0-based; -1 is the last; repeat for several; default: the last)"
+        ),
+        level: str = Query("word", pattern="^(word|token)$", description="word (pieces merged) or token"),
+    ) -> schema.AttentionResponse:
+        """What the model links between the query and one passage: from each query word to each passage
+        word, mean over heads (a bi-encoder's and ColBERT's views are of their scores; see ``kind``).
+        Computed on request, one model call."""
+        text, _, _ = config.check_request(q, None, None)
+        found = searcher.attention(
+            text, docno, pid, layer or None, level=level, deadline=time.monotonic() + config.timeout_s
+        )
+        return _attention_response(schema, found)
 
     @app.get("/health", response_model=schema.HealthResponse, tags=["service"])
     def health() -> schema.HealthResponse:
@@ -343,7 +391,7 @@ def _add_page_route(app: Any, runner: SearchRunner, searcher: Searcher, config: 
         if status == 503:
             headers["Retry-After"] = str(runner.retry_after())
         if partial:
-            body = render_results(result, message, searcher.info)
+            body = render_results(result, message, searcher.info, searcher.has_attention)
             return HTMLResponse(body, status_code=status, headers=headers)
         body = render_page(
             config,
@@ -353,6 +401,7 @@ def _add_page_route(app: Any, runner: SearchRunner, searcher: Searcher, config: 
             depth=depth_in if isinstance(depth_in, int) else None,
             result=result,
             error=message,
+            attention=searcher.has_attention,
         )
         return HTMLResponse(body, status_code=status, headers=headers)
 
@@ -418,6 +467,37 @@ def _as_int(value: str | None) -> int | str | None:
         return value
 
 
+def _attention_response(schema: Any, found: PassageAttention) -> Any:
+    data = found.view.to_dict()
+    passage_units = [
+        schema.AttentionUnit(
+            **unit,
+            doc_start=None if span is None else span[0],
+            doc_end=None if span is None else span[1],
+        )
+        for unit, span in zip(data["passage"], found.document_spans, strict=True)
+    ]
+    return schema.AttentionResponse(
+        query=found.query,
+        docno=found.docno,
+        pid=found.pid,
+        text=found.text,
+        family=data["family"],
+        model=data["model"],
+        kind=data["kind"],
+        level=data["level"],
+        measure=data["measure"],
+        merge=data["merge"],
+        note=data["note"],
+        score=data["score"],
+        n_layers=data["n_layers"],
+        query_units=[schema.AttentionUnit(**unit) for unit in data["query"]],
+        passage_units=passage_units,
+        layers=[schema.AttentionLayer(**layer) for layer in data["layers"]],
+        milliseconds=found.milliseconds,
+    )
+
+
 def _search_response(schema: Any, index: str, result: SearchResult) -> Any:
     candidates = [
         schema.CandidateModel(
@@ -428,7 +508,8 @@ def _search_response(schema: Any, index: str, result: SearchResult) -> Any:
             first_stage_score=c.first_stage_score,
             first_stage_rank=c.first_stage_rank,
             title=c.title,
-            doc=schema.DocModel(title=c.title, text=c.text),
+            url=c.url,
+            doc=schema.DocModel(title=c.title, text=c.text, url=c.url),
             evidence=[
                 schema.EvidenceModel(text=e.text, score=e.score, pid=e.pid, start=e.start, end=e.end)
                 for e in c.evidence

@@ -1,30 +1,23 @@
-"""What makes a new query fast: stored passages and vectors, and a cross-encoder cascade.
+"""What makes a new query fast in the service: batched query embeddings and a cascade in one piece.
 
-:func:`evidence_stages` turns the service's segmenter and scorer into their fast forms when it can:
+The service's pipeline comes from the one builder (:func:`evirank.pipeline.build_pipeline`), which
+already reads passages from the stored table and scores a bi-encoder by lookup when the index has
+passage vectors made by the same model and segmenter. Two things are the service's own:
 
-* the index has passage vectors (``evirank index --embed``) made by the same bi-encoder and segmenter:
-  passages are read from the stored table (no sentence splitting per query) and a bi-encoder scores
-  them by lookup, embedding only the query;
 * the queries of concurrent requests are embedded together (:class:`BatchedQueries`): one model
   call for the requests that arrive while another call runs, each answer bitwise the same as alone;
-* ``prune=N`` with a cross-encoder: a cheap scorer (BM25 over the passages, or the bi-encoder by
-  lookup) keeps each document's N best passages, and only those reach the cross-encoder.
+* a cascade (``--prune N``) runs as one piece (:class:`CascadeStage`): a cheap scorer keeps each
+  document's N best passages and only those reach the expensive scorer, under one lock.
 
 Example:
-    >>> stages = evidence_stages(
-    ...     "indexes/scifact", Sentences(), BiEncoder(), Birch(), None, None, "bm25", None
-    ... )  # doctest: +SKIP
-    >>> stages.info["evidence"]  # doctest: +SKIP
-    'stored passage vectors (45,123 passages): only the query is embedded'
+    >>> stage = BatchedQueries(BiEncoder(vectors="indexes/scifact/vectors"))  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -36,100 +29,12 @@ from evirank.stage import Stage
 logger = logging.getLogger(__name__)
 
 
-@dataclass
-class EvidenceStages:
-    """The segmenter and scorer the service runs, and what to tell users about them."""
+class CascadeStage(Stage):
+    """Prune, then score: one piece for the service (it runs under the scorer's lock).
 
-    segmenter: Any
-    scorer: Any
-    info: dict[str, Any] = field(default_factory=dict)
-
-
-def evidence_stages(
-    index: str | os.PathLike[str],
-    segmenter: Any,
-    scorer: Any,
-    aggregator: Any,
-    vectors: str | None,
-    prune: int | None,
-    prune_by: str,
-    device: str | None,
-    batch: int = 32,
-) -> EvidenceStages:
-    """The fast forms of ``segmenter`` and ``scorer`` for ``index`` (see the module docstring).
-
-    Args:
-        index: the Lucene index (its marker may record passage vectors).
-        segmenter: the service's segmenter.
-        scorer: the service's scorer (any family; one that stores passage representations reads them).
-        aggregator: the aggregator (Birch's top n must not exceed ``prune``).
-        vectors: a vector folder, ``"none"``, or None for the index's own.
-        prune: passages kept per document before a cross-encoder, or None.
-        prune_by: ``bm25`` or a scorer spec (``bi``).
-        device: where a model scorer built for pruning runs.
-        batch: the most queries of concurrent requests embedded in one model call (stored vectors).
-
-    Raises:
-        VectorsMismatchError: a bi-encoder would read vectors made by another model or segmenter.
-        ValueError: ``prune`` below Birch's top n, or ``prune`` with a scorer that reads stored passages.
+    Example:
+        >>> CascadeStage(Prune(3), scorer)(passages)  # doctest: +SKIP
     """
-    from evirank.rerank.prune import BM25, Prune, check_prune
-    from evirank.score.family import family_of
-    from evirank.score.multi import ScorerSpec
-    from evirank.vectors import VectorsMismatchError
-    from evirank.vectors.index import resolve_vectors
-    from evirank.vectors.manifest import segment_spec
-    from evirank.vectors.segments import StoredSegments
-
-    reads_stored = family_of(scorer).stores_passages
-    if prune is not None and reads_stored:
-        raise ValueError(
-            f"--prune is for a scorer that reads every passage's text (a cross-encoder); the {scorer.family} "
-            "scorer reads stored passages"
-        )
-    check_prune(aggregator, prune)
-    stored = resolve_vectors(vectors, index)
-    info: dict[str, Any] = {}
-    cheap = None
-    if prune is not None and prune_by != BM25:
-        cheap = ScorerSpec.parse(prune_by).build(device=device or "auto")
-    reader = (
-        scorer
-        if reads_stored
-        else (cheap if cheap is not None and family_of(cheap).stores_passages else None)
-    )
-    if stored is not None:
-        same_segments = stored.identity.segment == segment_spec(segmenter)
-        if reader is not None:
-            try:
-                stored.check_scorer(reader, segmenter)
-            except VectorsMismatchError as exc:
-                hint = "; or serve with --vectors none" if vectors is None else ""
-                raise VectorsMismatchError(f"{exc}{hint}") from None
-            reader.vectors = stored
-            if reader is scorer:
-                scorer = BatchedQueries(scorer, max_batch=batch)
-        if same_segments:
-            segmenter = StoredSegments(stored, fallback=segmenter)
-        info["vectors"] = f"{stored.path.name} ({len(stored):,} passages, {stored.identity.segment})"
-    elif cheap is not None:
-        logger.warning(
-            "--prune-by %s without stored vectors embeds every candidate passage per query", prune_by
-        )
-    if reads_stored:
-        info["evidence"] = (
-            "stored passage vectors: only the query is embedded"
-            if stored is not None
-            else "passages embedded per query (no stored vectors: evirank index --embed)"
-        )
-    if prune is not None:
-        scorer = _Cascade(Prune(prune, prune_by, cheap), scorer)
-        info["evidence"] = f"{scorer.family} scorer on each document's {prune} best passages by {prune_by}"
-    return EvidenceStages(segmenter, scorer, info)
-
-
-class _Cascade(Stage):
-    """Prune, then score: one piece for the service (it runs under the scorer's lock)."""
 
     def __init__(self, prune: Stage, scorer: Any) -> None:
         self.prune = prune

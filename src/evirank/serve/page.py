@@ -46,9 +46,12 @@ def _spans(evidence: Sequence[Evidence]) -> list[tuple[int, int, int, Evidence]]
     return sorted(taken, key=lambda span: span[0])
 
 
-def _mark(text: str, number: int, ev: Evidence) -> str:
+def _mark(text: str, number: int, ev: Evidence, start: int) -> str:
+    """A numbered evidence span; ``data-start``/``data-end`` say where its text is in the document (the
+    attention toggle shades its words by those offsets)."""
     return (
-        f'<mark class="ev ev{min(number, 3)}" title="evidence {number} · score {ev.score:.3f}">'
+        f'<mark class="ev ev{min(number, 3)}" title="evidence {number} · score {ev.score:.3f}" '
+        f'data-start="{start}" data-end="{start + len(text)}">'
         f'<span class="evn">{number}</span>{_e(text)}</mark>'
     )
 
@@ -68,7 +71,7 @@ def highlight(text: str, evidence: Sequence[Evidence], window: tuple[int, int] |
         if start >= end:
             continue
         out.append(_e(text[pos:start]))
-        out.append(_mark(text[start:end], number, ev))
+        out.append(_mark(text[start:end], number, ev, start))
         pos = end
     out.append(_e(text[pos:hi]))
     return "".join(out)
@@ -125,7 +128,21 @@ def _movement(candidate: Candidate) -> str:
     return '<span class="move same" title="same rank as the first stage">= BM25 rank</span>'
 
 
-def _candidate(candidate: Candidate, best: float, worst: float) -> str:
+def _attention_toggle(candidate: Candidate) -> str:
+    """The toggle that shades the words of the best evidence by what the model links to the query
+    (fetched from ``/v1/attention`` when pressed; shown only with JavaScript)."""
+    if not candidate.evidence or candidate.evidence[0].start is None:
+        return ""
+    best = candidate.evidence[0]
+    return (
+        f'<div class="attbar"><button type="button" class="attn" data-docno="{_e(candidate.docno)}" '
+        f'data-pid="{best.pid}" aria-pressed="false" title="shade the words of evidence 1 by what the '
+        'model links to each query word (computed on request)">attention</button>'
+        '<div class="attq" hidden></div></div>'
+    )
+
+
+def _candidate(candidate: Candidate, best: float, worst: float, attention: bool = False) -> str:
     chips = []
     spread = (best - worst) or 1.0
     for number, ev in enumerate(candidate.evidence, start=1):
@@ -147,10 +164,13 @@ def _candidate(candidate: Candidate, best: float, worst: float) -> str:
     else:
         body = f'<p class="doctext">{highlight(text, candidate.evidence)}</p>'
     title = candidate.title.strip() or candidate.docno
+    heading = _e(title)
+    if candidate.url and candidate.url.startswith(("http://", "https://")):  # never javascript: and the like
+        heading = f'<a class="source" href="{_e(candidate.url)}" rel="noopener noreferrer">{heading}</a>'
     return (
         f'<li class="result" data-docno="{_e(candidate.docno)}">'
         f'<span class="rank">{candidate.rank}</span><div class="rbody">'
-        f"<h2>{_e(title)}</h2>"
+        f"<h2>{heading}</h2>"
         f'<div class="meta"><a class="docno" href="/v1/doc/{_e(candidate.docno)}" '
         f'title="the stored document as JSON">{_e(candidate.docno)}</a>'
         f'<span class="chip score" title="{_e(_breakdown_text(candidate))}">score '
@@ -160,6 +180,7 @@ def _candidate(candidate: Candidate, best: float, worst: float) -> str:
         f"{_movement(candidate)}</div>"
         f'<ol class="evidence" aria-label="evidence scores, best first">'
         f'<li class="label">evidence</li>{"".join(chips)}</ol>'
+        f"{_attention_toggle(candidate) if attention else ''}"
         f"{_breakdown(candidate)}"
         f"{body}</div></li>"
     )
@@ -202,11 +223,15 @@ def _provenance(info: Mapping[str, Any] | None) -> str:
 
 
 def render_results(
-    result: SearchResult | None, error: str | None, info: Mapping[str, Any] | None = None
+    result: SearchResult | None,
+    error: str | None,
+    info: Mapping[str, Any] | None = None,
+    attention: bool = False,
 ) -> str:
     """The results section (also served alone, for the script that swaps it in).
 
     ``info`` is the searcher's description: the model that made the evidence is shown with the time.
+    ``attention``: the scorer has an attention view, so each result's best evidence gets a toggle.
     """
     if error:
         return f'<section id="results"><div class="error" role="alert">{_e(error)}</div></section>'
@@ -252,8 +277,11 @@ def render_results(
     if not result.candidates:
         return f'<section id="results">{status}<div class="empty">No document matched.</div></section>'
     scores = [ev.score for c in result.candidates for ev in c.evidence] or [0.0]
-    items = "".join(_candidate(c, max(scores), min(scores)) for c in result.candidates)
-    return f'<section id="results">{status}<ol class="results">{items}</ol></section>'
+    items = "".join(_candidate(c, max(scores), min(scores), attention) for c in result.candidates)
+    return (
+        f'<section id="results">{status}<ol class="results" data-query="{_e(result.query)}">{items}</ol>'
+        "</section>"
+    )
 
 
 def render_page(
@@ -264,8 +292,10 @@ def render_page(
     depth: int | None = None,
     result: SearchResult | None = None,
     error: str | None = None,
+    attention: bool = False,
 ) -> str:
-    """The whole page: header with the search form, the results section, a footer."""
+    """The whole page: header with the search form, the results section, a footer (``attention``: see
+    :func:`render_results`)."""
     k = config.default_k if k is None else k
     depth = config.default_depth if depth is None else depth
     title = f"{query} — {config.title}" if query else config.title
@@ -291,7 +321,7 @@ def render_page(
 <button type="submit">Search</button>
 </form></div></header>
 <main class="wrap">
-{render_results(result, error, info)}
+{render_results(result, error, info, attention)}
 </main>
 <footer class="wrap"><span>{described}</span>
 <span><a href="/docs">API docs</a> · <a href="/health">health</a></span></footer>
@@ -336,6 +366,7 @@ padding:16px 20px;margin:0 0 14px;box-shadow:0 1px 2px rgba(16,24,40,.04)}
 font-weight:700;font-size:14px;display:flex;align-items:center;justify-content:center;margin-top:1px}
 .rbody{flex:1;min-width:0}
 h2{font-size:17px;line-height:1.35;margin:0 0 6px;font-weight:650}
+h2 a.source{color:inherit;text-decoration:none}h2 a.source:hover{text-decoration:underline}
 .meta{display:flex;gap:8px;align-items:center;flex-wrap:wrap;font-size:12px;color:var(--muted)}
 .docno{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;color:var(--muted);
 text-decoration:none;border-bottom:1px dotted #b8c0cc}
@@ -377,6 +408,20 @@ footer{display:flex;justify-content:space-between;gap:12px;flex-wrap:wrap;color:
 padding-bottom:24px}
 footer a{color:var(--muted)}
 #results[aria-busy=true]{opacity:.45;transition:opacity .15s}
+.attbar{margin:0 0 8px}
+button.attn{display:none;font:inherit;font-size:11px;font-weight:600;padding:1px 9px;border-radius:999px;
+border:1px solid #c9d0db;background:#fff;color:var(--accent)}
+html[data-enhanced] button.attn{display:inline-block}
+button.attn:hover{background:#eef2fb}button.attn[aria-pressed=true]{background:var(--accent);color:#fff}
+.attq{display:flex;flex-wrap:wrap;gap:4px 6px;align-items:center;font-size:12px;color:var(--muted);
+margin:6px 0 0}
+.attq[hidden]{display:none}
+.attq button{font:inherit;font-size:11px;font-weight:500;padding:1px 8px;border-radius:999px;
+border:1px solid #d5dae3;background:#fff;color:var(--ink)}
+.attq button:hover{background:#f1f3f7}
+.attq button[aria-pressed=true]{border-color:var(--accent);background:#eaf0ff}
+.attq .attm{flex-basis:100%;font-size:11px}
+mark .att{border-radius:2px;padding:0 1px}
 @media (max-width:640px){.result{padding:14px}.rank{display:none}.steps{display:none}
 input[type=search]{flex-basis:100%}button{margin-left:auto}header{position:static}header .wrap{gap:10px}}
 """
@@ -409,6 +454,80 @@ window.addEventListener('popstate',function(){
   var p=new URLSearchParams(location.search);
   ['q','k','depth'].forEach(function(n){if(p.has(n))form.elements[n].value=p.get(n);});
   load(p,false);
+});
+function shade(v,top,signed){
+  if(!(top>0))return '';var a=(Math.min(1,Math.abs(v)/top)*0.8).toFixed(3);
+  return (signed&&v<0)?'rgba(31,119,180,'+a+')':'rgba(214,39,40,'+a+')';
+}
+function marks(item){return item.querySelectorAll('.doctext mark.ev1[data-start]');}
+function paint(item,data,row){
+  var layer=data.layers[data.layers.length-1];
+  var values=row<0?layer.passage_totals:layer.weights[row];
+  var top=0;values.forEach(function(v){top=Math.max(top,Math.abs(v));});
+  var signed=data.kind!=='attention';
+  marks(item).forEach(function(mark){
+    if(!mark._plain){
+      mark._plain=Array.prototype.map.call(mark.childNodes,function(n){return n.cloneNode(true);});
+      mark._text=Array.prototype.filter.call(mark.childNodes,function(n){return n.nodeType===3;})
+        .map(function(n){return n.nodeValue;}).join('');
+    }
+    var s=+mark.getAttribute('data-start'),e=+mark.getAttribute('data-end'),text=mark._text,pos=0;
+    var num=mark.querySelector('.evn');num=num?num.cloneNode(true):null;
+    while(mark.firstChild)mark.removeChild(mark.firstChild);
+    if(num)mark.appendChild(num);
+    data.passage_units.forEach(function(u,j){
+      if(u.doc_start===null||u.doc_start<s+pos||u.doc_end>e)return;
+      var a=u.doc_start-s,b=u.doc_end-s;
+      if(a>pos)mark.appendChild(document.createTextNode(text.slice(pos,a)));
+      var w=document.createElement('span');w.className='att';w.textContent=text.slice(a,b);
+      w.style.backgroundColor=shade(values[j],top,signed);
+      w.title=(row<0?'all query words':data.query_units[row].text)+' \u2192 '+u.text+': '
+        +values[j].toFixed(3);
+      mark.appendChild(w);pos=b;
+    });
+    if(pos<text.length)mark.appendChild(document.createTextNode(text.slice(pos)));
+  });
+}
+function unpaint(item){
+  marks(item).forEach(function(mark){
+    if(!mark._plain)return;
+    while(mark.firstChild)mark.removeChild(mark.firstChild);
+    mark._plain.forEach(function(n){mark.appendChild(n.cloneNode(true));});
+  });
+}
+function words(box,item,data){
+  box.textContent='';
+  var layer=data.layers[data.layers.length-1].layer;
+  var rows=[{t:'all query words',r:-1}].concat(data.query_units.map(function(u,i){return {t:u.text,r:i};}));
+  rows.forEach(function(c){
+    var b=document.createElement('button');b.type='button';b.textContent=c.t;
+    b.setAttribute('aria-pressed',c.r<0?'true':'false');
+    b.addEventListener('click',function(){
+      box.querySelectorAll('button').forEach(function(x){x.setAttribute('aria-pressed','false');});
+      b.setAttribute('aria-pressed','true');paint(item,data,c.r);
+    });
+    box.appendChild(b);
+  });
+  var m=document.createElement('span');m.className='attm';
+  m.textContent=data.family+', layer '+layer+' of 0-'+(data.n_layers-1)+': '+data.measure
+    +(data.note?'. '+data.note:'');
+  box.appendChild(m);
+}
+document.addEventListener('click',function(ev){
+  var b=ev.target&&ev.target.closest?ev.target.closest('button.attn'):null;if(!b)return;
+  var item=b.closest('li.result'),box=item.querySelector('.attq'),list=item.closest('ol.results');
+  if(b.getAttribute('aria-pressed')==='true'){
+    b.setAttribute('aria-pressed','false');box.hidden=true;box.textContent='';unpaint(item);return;
+  }
+  b.setAttribute('aria-pressed','true');box.hidden=false;box.textContent='computing\u2026';
+  var p=new URLSearchParams({q:list.getAttribute('data-query')||'',docno:b.getAttribute('data-docno'),
+    pid:b.getAttribute('data-pid')});
+  fetch('/v1/attention?'+p.toString()).then(function(r){
+    return r.json().then(function(j){if(!r.ok)throw new Error(j.error||r.statusText);return j;});
+  }).then(function(data){
+    if(b.getAttribute('aria-pressed')!=='true')return;
+    words(box,item,data);paint(item,data,-1);
+  }).catch(function(e){box.textContent='attention: '+e.message;});
 });
 document.addEventListener('keydown',function(ev){
   if(ev.key==='/'&&document.activeElement!==form.elements.q){ev.preventDefault();form.elements.q.focus();}

@@ -53,6 +53,7 @@ class DocModel(BaseModel):
 
     title: str
     text: str
+    url: str | None = Field(default=None, description="the document's source, when its corpus gives one")
 
 
 class CandidateModel(BaseModel):
@@ -67,6 +68,7 @@ class CandidateModel(BaseModel):
     first_stage_score: float = Field(description="the first-stage (BM25) score")
     first_stage_rank: int = Field(ge=1, description="the first-stage rank")
     title: str
+    url: str | None = Field(default=None, description="the document's source, when its corpus gives one")
     doc: DocModel
     evidence: list[EvidenceModel] = Field(description="the best passages, best first")
     terms: list[TermModel] = Field(default_factory=list, description="the score as a sum of weighted terms")
@@ -113,6 +115,54 @@ class DocumentResponse(BaseModel):
     title: str
     text: str
     doc: DocModel
+
+
+class AttentionUnit(BaseModel):
+    """One word (or token) of the query or the passage."""
+
+    text: str
+    start: int = Field(description="character offset in its text (the query, or the passage text)")
+    end: int = Field(description="character offset just after it")
+    doc_start: int | None = Field(
+        None, description="passage units: offset in doc.text (null when not there, e.g. a prepended title)"
+    )
+    doc_end: int | None = Field(None, description="passage units: offset just after it in doc.text")
+
+
+class AttentionLayer(BaseModel):
+    """One layer's matrix, mean over heads."""
+
+    layer: int = Field(description="the layer, 0-based")
+    weights: list[list[float]] = Field(description="one row per query unit, one column per passage unit")
+    passage_totals: list[float] = Field(
+        description="each passage unit's weight from the whole query (the rows combined by merge.query)"
+    )
+
+
+class AttentionResponse(BaseModel):
+    """What the model links between the query and one passage (computed on request)."""
+
+    api: str = "v1"
+    query: str
+    docno: str
+    pid: int
+    text: str = Field(description="the passage as the model read it")
+    family: str = Field(description="the model family that computed the view")
+    model: str
+    kind: str = Field(
+        description="attention (a joint-input model's self-attention), contribution (a bi-encoder's "
+        "token pairs' parts of its cosine) or similarity (ColBERT's token cosines)"
+    )
+    level: str = Field(description="word (word pieces merged) or token")
+    measure: str = Field(description="what a cell holds, in words")
+    merge: dict[str, str] = Field(description="how word pieces merged into words, per side")
+    note: str
+    score: float | None = Field(None, description="the model's score of the pair, when computed")
+    n_layers: int
+    query_units: list[AttentionUnit]
+    passage_units: list[AttentionUnit]
+    layers: list[AttentionLayer]
+    milliseconds: float = Field(description="time to compute the view")
 
 
 class HealthResponse(BaseModel):

@@ -49,7 +49,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -68,14 +68,16 @@ from evirank.frames import (
     SCORE,
     TEXT,
     TITLE,
+    URL,
     Document,
+    make_run,
     make_topics,
     require_columns,
 )
 from evirank.ranker import ScoreTerm
 from evirank.rerank.pipeline import Rerank
 from evirank.rerank.timing import STAGES, StageTimings
-from evirank.segment.spans import passage_span
+from evirank.segment.spans import document_spans, passage_span
 from evirank.stage import Stage
 
 logger = logging.getLogger(__name__)
@@ -108,6 +110,10 @@ def time_left() -> float | None:
 
 class SearchTimeout(EvirankError, TimeoutError):
     """A search did not finish before its deadline (the service answers 503)."""
+
+
+class PassageNotFound(EvirankError, LookupError):
+    """The document has no passage with this pid (the service answers 404)."""
 
 
 class DocumentNotFound(EvirankError, LookupError):
@@ -155,6 +161,7 @@ class Candidate:
     text: str
     evidence: tuple[Evidence, ...]
     terms: tuple[ScoreTerm, ...] = ()
+    url: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +184,24 @@ class SearchResult:
     candidates: tuple[Candidate, ...]
     timings: dict[str, float]
     passages: int
+
+
+@dataclass(frozen=True, slots=True)
+class PassageAttention:
+    """What the model links between a query and one passage of a document (``/v1/attention``).
+
+    ``view`` is the scorer's :class:`~evirank.score.attention.AttentionView` of the passage as the
+    segmenter cuts it; ``document_spans`` gives each of the view's passage units its span in the
+    document text (None for a unit not in it, such as a prepended title's words).
+    """
+
+    query: str
+    docno: str
+    pid: int
+    text: str
+    view: Any
+    document_spans: tuple[tuple[int, int] | None, ...]
+    milliseconds: float
 
 
 #: The keys of a search's ``timings``: the re-ranking stages (writing excepted), queueing, the total.
@@ -312,6 +337,62 @@ class Searcher:
         logger.debug("query %r: %d candidates, timings %s", query, len(candidates), timings)
         return SearchResult(query, k, depth, candidates, timings, passages=len(scored))
 
+    @property
+    def has_attention(self) -> bool:
+        """Whether the scorer has an attention view (:meth:`attention` works)."""
+        from evirank.score.attention import find_attention_hook
+
+        return find_attention_hook(self.scorer) is not None
+
+    def attention(
+        self,
+        query: str,
+        docno: str,
+        pid: int,
+        layers: Sequence[int] | None = None,
+        *,
+        level: str = "word",
+        deadline: float | None = None,
+    ) -> PassageAttention:
+        """The attention view of passage ``pid`` of ``docno`` for ``query``, computed now by the
+        scorer's ``attention`` hook (one model call, under the scorer's lock).
+
+        The passage is cut from the stored document by the service's segmenter, as searches cut it.
+
+        Raises:
+            NoAttentionError: the scorer has no attention view.
+            DocumentNotFound / PassageNotFound: no such document, or no such passage in it.
+            UsageError: a layer the model does not have.
+            SearchTimeout: the deadline passed while waiting for the segmenter or the model.
+        """
+        from evirank.score.attention import attention_hook
+
+        if not query.strip():
+            raise ValueError("the query is empty")
+        if level not in ("word", "token"):
+            raise ValueError(f"level must be word or token, not {level!r}")
+        began = time.perf_counter()
+        hook = attention_hook(self.scorer)
+        doc = self.document(docno)
+        clock = _Clock(deadline)
+        run = make_run([(_QID, doc.docno, 0.0)]).assign(**{QUERY: query, TITLE: doc.title, TEXT: doc.text})
+        with self._guard(clock, "segmentation"):
+            passages = self.segmenter(run)
+        found = passages[passages[PID].astype(int) == int(pid)]
+        if found.empty:
+            raise PassageNotFound(
+                f"document {docno!r} has no passage {pid} ({len(passages)} passages, pids "
+                f"{', '.join(str(p) for p in sorted(passages[PID].astype(int).tolist())[:20])})"
+            )
+        text = str(found[TEXT].iloc[0])
+        with self._guard(clock, "scoring"):
+            view = hook(query, text, layers)
+        if level == "word":
+            view = view.by_word()
+        spans = document_spans(text, doc.title, doc.text, list(view.passage.spans), after=0)
+        took = (time.perf_counter() - began) * 1000.0
+        return PassageAttention(query, doc.docno, int(pid), text, view, tuple(spans), round(took, 3))
+
     def warm_up(self, query: str = "evidence") -> float:
         """Open the index and load the model now, not on the first request; return the seconds it took.
 
@@ -425,6 +506,7 @@ class Searcher:
         # Plain lists and one sort, not per-row pandas lookups: this runs on every request.
         position = {docno: i for i, docno in enumerate(run[DOCNO].astype(str).tolist())}
         texts, titles = run[TEXT].astype(str).tolist(), run[TITLE].astype(str).tolist()
+        urls = [u if isinstance(u, str) and u else None for u in run[URL].tolist()] if URL in run else []
         first_scores, first_ranks = run[SCORE].tolist(), run[RANK].tolist()
         p_docnos = scored[DOCNO].astype(str).tolist()
         p_texts, p_scores, p_pids = (
@@ -470,6 +552,7 @@ class Searcher:
                     text=text,
                     evidence=tuple(evidence),
                     terms=(terms or {}).get(docno, ()),
+                    url=urls[hit] if urls else None,
                 )
             )
         return tuple(out)

@@ -6,7 +6,7 @@ an optional delay, and a count of how many calls overlap, to test locking and ti
 None of these are meant for real ranking.
 
 Example:
-    >>> result = toy_searcher().search("why do cats purr", k=2, depth=3)
+    >>> result = toy_searcher().search("cats purr content", k=2, depth=3)
     >>> result.candidates[0].docno, result.candidates[0].evidence[0].text
     ('d1', 'Cats purr when they are content.')
 """

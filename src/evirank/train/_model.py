@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -93,7 +94,9 @@ def load_classifier(
         config.label2id = {v: k for k, v in config.id2label.items()}
     set_dropout(config, dropout)
     torch.manual_seed(seed)
-    with quiet_transformers():
+    from evirank.score.fingerprint import reading_model
+
+    with quiet_transformers(), reading_model(path if os.path.isdir(path) else None):
         model = transformers.AutoModelForSequenceClassification.from_pretrained(path, config=config)
         tokenizer = transformers.AutoTokenizer.from_pretrained(path)
     return model, tokenizer, fresh_head

@@ -166,8 +166,10 @@ class TrainConfig:
             raise ValueError(f"warmup_fraction must be in [0, 1), found {self.warmup_fraction}")
         if not 0 <= self.dropout < 1:
             raise ValueError(f"dropout must be in [0, 1), found {self.dropout}")
-        if self.learning_rate <= 0:
+        if not self.learning_rate > 0:  # NaN fails this too
             raise ValueError(f"learning_rate must be positive, found {self.learning_rate}")
+        if not self.weight_decay >= 0:  # a negative decay makes the weights grow
+            raise ValueError(f"weight_decay must be >= 0, found {self.weight_decay}")
         if not self.validation_measures:
             raise ValueError("validation_measures needs at least one measure")
         object.__setattr__(self, "validation_measures", tuple(self.validation_measures))

@@ -37,6 +37,7 @@ import pandas as pd
 
 from evirank._extras import require
 from evirank.frames import LABEL, QID, QUERY, TEXT, require_columns
+from evirank.outputs import atomic_file
 from evirank.record import write_record
 from evirank.score import relevance_from_logits
 from evirank.score.devices import resolve_device
@@ -232,11 +233,8 @@ def _teacher_scores(
         )
         for name, frame in frames.items()
     }
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cache.with_name(f".tmp-{cache.name}")
-    with open(tmp, "wb") as handle:
+    with atomic_file(cache) as tmp, open(tmp, "wb") as handle:
         np.savez(handle, **scores)  # type: ignore[arg-type]
-    os.replace(tmp, cache)
     return scores
 
 
@@ -329,12 +327,35 @@ def distill(
 
 
 def _load_teacher(teacher: str | os.PathLike[str], device: str) -> tuple[Any, Any]:
-    """The teacher model (on ``device``) and its tokenizer."""
+    """The teacher model (on ``device``) and its tokenizer.
+
+    Raises:
+        InputFormatError: the teacher has no trained relevance head (a bi-encoder or a plain
+            encoder: its head would be initialised at random, and the student would learn noise),
+            or its weights cannot be read.
+    """
+    from evirank.errors import InputFormatError
+    from evirank.score.fingerprint import reading_model
+
     transformers = require("transformers", "torch")
-    with _model.quiet_transformers():
-        model = transformers.AutoModelForSequenceClassification.from_pretrained(teacher).to(device)
+    local = Path(teacher) if Path(teacher).is_dir() else None
+    with _model.quiet_transformers(), reading_model(local):
+        model, info = transformers.AutoModelForSequenceClassification.from_pretrained(
+            teacher, output_loading_info=True
+        )
         tokenizer = transformers.AutoTokenizer.from_pretrained(teacher)
-    return model, tokenizer
+    missing = sorted(info.get("missing_keys", ()))
+    if missing:
+        shown = ", ".join(missing[:4]) + (", ..." if len(missing) > 4 else "")
+        raise InputFormatError(
+            teacher,
+            None,
+            "a teacher with a trained relevance head (a cross-encoder: *ForSequenceClassification)",
+            f"a model whose {len(missing)} parameter(s) {shown} are not in its checkpoint and would be "
+            "random (a bi-encoder or a plain encoder?)",
+            hint="train a cross-encoder first (evirank train), then distil it",
+        )
+    return model.to(device), tokenizer
 
 
 def _student_fit(

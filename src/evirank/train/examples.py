@@ -575,59 +575,74 @@ def read_pairs(
         >>> read_pairs(p)[["query", "label"]].values.tolist()
         [['bbc cuts', 1]]
     """
-    path = Path(path)
+    from evirank.io._common import input_file, iter_lines, type_name
+
+    path = input_file(path, "a pair file (.tsv or .jsonl)")
     name = source or path.name
     rows: list[tuple[Any, ...]] = []
     suffix = path.suffix.lower()
     if suffix not in (".tsv", ".jsonl"):
         raise InputFormatError(path, None, "a .tsv or .jsonl pair file", f"suffix {path.suffix!r}")
-    with open(path, encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, 1):
-            line = line.rstrip("\n").rstrip("\r")
-            if not line.strip():
-                continue
-            if suffix == ".tsv":
-                fields = line.split("\t")
-                if len(fields) != 3:
-                    raise InputFormatError(
-                        path, line_no, "3 tab-separated fields: query, text, label", f"{len(fields)} fields"
-                    )
-                if line_no == 1 and [f.strip().lower() for f in fields] == ["query", "text", "label"]:
-                    continue
-                query, text, label = fields
-                rows.append(
-                    (
-                        query_id(query),
-                        query,
-                        str(line_no),
-                        0,
-                        text,
-                        _label(label, path, line_no, relevant_grade),
-                        name,
-                    )
-                )
-                continue
-            try:
-                record = json.loads(line)
-                query, text, label = record[QUERY], record[TEXT], record[LABEL]
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+    for line_no, line in iter_lines(path):
+        if not line.strip():
+            continue
+        if suffix == ".tsv":
+            fields = line.split("\t")
+            if len(fields) != 3:
                 raise InputFormatError(
-                    path, line_no, 'a JSON object with "query", "text", "label"', repr(line[:80])
-                ) from exc
+                    path, line_no, "3 tab-separated fields: query, text, label", f"{len(fields)} fields"
+                )
+            if line_no == 1 and [f.strip().lower() for f in fields] == ["query", "text", "label"]:
+                continue
+            query, text, label = fields
+            _require_text(query, "query", path, line_no)
+            _require_text(text, "text", path, line_no)
             rows.append(
                 (
-                    str(record.get(QID) or query_id(str(query))),
-                    str(query),
-                    str(record.get(DOCNO, line_no)),
-                    int(record.get(PID, 0)),
-                    str(text),
+                    query_id(query),
+                    query,
+                    str(line_no),
+                    0,
+                    text,
                     _label(label, path, line_no, relevant_grade),
-                    str(record.get(SOURCE) or name),
+                    name,
                 )
             )
+            continue
+        try:
+            record = json.loads(line)
+            query, text, label = record[QUERY], record[TEXT], record[LABEL]
+        except (json.JSONDecodeError, RecursionError, KeyError, TypeError) as exc:
+            raise InputFormatError(
+                path, line_no, 'a JSON object with "query", "text", "label"', repr(line[:80])
+            ) from exc
+        for field, value in ((QUERY, query), (TEXT, text)):
+            if not isinstance(value, str):
+                raise InputFormatError(path, line_no, f'a string as "{field}"', type_name(value))
+            _require_text(value, field, path, line_no)
+        pid = record.get(PID, 0)
+        if isinstance(pid, bool) or not isinstance(pid, int) or not 0 <= pid < 2**31:
+            raise InputFormatError(path, line_no, f'"{PID}" an integer from 0 to {2**31 - 1}', repr(pid))
+        rows.append(
+            (
+                str(record.get(QID) or query_id(str(query))),
+                str(query),
+                str(record.get(DOCNO, line_no)),
+                pid,
+                str(text),
+                _label(label, path, line_no, relevant_grade),
+                str(record.get(SOURCE) or name),
+            )
+        )
     if not rows:
         raise InputFormatError(path, None, "at least one (query, text, label) pair", "an empty file")
     return make_examples(rows)
+
+
+def _require_text(value: str, field: str, path: str | os.PathLike[str], line_no: int) -> None:
+    """Refuse an empty (or blank) query or text: the model would learn from nothing."""
+    if not value.strip():
+        raise InputFormatError(path, line_no, f"a non-empty {field}", "an empty one")
 
 
 def write_examples(examples: pd.DataFrame, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:

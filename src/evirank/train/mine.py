@@ -50,6 +50,7 @@ import pandas as pd
 
 from evirank.errors import InputPathError, UsageError
 from evirank.frames import DOCNO, QID, RANK, SCORE, make_run, natural_order, require_columns, sort_run
+from evirank.spec import SpecError, parse_spec
 
 logger = logging.getLogger(__name__)
 
@@ -80,8 +81,12 @@ class NegativeSource:
         Raises:
             UsageError: an unknown kind or an empty path.
         """
-        kind, sep, path = str(spec).partition(":")
-        if not sep or kind not in KINDS or not path:
+        try:
+            parsed = parse_spec(spec, what="negatives source", tail=True, error=SpecError)
+        except SpecError:
+            parsed = None
+        kind, path = (parsed.name, parsed.arg(0)) if parsed is not None else ("", None)
+        if kind not in KINDS or not path:
             raise UsageError(
                 "a negatives source is run:FILE (a TREC run) or vectors:PATH (an index with passage "
                 f"vectors, or a vector folder), found {spec!r}"

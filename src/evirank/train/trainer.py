@@ -47,7 +47,7 @@ import pandas as pd
 from evirank._extras import require
 from evirank.errors import OutputExistsError
 from evirank.frames import DOCNO, LABEL, PID, QID, QUERY, SCORE, SOURCE, TEXT, require_columns
-from evirank.outputs import check_output
+from evirank.outputs import atomic_file, check_output, recovered
 from evirank.progress import progress_bar
 from evirank.record import plain, write_record
 from evirank.score.devices import resolve_device
@@ -217,26 +217,6 @@ def _validation_measures(
     return {given: float(means[name]) for given, name in zip(measures, evaluator.names, strict=True)}
 
 
-def _swap_in(tmp: Path, final: Path) -> None:
-    """Replace ``final`` by ``tmp`` so that a crash leaves either the old or the new one."""
-    old = final.with_name(f".old-{final.name}")
-    if old.exists():
-        shutil.rmtree(old)
-    if final.exists():
-        os.replace(final, old)
-    os.replace(tmp, final)
-    if old.exists():
-        shutil.rmtree(old)
-
-
-def _existing(path: Path) -> Path | None:
-    """``path``, or its ``.old-`` twin left by a crash in the middle of a swap."""
-    if path.exists():
-        return path
-    old = path.with_name(f".old-{path.name}")
-    return old if old.exists() else None
-
-
 def _rng_state(torch: Any) -> dict[str, Any]:
     return {
         "python": random.getstate(),
@@ -297,7 +277,7 @@ def prepare_output(output_dir: Path, *, overwrite: bool, resume: bool) -> str:
     if resume:
         if (output_dir / TRAIN_JSON).exists():
             return "complete"
-        if _existing(output_dir / CHECKPOINT_DIR / "last") is not None:
+        if recovered(output_dir / CHECKPOINT_DIR / "last") is not None:
             return "resume"
         logger.warning("%s has no checkpoint to resume from; training starts over in it", output_dir)
         shutil.rmtree(output_dir)
@@ -379,36 +359,29 @@ class Fit:
 
     # -- checkpoints -------------------------------------------------------------------
     def _save_checkpoint(self, model: Any, tokenizer: Any, optimizer: Any, scheduler: Any) -> None:
-        final = self.checkpoint_dir / "last"
-        tmp = self.checkpoint_dir / ".tmp-last"
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        tmp.mkdir(parents=True)
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        self.torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-        self.torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
-        self.torch.save(_rng_state(self.torch), tmp / "rng.pt")
-        payload = {
-            "state": self.state.__dict__,
-            "config": self.config.to_dict(),
-            "fingerprint": self.fingerprint,
-            "metadata": self.metadata,
-        }
-        (tmp / "state.json").write_text(json.dumps(plain(payload), indent=2), encoding="utf-8")
-        _swap_in(tmp, final)
+        with atomic_file(self.checkpoint_dir / "last") as tmp:  # a crash keeps the previous one
+            tmp.mkdir(parents=True)
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+            self.torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+            self.torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
+            self.torch.save(_rng_state(self.torch), tmp / "rng.pt")
+            payload = {
+                "state": self.state.__dict__,
+                "config": self.config.to_dict(),
+                "fingerprint": self.fingerprint,
+                "metadata": self.metadata,
+            }
+            (tmp / "state.json").write_text(json.dumps(plain(payload), indent=2), encoding="utf-8")
         logger.debug("checkpoint at step %d", self.state.step)
 
     def _save_best(self, model: Any) -> None:
-        tmp = self.checkpoint_dir / ".tmp-best"
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        model.save_pretrained(tmp)
-        _swap_in(tmp, self.checkpoint_dir / "best")
+        with atomic_file(self.checkpoint_dir / "best") as tmp:
+            model.save_pretrained(tmp)
 
     def load_checkpoint(self) -> tuple[Any, Any, dict[str, Any]]:
         """The model and tokenizer of ``checkpoint/last`` and its saved payload (checked)."""
-        last = _existing(self.checkpoint_dir / "last")
+        last = recovered(self.checkpoint_dir / "last")
         if last is None:  # pragma: no cover - prepare_output checked it
             raise FileNotFoundError(self.checkpoint_dir / "last")
         payload = json.loads((last / "state.json").read_text(encoding="utf-8"))
@@ -428,7 +401,7 @@ class Fit:
         return model, tokenizer, payload
 
     def _restore(self, payload: dict[str, Any], optimizer: Any, scheduler: Any) -> None:
-        last = _existing(self.checkpoint_dir / "last")
+        last = recovered(self.checkpoint_dir / "last")
         assert last is not None
         optimizer.load_state_dict(self.torch.load(last / "optimizer.pt", weights_only=False))
         scheduler.load_state_dict(self.torch.load(last / "scheduler.pt", weights_only=False))
@@ -613,7 +586,7 @@ class Fit:
         return "logit" if model.config.num_labels == 1 else "logit[1] - logit[0]"
 
     def _finish(self, model: Any, tokenizer: Any, total: int) -> TrainResult:
-        best_dir = _existing(self.checkpoint_dir / "best")
+        best_dir = recovered(self.checkpoint_dir / "best")
         if best_dir is not None:
             model = self._reload(best_dir)
         for name in ("config.json", "model.safetensors"):

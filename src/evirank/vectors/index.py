@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from evirank.outputs import write_atomically
 from evirank.vectors.reader import PassageVectors
 
 #: The marker file of an evirank index (written by :func:`evirank.lucene.build_index`).
@@ -61,9 +62,7 @@ def record_vectors(index: str | os.PathLike[str], vectors: PassageVectors) -> No
         "dim": manifest.get("dim"),
         "dtype": manifest.get("dtype"),
     }
-    tmp = marker.with_name(f".{marker.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, marker)
+    write_atomically(marker, json.dumps(data, indent=2) + "\n")
 
 
 def vectors_entry(index: str | os.PathLike[str]) -> dict[str, Any] | None:

@@ -178,6 +178,6 @@ def identity_of(manifest: dict[str, Any]) -> VectorsIdentity:
 
 def write_manifest(folder: Path, data: dict[str, Any]) -> None:
     """Write ``folder/manifest.json`` through a temporary name (never half-written)."""
-    tmp = folder / f".{MANIFEST}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n", encoding="utf-8")
-    os.replace(tmp, folder / MANIFEST)
+    from evirank.outputs import write_atomically
+
+    write_atomically(folder / MANIFEST, json.dumps(data, indent=2, sort_keys=False) + "\n")

@@ -32,8 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from evirank.errors import EvirankError, OutputExistsError
+from evirank.errors import EvirankError
 from evirank.frames import Document
+from evirank.outputs import atomic_file, check_output, replace_output, temporary_path
 from evirank.progress import progress_bar
 from evirank.vectors.manifest import (
     FORMAT,
@@ -95,6 +96,27 @@ def blocks(
         number += 1
 
 
+def _check_partial_is_ours(partial: Path) -> None:
+    """Refuse to clear a ``.partial`` folder without a manifest unless it holds only shards.
+
+    Such a folder is what a build killed before its first manifest write leaves (an empty
+    ``shards/``), or a user's own folder that happens to have this name: that one is never removed.
+    """
+    for entry in partial.iterdir():
+        only_shards = (
+            entry.name == SHARDS
+            and entry.is_dir()
+            and not entry.is_symlink()
+            and all(_SHARD_RE.match(p.name) or p.name.startswith(".") for p in entry.iterdir())
+        )
+        if only_shards or entry.name.startswith(".tmp-"):
+            continue
+        raise EvirankError(
+            f"{partial}: a folder without a vector-build manifest holding {entry.name}; it was left "
+            "unchanged (remove it yourself, or choose another output path)"
+        )
+
+
 class ShardWriter:
     """The on-disk side of a build: a partial folder of shards, then the compacted folder.
 
@@ -153,14 +175,16 @@ class ShardWriter:
             VectorsMismatchError: a ``.partial`` folder of another model or segmenter exists and
                 ``overwrite`` is false.
         """
-        if self.output.exists() and not self.overwrite:
-            raise OutputExistsError(self.output)
+        # --overwrite replaces only a vector folder (one holding a manifest), never a user's folder
+        check_output(self.output, self.overwrite, marker=MANIFEST)
         shards = self.partial / SHARDS
         if self.partial.exists():
             try:
                 found = read_manifest(self.partial)
             except (OSError, ValueError):
                 found = None
+            if found is None:
+                _check_partial_is_ours(self.partial)
             if found is not None and not self.overwrite:
                 stored = identity_of(found)
                 if not stored.matches(self.identity):
@@ -228,12 +252,8 @@ class ShardWriter:
         folder = self.partial / SHARDS
         folder.mkdir(parents=True, exist_ok=True)
         final = folder / shard_name(block)
-        tmp = folder / f".{final.name}.{os.getpid()}.tmp"
-        try:
+        with atomic_file(final) as tmp:
             _parquet().write_table(table, tmp)
-            os.replace(tmp, final)
-        finally:
-            tmp.unlink(missing_ok=True)
         return final
 
     def finish(self, blocks: int | None = None) -> PassageVectors:
@@ -259,7 +279,8 @@ class ShardWriter:
         if expected == 0:
             raise ValueError(f"{self.partial}: no passages to compact (the corpus is empty)")
         manifest = read_manifest(self.partial)
-        tmp = self.output.with_name(f".tmp-{self.output.name}-{os.getpid()}")
+        check_output(self.output, self.overwrite, marker=MANIFEST)  # checked again: it may have appeared
+        tmp = temporary_path(self.output)
         if tmp.exists():
             shutil.rmtree(tmp)
         tmp.mkdir(parents=True)
@@ -326,11 +347,7 @@ class ShardWriter:
                 versions=versions(),
             )
             write_manifest(tmp, manifest)  # last: a folder with a manifest is complete
-            if self.output.exists():
-                if not self.overwrite:
-                    raise OutputExistsError(self.output)
-                shutil.rmtree(self.output)
-            os.replace(tmp, self.output)
+            replace_output(tmp, self.output, self.overwrite, marker=MANIFEST)
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp)

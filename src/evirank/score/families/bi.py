@@ -6,7 +6,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +23,7 @@ from evirank.score.store import Store, text_hash
 
 if TYPE_CHECKING:
     from evirank.scale.options import RayOptions
+    from evirank.score.attention import AttentionView
     from evirank.vectors import PassageVectors
 
 logger = logging.getLogger(__name__)
@@ -419,6 +420,74 @@ class BiEncoder(TransformerScorer):
         for i, vector in chunks.items():
             vectors[i] = vector
         return vectors
+
+    def attention(self, query: str, text: str, layers: Sequence[int] | None = None) -> AttentionView:
+        """What stands in for attention in a bi-encoder: each (query token, passage token) pair's part
+        of the score.
+
+        A bi-encoder reads the query and the passage apart, so no token of one attends to the other.
+        But its score is the cosine of mean-pooled token vectors, ``u = mean_i h_i``, ``v = mean_j g_j``,
+        so it is exactly a sum over token pairs: ``cos(u, v) = sum_ij h_i . g_j / (n_q n_p |u| |v|)``.
+        The view shows those terms between the texts' own tokens (kind ``contribution``); the pairs
+        with ``[CLS]``, ``[SEP]`` and prefix tokens make up the rest of the score (the ``note`` says
+        how much). It is a view of the output layer only.
+
+        Example:
+            >>> view = BiEncoder().attention("art crime", "Robbers took the paintings.")  # doctest: +SKIP
+            >>> round(view.score, 4)  # doctest: +SKIP
+            0.2611
+        """
+        from evirank._extras import require
+        from evirank.score.attention import (
+            AttentionView,
+            TokenSide,
+            eager_model,
+            output_layer_only,
+            torch_inputs,
+        )
+
+        torch = require("torch", "torch")
+        self.prepare()
+        model = eager_model(self, "AutoModel")
+        n_layers = int(getattr(self.config_, "num_hidden_layers", 0) or 0)
+        chosen = output_layer_only(layers, n_layers, self.family, "the score is computed from it")
+        encoder = self.encoder_
+        cap = self.max_length_ - encoder.single_template.n_special
+        start = len(encoder.single_template.prefix)
+        sides, states = [], []
+        for prefix, raw in ((self.query_prefix, query), (self.passage_prefix, text)):
+            pieces = encoder.token_pieces(prefix + raw, cap)
+            with torch.inference_mode():
+                output = model(**torch_inputs(encoder.single_batch([list(pieces.ids)]), self.device_))
+            states.append(output.last_hidden_state[0].double().cpu().numpy())
+            own = [i for i, (a, _) in enumerate(pieces.spans) if a >= len(prefix)]  # not the prefix's
+            side = TokenSide.from_pieces(prefix + raw, pieces, own)
+            shifted = [(a - len(prefix), b - len(prefix)) for a, b in side.spans]
+            sides.append((TokenSide.of(raw, side.labels, shifted, side.words), [start + i for i in own]))
+        (q_side, q_at), (p_side, p_at) = sides
+        h, g = states
+        u, v = h.mean(axis=0), g.mean(axis=0)
+        pairs = (h @ g.T) / (len(h) * len(g) * np.linalg.norm(u) * np.linalg.norm(v))
+        shown = pairs[np.ix_(q_at, p_at)]
+        score, part = float(pairs.sum()), float(shown.sum())
+        return AttentionView(
+            family=self.family,
+            kind="contribution",
+            query=q_side,
+            passage=p_side,
+            layers=chosen,
+            n_layers=n_layers,
+            weights=shown[None, None],
+            heads=False,
+            score=score,
+            note=(
+                "A bi-encoder reads the query and the passage apart: no token of one attends to the "
+                "other. Shown instead: each token pair's part of the cosine of the mean-pooled vectors "
+                f"(exact). The pairs shown add up to {part:.4f} of the score {score:.4f}; pairs with "
+                "special (and prefix) tokens make up the rest"
+            ),
+            model=str(self.model),
+        )
 
     def compute_block(self, columns: Mapping[str, list[str]], stats: ScoringStats) -> np.ndarray:
         """float32 unit vectors of one block's ``text`` column, in order (no store, no prefix added)."""

@@ -61,6 +61,7 @@ from evirank.score.store import Store, text_hash
 
 if TYPE_CHECKING:
     from evirank.scale.options import RayOptions
+    from evirank.score.attention import AttentionView
 
 logger = logging.getLogger(__name__)
 
@@ -653,6 +654,54 @@ class ColBERT(TransformerScorer):
                 listed.append(Match(q_word, shown, float(sims[start + j, best[start + j]])))
             found.append(listed)
         return found
+
+    def attention(self, query: str, text: str, layers: Sequence[int] | None = None) -> AttentionView:
+        """What stands in for attention in late interaction: the cosine of each query token's vector
+        with each passage token's (kind ``similarity``).
+
+        ColBERT encodes the query and the passage apart, so no token of one attends to the other; its
+        score adds, over the query's positions, each one's best cosine with a passage token (MaxSim),
+        so the row maxima of this matrix are the matches :meth:`matches` lists. Rows are the query's
+        own tokens (its marker and ``[MASK]`` expansions count in the score but are not shown);
+        columns are the passage tokens that take part in MaxSim (punctuation in the skiplist does
+        not). A view of the output only.
+
+        Example:
+            >>> view = ColBERT("models/colbert").attention("cat", "A cat sat.")  # doctest: +SKIP
+            >>> view.by_word().passage.labels  # doctest: +SKIP
+            ('A', 'cat', 'sat')
+        """
+        from evirank.score.attention import AttentionView, TokenSide, output_layer_only
+
+        self.prepare()
+        n_layers = int(getattr(self.config_, "num_hidden_layers", 0) or 0)
+        chosen = output_layer_only(layers, n_layers, self.family, "MaxSim compares its token vectors")
+        q_vec, p_vec = self._encode([QUERY_SIDE, PASSAGE_SIDE], [query, text], ScoringStats(), None)
+        sims = q_vec.astype(np.float64) @ p_vec.astype(np.float64).T
+        q = self.encoder_.token_pieces(query, self._room(QUERY_SIDE))
+        p = self.encoder_.token_pieces(text, self._room(PASSAGE_SIDE))
+        q_start, p_start = len(self._prefix(QUERY_SIDE)), len(self._prefix(PASSAGE_SIDE))
+        kept = self._kept(PASSAGE_SIDE, self._row(PASSAGE_SIDE, p.ids)[0])
+        row_of = {int(position): r for r, position in enumerate(kept)}
+        shown = [j for j in range(len(p.ids)) if p_start + j in row_of]
+        weights = sims[q_start : q_start + len(q.ids)][:, [row_of[p_start + j] for j in shown]]
+        return AttentionView(
+            family=self.family,
+            kind="similarity",
+            query=TokenSide.from_pieces(query, q),
+            passage=TokenSide.from_pieces(text, p, shown),
+            layers=chosen,
+            n_layers=n_layers,
+            weights=weights[None, None],
+            heads=False,
+            score=float(sims.max(axis=1).sum()),
+            note=(
+                "Late interaction encodes the query and the passage apart: no token of one attends to the "
+                "other. Shown instead: the cosine of their token vectors; the score adds each query "
+                "position's best cosine (MaxSim), the query's marker and [MASK] expansions included"
+            ),
+            model=str(self.model),
+        )
 
     def _token_words(self, text: str, side: str) -> list[str]:
         """Each content token of ``text`` as text: the token's own span for a query, its whole word

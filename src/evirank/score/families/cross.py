@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy.special import logsumexp
 
+from evirank._extras import require
 from evirank.score.family import Family, ModelInfo, register_family
 from evirank.score.pairs import PairScorer
 from evirank.score.store import Store
 
 if TYPE_CHECKING:
     from evirank.scale.options import RayOptions
+    from evirank.score.attention import AttentionView
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +138,37 @@ class CrossEncoder(PairScorer):
 
     def read_out(self, output: np.ndarray) -> np.ndarray:
         return np.asarray(relevance_from_logits(output, self.relevant_class), dtype=np.float64)
+
+    def attention(self, query: str, text: str, layers: Sequence[int] | None = None) -> AttentionView:
+        """The attention from each query token to each passage token in ``layers`` (default: the last),
+        per head, over the ``[CLS] query [SEP] passage [SEP]`` input that scoring builds; the view's
+        ``score`` is the pair's score from the same forward pass.
+
+        Example:
+            >>> scorer = CrossEncoder("models/minilm-scifact")  # doctest: +SKIP
+            >>> view = scorer.attention("art crime", "Robbers took paintings.")  # doctest: +SKIP
+            >>> view.by_word().passage.labels  # doctest: +SKIP
+            ('Robbers', 'took', 'paintings', '.')
+        """
+        from evirank.score.attention import attention_maps, eager_model, joint_attention, torch_inputs
+
+        torch = require("torch", "torch")
+        model = eager_model(self, "AutoModelForSequenceClassification")
+
+        def run(batch: Any) -> tuple[list[np.ndarray], float | None]:
+            with torch.inference_mode():
+                output = model(**torch_inputs(batch, self.device_), output_attentions=True)
+            logits = output.logits.float().cpu().numpy()
+            return attention_maps(output.attentions), float(self.read_out(logits)[0])
+
+        return joint_attention(
+            self,
+            query,
+            text,
+            layers,
+            run,
+            note="The rest of a query token's attention goes to the query itself and to [CLS] and [SEP]",
+        )
 
 
 def _claims(info: ModelInfo) -> int:

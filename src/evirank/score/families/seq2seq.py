@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,6 +59,7 @@ from evirank.train.recipe import register_recipe
 
 if TYPE_CHECKING:
     from evirank.scale.options import RayOptions
+    from evirank.score.attention import AttentionView
 
 __all__ = [
     "OBJECTIVE",
@@ -326,6 +327,44 @@ class MonoT5(_TrueFalseScorer):
 
     def read_out(self, output: np.ndarray) -> np.ndarray:
         return log_p_true(output)
+
+    def attention(self, query: str, text: str, layers: Sequence[int] | None = None) -> AttentionView:
+        """The encoder's self-attention from each query token to each document token over
+        ``Query: q Document: d Relevant:`` as scoring builds it, in ``layers`` of the encoder
+        (default: its last), per head; the view's ``score`` is log P('true') from the same pass.
+
+        The decoder reads the encoder's output in one step; the encoder's layers are where query
+        and document tokens meet, as in a cross-encoder.
+
+        Example:
+            >>> scorer = MonoT5("castorini/monot5-base-msmarco")  # doctest: +SKIP
+            >>> scorer.attention("art crime", "Robbers took paintings.").kind  # doctest: +SKIP
+            'attention'
+        """
+        from evirank.score.attention import attention_maps, eager_model, joint_attention, torch_inputs
+
+        torch = require("torch", "torch")
+        model = eager_model(self, "AutoModelForSeq2SeqLM")
+        assert isinstance(self.task, TrueFalseHead)
+        start, true_id, false_id = self.task.ids
+
+        def run(batch: TokenBatch) -> tuple[list[np.ndarray], float | None]:
+            inputs = torch_inputs(batch, self.device_, token_types=False)
+            decoder = torch.full((1, 1), start, dtype=torch.long, device=inputs["input_ids"].device)
+            with torch.inference_mode():
+                output = model(**inputs, decoder_input_ids=decoder, output_attentions=True)
+            logits = output.logits[:, 0, [true_id, false_id]].float().cpu().numpy()
+            return attention_maps(output.encoder_attentions), float(self.read_out(logits)[0])
+
+        return joint_attention(
+            self,
+            query,
+            text,
+            layers,
+            run,
+            note="Encoder self-attention; the rest of a query token's attention goes to the query, "
+            "the prompt words and the end token",
+        )
 
     def pair_inputs(self, queries: list[str], texts: list[str]) -> TokenBatch:
         """The padded inputs of (query, text) pairs, cut as scoring cuts them (training reads these)."""
