@@ -83,9 +83,16 @@ class Peers:
     """Builds and holds the peers, exporting their model files once into ``work``."""
 
     def __init__(
-        self, model: Path, work: Path, threads: int, calibration: Path | None, device: str = "cpu"
+        self,
+        model: Path,
+        work: Path,
+        threads: int,
+        calibration: Path | None,
+        device: str = "cpu",
+        batch: int = ST_BATCH,
     ) -> None:
         self.device = device
+        self.batch = batch
         self.source = model
         self.work = work
         self.threads = threads
@@ -252,7 +259,7 @@ class Peers:
         def score(pairs: list[tuple[str, str]]) -> np.ndarray:
             out = model.predict(
                 pairs,
-                batch_size=ST_BATCH,
+                batch_size=self.batch,
                 activation_fn=identity,
                 show_progress_bar=False,
                 convert_to_numpy=True,
@@ -268,7 +275,7 @@ class Peers:
             label += " (precision hint f32)"
         if name == "st-openvino-int8":
             label += " int8"
-        return score, {"label": label, "precision": precision, "engine": engine, "batch": f"{ST_BATCH} pairs"}
+        return score, {"label": label, "precision": precision, "engine": engine, "batch": f"{self.batch} pairs"}
 
     def _calibration_count(self) -> int:
         return len(read_pairs(str(self.calibration))) if self.calibration else 0
@@ -361,12 +368,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, required=True)
     parser.add_argument("--calibration", type=Path)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--batch", type=int, default=ST_BATCH, help="sentence-transformers' batch size")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     answers = sys.stdout
     sys.stdout = sys.stderr  # libraries' prints must not mix with the answers
     args.work.mkdir(parents=True, exist_ok=True)
-    peers = Peers(args.model, args.work, args.threads, args.calibration, args.device)
+    peers = Peers(args.model, args.work, args.threads, args.calibration, args.device, args.batch)
     for line in sys.stdin:
         if not line.strip():
             continue

@@ -188,7 +188,14 @@ class PeerWorker:
     """The long-lived peer process: one JSON command per line in, one JSON answer per line out."""
 
     def __init__(
-        self, python: Path, model: Path, work: Path, threads: int, device: str, calibration: Path
+        self,
+        python: Path,
+        model: Path,
+        work: Path,
+        threads: int,
+        device: str,
+        calibration: Path | None,
+        batch: int | None = None,
     ) -> None:
         command = [
             str(python),
@@ -201,9 +208,11 @@ class PeerWorker:
             str(threads),
             "--device",
             device,
-            "--calibration",
-            str(calibration),
         ]
+        if calibration is not None:
+            command += ["--calibration", str(calibration)]
+        if batch is not None:
+            command += ["--batch", str(batch)]
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
         self.process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, bufsize=1
@@ -432,7 +441,8 @@ def measure_memory(
             args.peer_work,
             args.threads,
             args.device_kind,
-            Path(args.calibration_file),
+            Path(args.calibration_file) if args.calibration_file else None,
+            args.st_batch,
         )
         try:
             answer = worker.ask(op="memory", name=r.name, pairs=str(longest))
@@ -474,8 +484,7 @@ def memory_child(name: str, model_dir: Path, pairs_file: Path) -> None:
 
     torch.set_num_threads(int(os.environ.get("EVIRANK_NUM_THREADS", torch.get_num_threads())))
 
-    rows = [json.loads(line) for line in pairs_file.open()]
-    frame = _frame(pd.DataFrame(rows))
+    frame = _frame(read_pairs(pairs_file))
     gc.collect()
     before = scoring.status_kb().get("VmRSS", 0)
     r = load_evirank(name, model_dir)
@@ -486,6 +495,21 @@ def memory_child(name: str, model_dir: Path, pairs_file: Path) -> None:
     r.scorer(frame)
     peak = scoring.status_kb().get("VmHWM", loaded)
     print(json.dumps({"load_mb": (loaded - before) / 1024, "peak_mb": (peak - loaded) / 1024}))
+
+
+def read_pairs(path: Path) -> pd.DataFrame:
+    """(query, text) pairs from a JSONL file of ``{"query": ..., "text": ...}`` lines (as written here)."""
+    rows = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            try:
+                row = json.loads(line)
+                rows.append({QUERY: str(row["query"]), TEXT: str(row["text"])})
+            except (json.JSONDecodeError, KeyError, TypeError) as error:
+                raise SystemExit(f"{path}:{number}: expected a JSON object with query and text ({error})")
+    if not rows:
+        raise SystemExit(f"{path}: no pairs")
+    return pd.DataFrame(rows)
 
 
 def _frame(pairs: pd.DataFrame) -> pd.DataFrame:
@@ -682,6 +706,14 @@ def main() -> None:
         "--train", metavar="DIR", help="train a SciFact cross-encoder into DIR first (kept) and use it"
     )
     parser.add_argument("--pairs", type=int, default=2000, help="SciFact test (claim, sentence) pairs timed")
+    parser.add_argument(
+        "--pairs-from",
+        metavar="JSONL",
+        help="time these (query, text) pairs instead (a pairs.jsonl this benchmark wrote; no BM25, no nDCG)",
+    )
+    parser.add_argument(
+        "--st-batch", type=int, default=None, help="sentence-transformers' batch size (default: its own, 32)"
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
         "--threads", type=int, default=None, help="threads of every engine (default: the usable cores)"
@@ -753,20 +785,34 @@ def main() -> None:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
 
-    test_run, train_run = bm25_runs(args)
-    if args.train:
-        args.model = str(train_model(Path(args.train), train_run, args.threads))
-    model_dir = Path(args.model) if args.model else scoring.minilm_cross(work / "minilm-cross", args.seed)
-    passages, _, _ = sentence_pairs(test_run, "test", 100, args.segment)
-    frame = scoring.sample_pairs(passages, args.pairs, args.seed)
-    pairs_file = write_pairs(frame, work / "pairs.jsonl")
-    calibration, _, _ = sentence_pairs(train_run, "train", 10, args.segment)
-    args.calibration_file = str(
-        write_pairs(
-            scoring.sample_pairs(calibration, args.calibration_pairs, args.seed),
-            work / "calibration-pairs.jsonl",
+    if args.pairs_from:  # pairs made elsewhere: no BM25, no calibration set, no nDCG
+        if args.train or args.ndcg == "yes":
+            parser.error("--pairs-from times given pairs only: it takes neither --train nor --ndcg yes")
+        args.ndcg = "no"
+        given = _frame(read_pairs(Path(args.pairs_from)))
+        frame = scoring.sample_pairs(given, args.pairs, args.seed)
+        test_run = train_run = None
+        args.calibration_file = None
+        model_dir = (
+            Path(args.model) if args.model else scoring.minilm_cross(work / "minilm-cross", args.seed)
         )
-    )
+    else:
+        test_run, train_run = bm25_runs(args)
+        if args.train:
+            args.model = str(train_model(Path(args.train), train_run, args.threads))
+        model_dir = (
+            Path(args.model) if args.model else scoring.minilm_cross(work / "minilm-cross", args.seed)
+        )
+        passages, _, _ = sentence_pairs(test_run, "test", 100, args.segment)
+        frame = scoring.sample_pairs(passages, args.pairs, args.seed)
+        calibration, _, _ = sentence_pairs(train_run, "train", 10, args.segment)
+        args.calibration_file = str(
+            write_pairs(
+                scoring.sample_pairs(calibration, args.calibration_pairs, args.seed),
+                work / "calibration-pairs.jsonl",
+            )
+        )
+    pairs_file = write_pairs(frame, work / "pairs.jsonl")
     lengths = scoring.pair_lengths(model_dir, frame)
     args.peer_work = work / "peers" / model_digest(model_dir)  # the peers' exports of this model
 
@@ -782,7 +828,13 @@ def main() -> None:
         else:
             peer_python = Path(sys.executable)
         worker = PeerWorker(
-            peer_python, model_dir, args.peer_work, args.threads, device, Path(args.calibration_file)
+            peer_python,
+            model_dir,
+            args.peer_work,
+            args.threads,
+            device,
+            Path(args.calibration_file) if args.calibration_file else None,
+            args.st_batch,
         )
     try:
         rerankers = []
@@ -871,12 +923,22 @@ def describe(
     return [
         threads,
         model,
-        f"pairs: {len(frame):,} SciFact test (claim, sentence) pairs from BM25's top 100, "
+        f"pairs: {len(frame):,} "
+        + (
+            f"(query, text) pairs from {Path(args.pairs_from).name}"
+            if args.pairs_from
+            else "SciFact test (claim, sentence) pairs from BM25's top 100"
+        )
+        + ", "
         f"{lengths.mean():.1f} tokens mean (max {lengths.max()}); one untimed warm-up round, then "
         f"{args.rounds} timed rounds, alternating (reversed every other round), {rounds_s:.0f} s in all",
         f"peers' environment (built by this benchmark): {peers}" if peers else "peers: none",
-        f"peers' static int8 calibrated on {args.calibration_pairs} SciFact train (claim, sentence) pairs; "
-        "evirank's openvino-int8 on its own built-in calibration set",
+        (
+            f"peers' static int8 calibrated on {args.calibration_pairs} SciFact train (claim, sentence) "
+            "pairs; evirank's openvino-int8 on its own built-in calibration set"
+            if args.calibration_file
+            else "no calibration set (given pairs)"
+        ),
         ndcg_note,
     ]
 
