@@ -865,7 +865,11 @@ def main() -> None:
         started = time.perf_counter()
         run_rounds(rerankers, frame, pairs_file, worker, args.rounds, work)
         rounds_s = time.perf_counter() - started
-        ndcg_note = "nDCG@10: not measured (a random head; give --model with a trained model, or --train DIR)"
+        ndcg_note = (
+            "nDCG@10: not measured (given pairs)"
+            if args.pairs_from
+            else "nDCG@10: not measured (a random head; give --model with a trained model, or --train DIR)"
+        )
         if args.ndcg == "yes" or (args.ndcg == "auto" and (args.model or args.train)):
             queries, sentences, bm25 = measure_ndcg(rerankers, reference, args, test_run, worker)
             ndcg_note = (
