@@ -91,8 +91,11 @@ SIZES = {
     "Base": (12, 768),
     "Large": (24, 1024),
 }
-CPU_CONFIGS = ("st", "torch-full", "torch", "onnx", "onnx-int8")
+CPU_CONFIGS = ("st", "torch-full", "torch", "onnx", "onnx-int8", "openvino", "openvino-int8")
 GPU_CONFIGS = ("st", "st-bf16", "torch", "torch-fp32")
+#: Every scorer name ``--configs`` accepts (``NAME:N`` sets a batch size or a thread count).
+KNOWN_CONFIGS = ("st", "st-bf16", "torch", "torch-full", "torch-fp32", "torch-bf16", "onnx", "onnx-int8",
+                 "openvino", "openvino-int8")  # fmt: skip
 
 
 # -- the machine ---------------------------------------------------------------------------
@@ -324,8 +327,9 @@ def build_config(name: str, model_dir: Path, device: str, st_batch: int, batch_t
         f"evirank CrossEncoder backend={backend} ({scorer.precision_}, batch_tokens {scorer.batch_tokens_}"
         + (", full last layer)" if name == "torch-full" else ")")
     )
+    engine = {"onnx": "ORT", "openvino": "OpenVINO"}.get(backend.split("-")[0], "torch")
     threads = (
-        f"ORT {option or ort_threads()}"
+        f"{engine} {option or ort_threads()}"
         if backend != "torch"
         else (f"torch {torch.get_num_threads()}" if device == "cpu" else "-")
     )
@@ -817,7 +821,8 @@ def main() -> None:
     parser.add_argument(
         "--configs",
         nargs="+",
-        help=f"scorers to compare (CPU default {' '.join(CPU_CONFIGS)}; GPU {' '.join(GPU_CONFIGS)})",
+        help=f"scorers to compare, comma- or space-separated (CPU default {' '.join(CPU_CONFIGS)}; "
+        f"GPU {' '.join(GPU_CONFIGS)}); benchmarks/peers.py compares with the other libraries' backends",
     )
     parser.add_argument(
         "--budgets",
@@ -847,6 +852,13 @@ def main() -> None:
     parser.add_argument("--frame", help=argparse.SUPPRESS)  # memory: the pairs (parquet)
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args()
+    if args.configs:  # comma- or space-separated; an unknown name is an error, never silently skipped
+        args.configs = [n.strip() for value in args.configs for n in value.split(",") if n.strip()]
+        unknown = [n for n in args.configs if n.partition(":")[0] not in KNOWN_CONFIGS]
+        if unknown:
+            parser.error(
+                f"unknown --configs {', '.join(unknown)}; expected names from {', '.join(KNOWN_CONFIGS)}"
+            )
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         stream=sys.stderr,

@@ -42,7 +42,7 @@ from evirank.segment.spec import GRAMMAR as SEGMENT_GRAMMAR
 logger = logging.getLogger(__name__)
 
 #: The engines a scorer can run on (each family says which of them it supports).
-BACKENDS = ("torch", "onnx", "onnx-int8")
+BACKENDS = ("torch", "onnx", "onnx-int8", "openvino", "openvino-int8")
 #: The values of ``--corpus-format`` (:data:`evirank.io.corpus.CORPUS_FORMATS`, repeated here so that
 #: ``--help`` imports nothing heavy; a test keeps the two equal).
 CORPUS_FORMATS = ("jsonl", "beir", "trec", "nyt", "wapo", "warc", "msmarco-docs")
@@ -342,8 +342,9 @@ def add_scoring(
         "--backend",
         choices=BACKENDS,
         default="torch",
-        help="engine: torch (CPU or GPU), onnx (ONNX Runtime on CPU, fp32), onnx-int8 (int8 weights: "
-        "fastest on CPU); each family says which it runs on",
+        help="engine: torch (CPU or GPU), onnx (ONNX Runtime on CPU, fp32), onnx-int8 (ONNX Runtime, "
+        "int8 weights), openvino (OpenVINO on CPU: fp32, or bf16 where the CPU has it), openvino-int8 "
+        "(OpenVINO, static int8; the openvino extra); each family says which it runs on",
     )
     group.add_argument(
         "--batch-tokens", type=positive_int, metavar="N", help="token budget per batch (default: by device)"

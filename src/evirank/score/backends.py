@@ -4,12 +4,14 @@ A scorer tokenises, batches and caches; a :class:`Backend` only turns one padded
 :class:`TokenBatch` into numbers: classification logits (task ``"classify"``) or mean-pooled,
 L2-normalised embeddings (task ``"embed"``). The ``"torch"`` backend is built in; another engine
 plugs in with :func:`register_backend` and is chosen by name. Built in: ``"torch"`` (CPU, CUDA,
-MPS), and ``"onnx"`` / ``"onnx-int8"`` (ONNX Runtime on CPU, fp32 or int8 weights; see
-:mod:`evirank.score.onnx_backend`, registered on first use so onnxruntime loads only then).
+MPS); ``"onnx"`` / ``"onnx-int8"`` (ONNX Runtime on CPU, fp32 or int8 weights; see
+:mod:`evirank.score.onnx_backend`); ``"openvino"`` / ``"openvino-int8"`` (OpenVINO on CPU, fp32 or
+bf16, or static int8; see :mod:`evirank.score.openvino_backend`). The last four register on first
+use, so their engines load only then.
 
 Example:
     >>> sorted(available_backends())
-    ['onnx', 'onnx-int8', 'torch']
+    ['onnx', 'onnx-int8', 'openvino', 'openvino-int8', 'torch']
 """
 
 from __future__ import annotations
@@ -123,7 +125,12 @@ class Backend(ABC):
 
 _BACKENDS: dict[str, type[Backend]] = {}
 #: Built-in backends defined in other modules, imported (and so registered) when first asked for.
-_BUILTIN = {"onnx": "evirank.score.onnx_backend", "onnx-int8": "evirank.score.onnx_backend"}
+_BUILTIN = {
+    "onnx": "evirank.score.onnx_backend",
+    "onnx-int8": "evirank.score.onnx_backend",
+    "openvino": "evirank.score.openvino_backend",
+    "openvino-int8": "evirank.score.openvino_backend",
+}
 
 
 def register_backend(cls: type[Backend]) -> type[Backend]:

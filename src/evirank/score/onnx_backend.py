@@ -33,6 +33,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,7 @@ from evirank._extras import require
 from evirank.score import cls_only
 from evirank.score.backends import Backend, ModelHead, Task, TokenBatch, register_backend
 from evirank.score.fingerprint import file_sha256, weight_files
+from evirank.score.streams import default_streams, default_threads, feeds, mean_pooled_numpy, split_batch
 
 logger = logging.getLogger(__name__)
 
@@ -74,22 +76,6 @@ def cache_dir() -> Path:
     return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "evirank"
 
 
-def default_threads() -> int:
-    """Intra-op threads: ``$EVIRANK_NUM_THREADS``, else the cores this process may run on.
-
-    Example:
-        >>> default_threads() >= 1
-        True
-    """
-    env = os.environ.get("EVIRANK_NUM_THREADS")
-    if env:
-        return max(1, int(env))
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
-
-
 @dataclass(frozen=True)
 class OnnxExport:
     """One exported model on disk.
@@ -109,8 +95,8 @@ class OnnxExport:
     cached: bool = True
 
 
-def export_key(model_dir: Path, task: Task, quantize: bool) -> str:
-    """The cache key of an export: model files by content, task, quantisation, tool versions."""
+def export_key(model_dir: Path, task: Task, quantize: bool, fuse: bool = True) -> str:
+    """The cache key of an export: model files by content, task, quantisation, fusion, tool versions."""
     torch = require("torch", "torch")
     ort = require("onnxruntime", "onnx")
     files = [*weight_files(model_dir), model_dir / "config.json"]
@@ -119,6 +105,7 @@ def export_key(model_dir: Path, task: Task, quantize: bool) -> str:
         "opset": OPSET,
         "task": task,
         "quantize": quantize,
+        "fuse": fuse,
         "files": {p.name: file_sha256(p) for p in files if p.is_file()},
         "torch": torch.__version__,
         "onnxruntime": ort.__version__,
@@ -127,13 +114,17 @@ def export_key(model_dir: Path, task: Task, quantize: bool) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
-def onnx_export(model_dir: Path, task: Task, quantize: bool = False, cache: Path | None = None) -> OnnxExport:
+def onnx_export(
+    model_dir: Path, task: Task, quantize: bool = False, cache: Path | None = None, fuse: bool = True
+) -> OnnxExport:
     """The ONNX file of ``model_dir`` for ``task``: from the cache, or exported (and cached) now.
 
     Args:
         model_dir: a local Hugging Face model folder.
         task: ``"classify"`` (logits) or ``"embed"`` (last hidden states).
         quantize: int8 dynamic quantisation of the weights.
+        fuse: apply ONNX Runtime's BERT fusions (its own operators); ``False`` keeps the plain
+            standard-operator graph, which other engines (OpenVINO) read and optimise themselves.
         cache: the cache root (default :func:`cache_dir`).
 
     Returns:
@@ -141,7 +132,9 @@ def onnx_export(model_dir: Path, task: Task, quantize: bool = False, cache: Path
         deletes it (see :func:`discard`).
     """
     root = (cache or cache_dir()) / "onnx"
-    key = export_key(model_dir, task, quantize)
+    if quantize and not fuse:
+        raise ValueError("int8 ONNX exports are made from the fused graph")
+    key = export_key(model_dir, task, quantize, fuse)
     folder = root / key[:40]
     found = _read_cached(folder)
     if found is not None:
@@ -169,7 +162,7 @@ def onnx_export(model_dir: Path, task: Task, quantize: bool = False, cache: Path
     else:
         work = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:12]}-", dir=root))
         try:
-            made = _export(model_dir, task, work)
+            made = _export(model_dir, task, work, fuse=fuse)
         except BaseException:
             shutil.rmtree(work, ignore_errors=True)
             raise
@@ -240,8 +233,8 @@ def _probe(vocab_size: int, with_types: bool) -> dict[str, np.ndarray]:
     return inputs
 
 
-def _export(model_dir: Path, task: Task, work: Path) -> OnnxExport:
-    """Export, fuse and check one model into ``work/model.onnx``."""
+def _export(model_dir: Path, task: Task, work: Path, fuse: bool = True) -> OnnxExport:
+    """Export, fuse (when ``fuse``) and check one model into ``work/model.onnx``."""
     torch = require("torch", "torch")
     transformers = require("transformers", "torch")
     ort = require("onnxruntime", "onnx")
@@ -294,7 +287,7 @@ def _export(model_dir: Path, task: Task, work: Path) -> OnnxExport:
     logger.info("exported %s to ONNX in %.1f s", model_dir, time.perf_counter() - started)
     final, fused = raw, False
     model_type = str(getattr(model.config, "model_type", ""))
-    if model_type in _BERT_LIKE:
+    if fuse and model_type in _BERT_LIKE:
         try:
             final = _fuse(raw, work / "fused.onnx", model.config)
             fused = True
@@ -399,12 +392,16 @@ def _session(path: Path, ort: Any, threads: int | None = None) -> Any:
 
 @register_backend
 class OnnxBackend(Backend):
-    """ONNX Runtime, CPU provider, fp32 fused graph (see the module docstring)."""
+    """ONNX Runtime, CPU provider, fp32 fused graph (see the module docstring).
+
+    Each batch runs as :func:`~evirank.score.streams.default_streams` concurrent requests of
+    ``threads / streams`` intra-op threads each (one session; ONNX Runtime runs concurrent calls).
+    """
 
     name = "onnx"
     quantize: ClassVar[bool] = False
 
-    def __init__(self, session: Any, task: Task, export: OnnxExport) -> None:
+    def __init__(self, session: Any, task: Task, export: OnnxExport, streams: int = 1) -> None:
         self.session = session
         self.task = task
         self.export = export
@@ -412,6 +409,8 @@ class OnnxBackend(Backend):
         self.precision = INT8 if self.quantize else "fp32"
         self.inputs = [i.name for i in session.get_inputs()]
         self.newly_initialised = export.newly_initialised
+        self.streams = max(1, streams)
+        self._pool = ThreadPoolExecutor(self.streams, "evirank-onnx") if self.streams > 1 else None
 
     @classmethod
     def resolve(cls, device: str, dtype: str) -> tuple[str, str]:
@@ -434,35 +433,31 @@ class OnnxBackend(Backend):
             )
         ort = require("onnxruntime", "onnx")
         export = onnx_export(model_dir, task, quantize=cls.quantize)
+        threads = default_threads()
+        streams = default_streams(threads)
         try:
-            session = _session(export.path, ort)
+            session = _session(export.path, ort, threads=max(1, threads // streams))
         finally:
             discard(export)  # a session holds its graph in memory
         logger.info(
-            "ONNX Runtime %s session: %s, %d threads, fused=%s",
+            "ONNX Runtime %s session: %s, %d streams of %d threads, fused=%s",
             ort.__version__,
             INT8 if cls.quantize else "fp32",
-            default_threads(),
+            streams,
+            max(1, threads // streams),
             export.fused,
         )
-        return cls(session, task, export)
+        return cls(session, task, export, streams)
+
+    def _run(self, part: TokenBatch) -> np.ndarray:
+        out = np.asarray(self.session.run(None, feeds(part, self.inputs))[0], dtype=np.float32)
+        return out if self.task == "classify" else mean_pooled_numpy(out, part.attention_mask)
 
     def forward(self, batch: TokenBatch) -> np.ndarray:
-        feeds: dict[str, np.ndarray] = {
-            "input_ids": batch.input_ids,
-            "attention_mask": batch.attention_mask,
-        }
-        if "token_type_ids" in self.inputs:
-            feeds["token_type_ids"] = (
-                batch.token_type_ids if batch.token_type_ids is not None else np.zeros_like(batch.input_ids)
-            )
-        out = np.asarray(self.session.run(None, feeds)[0], dtype=np.float32)
-        if self.task == "classify":
-            return out
-        mask = batch.attention_mask[..., None].astype(np.float32)
-        pooled = (out * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1.0)
-        norms = np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-        return (pooled / norms).astype(np.float32)
+        parts = split_batch(batch, self.streams)
+        if len(parts) == 1 or self._pool is None:
+            return self._run(batch)
+        return np.concatenate(list(self._pool.map(self._run, parts)))
 
     def parameters_digest(self) -> str:
         if not self.export.parameters_digest:

@@ -566,7 +566,7 @@ FAMILY = register_family(
         summary="a bi-encoder: the cosine of mean-pooled query and passage embeddings "
         "(all-MiniLM-L6-v2 by default)",
         claims=_claims,
-        backends=("torch", "onnx", "onnx-int8"),
+        backends=("torch", "onnx", "onnx-int8", "openvino", "openvino-int8"),
         needs_model=False,
         stores_passages=True,
         objective="contrastive",

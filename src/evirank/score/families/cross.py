@@ -192,7 +192,7 @@ FAMILY = register_family(
         scorer=CrossEncoder,
         summary="a cross-encoder: [CLS] query [SEP] passage [SEP] through a sequence classifier (monoBERT)",
         claims=_claims,
-        backends=("torch", "onnx", "onnx-int8"),
+        backends=("torch", "onnx", "onnx-int8", "openvino", "openvino-int8"),
         objective="pointwise",
     )
 )
