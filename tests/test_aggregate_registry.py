@@ -24,7 +24,17 @@ from evirank.aggregate import (
     parse_aggregate,
 )
 from evirank.evaluate import Evaluator, FastEvaluator
-from evirank.frames import DOCNO, FIRST_STAGE_SCORE, PID, QID, SCORE, make_qrels, make_run, sort_run
+from evirank.frames import (
+    DOCNO,
+    DOCUMENT_SCORE,
+    FIRST_STAGE_SCORE,
+    PID,
+    QID,
+    SCORE,
+    make_qrels,
+    make_run,
+    sort_run,
+)
 from evirank.tune import parse_grid
 from evirank.tune.search import grid_values
 
@@ -66,6 +76,18 @@ FIRST_STAGE = make_run(
     ]
 )
 
+# A document-level scorer's score of each document (on each of its passages): ties (b, d; p, q).
+DOCUMENT_SCORES = {
+    ("1", "a"): 0.7,
+    ("1", "b"): 1.5,
+    ("1", "c"): -0.2,
+    ("1", "d"): 1.5,
+    ("2", "a"): -2.0,
+    ("2", "x"): 0.3,
+    ("3", "p"): 1.0,
+    ("3", "q"): 1.0,
+}
+
 ALPHAS = (0.0, 0.3, 1.0)
 WEIGHTS = {
     1: [(1.0,), (0.4,)],
@@ -75,7 +97,9 @@ WEIGHTS = {
 
 
 def passages() -> pd.DataFrame:
-    return pd.DataFrame(PASSAGE_ROWS, columns=[QID, DOCNO, PID, SCORE, FIRST_STAGE_SCORE])
+    frame = pd.DataFrame(PASSAGE_ROWS, columns=[QID, DOCNO, PID, SCORE, FIRST_STAGE_SCORE])
+    keys = zip(frame[QID], frame[DOCNO], strict=True)
+    return frame.assign(**{DOCUMENT_SCORE: [DOCUMENT_SCORES[key] for key in keys]})
 
 
 def specs() -> list[AggregateSpec]:
@@ -112,6 +136,8 @@ def reference(spec: AggregateSpec, params: dict[str, float]) -> dict[tuple[str, 
             query[SCORE] = minmax(query[SCORE])
             docs = query.drop_duplicates(DOCNO).set_index(DOCNO)[FIRST_STAGE_SCORE]
             query[FIRST_STAGE_SCORE] = query[DOCNO].map(minmax(docs))
+            whole = query.drop_duplicates(DOCNO).set_index(DOCNO)[DOCUMENT_SCORE]
+            query[DOCUMENT_SCORE] = query[DOCNO].map(minmax(whole))
         for docno, doc in query.groupby(DOCNO):
             values = doc.sort_values(PID)[SCORE].tolist()
             s_doc = float(doc[FIRST_STAGE_SCORE].iloc[0])
@@ -123,6 +149,8 @@ def reference(spec: AggregateSpec, params: dict[str, float]) -> dict[tuple[str, 
                 evidence = sum(values)
             elif spec.kind == "meanp":
                 evidence = sum(values) / len(values)
+            elif spec.kind == "document":
+                evidence = float(doc[DOCUMENT_SCORE].iloc[0])
             else:
                 best = sorted(values, reverse=True)[: spec.top_n]
                 best += [0.0] * (spec.top_n - len(best))
@@ -133,7 +161,7 @@ def reference(spec: AggregateSpec, params: dict[str, float]) -> dict[tuple[str, 
 
 
 def test_every_aggregator_kind_has_a_case_in_the_reference() -> None:
-    assert set(AGGREGATORS) == {"birch", "maxp", "firstp", "sump", "meanp"}
+    assert set(AGGREGATORS) == {"birch", "maxp", "firstp", "sump", "meanp", "document"}
 
 
 @pytest.mark.parametrize("spec", specs(), ids=lambda s: f"{s.spec}-{s.normalise}")

@@ -48,6 +48,8 @@ LABEL = "label"
 PID = "pid"
 FIRST_STAGE_SCORE = "first_stage_score"
 FIRST_STAGE_RANK = "first_stage_rank"
+#: a document-level scorer's score of the whole document, on each of its passages (PARADE)
+DOCUMENT_SCORE = "document_score"
 SOURCE = "source"  # provenance of a training example (which collection and builder made it)
 # evaluation: per-query tables [run, qid, measure, value]
 RUN = "run"

@@ -1,4 +1,5 @@
-"""Aggregators: a scored Passages frame -> a Run (Birch, MaxP, FirstP, SumP, MeanP).
+"""Aggregators: a scored Passages frame -> a Run (Birch, MaxP, FirstP, SumP, MeanP, and the
+document score of a document-level scorer).
 
 The arithmetic lives in :mod:`evirank.aggregate.core` as array functions
 (:func:`top_passage_matrix`, :func:`birch_scores`) shared with the tuner; the stages here
@@ -24,6 +25,7 @@ from evirank.aggregate.aggregators import (
     DEFAULT_NORMALISE,
     Aggregator,
     Birch,
+    DocumentScore,
     FirstP,
     MaxP,
     MeanP,
@@ -62,6 +64,7 @@ __all__ = [
     "AggregateSpecError",
     "Aggregator",
     "Birch",
+    "DocumentScore",
     "EvidenceSpecError",
     "EvidenceTable",
     "FirstP",

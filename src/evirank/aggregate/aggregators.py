@@ -3,6 +3,8 @@
 - :class:`MaxP`, :class:`FirstP`, :class:`SumP` (Dai & Callan 2019) and :class:`MeanP`
   (Steensland 2021): the best, the first (smallest pid), the sum and the mean of a
   document's passage scores.
+- :class:`DocumentScore` (``document``): the score a document-level scorer (PARADE) computed
+  from all the document's passages at once.
 - :class:`Birch` (Akkalyoncu Yilmaz et al. 2019): ``alpha * s_doc + (1 - alpha) *
   sum_i w_i * s_i`` over the document's top-n passage scores s_1 >= s_2 >= ..., with
   ``s_doc`` the first-stage score. A document with fewer than n passages gets 0 for the
@@ -49,7 +51,17 @@ from evirank.aggregate.core import (
     birch_scores,
     top_passage_matrix,
 )
-from evirank.frames import DOCNO, FIRST_STAGE_RANK, FIRST_STAGE_SCORE, QID, QUERY, RANK, SCORE, sort_run
+from evirank.frames import (
+    DOCNO,
+    DOCUMENT_SCORE,
+    FIRST_STAGE_RANK,
+    FIRST_STAGE_SCORE,
+    QID,
+    QUERY,
+    RANK,
+    SCORE,
+    sort_run,
+)
 from evirank.stage import Stage
 
 logger = logging.getLogger(__name__)
@@ -341,6 +353,34 @@ class Birch(Aggregator):
             (f"passage {i}", np.full(n_docs, w), table.top[:, i - 1])
             for i, w in enumerate(self.weights, start=1)
         ]
+
+
+class DocumentScore(Aggregator):
+    """The document score a document-level scorer computed from all the document's passages.
+
+    A family that scores a document as a whole from its passages (PARADE: their [CLS] vectors
+    aggregated by a trained network) writes that score on every passage of the document, in the
+    ``document_score`` column; this aggregator reads it (and, as every aggregator, interpolates the
+    first-stage score with ``alpha``). Passage scores (``score``) are not used.
+
+    Example:
+        >>> p = pd.DataFrame({"qid": ["1"] * 3, "docno": ["a", "a", "b"], "score": [0.2, 0.9, 0.5],
+        ...                   "document_score": [0.1, 0.1, 0.7]})
+        >>> DocumentScore(normalise="none")(p)[["docno", "score"]].values.tolist()
+        [['b', 0.7], ['a', 0.1]]
+    """
+
+    name = "document"
+
+    @classmethod
+    def evidence(cls, table: PassageTable) -> np.ndarray:
+        if table.document is None:
+            raise ValueError(
+                f"the document aggregator reads a {DOCUMENT_SCORE!r} column, which a document-level "
+                "scorer writes (--scorer parade); this scorer wrote passage scores only: aggregate "
+                "them with maxp, firstp, birch, sump or meanp"
+            )
+        return table.document
 
 
 def default_weights(top_n: int) -> tuple[float, ...]:

@@ -36,7 +36,17 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from evirank.frames import DOCNO, FIRST_STAGE_RANK, FIRST_STAGE_SCORE, PID, QID, QUERY, SCORE, require_columns
+from evirank.frames import (
+    DOCNO,
+    DOCUMENT_SCORE,
+    FIRST_STAGE_RANK,
+    FIRST_STAGE_SCORE,
+    PID,
+    QID,
+    QUERY,
+    SCORE,
+    require_columns,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +68,8 @@ class PassageTable(NamedTuple):
         best: ``[D]`` the best passage score (MaxP).
         total: ``[D]`` the sum of passage scores (SumP).
         first: ``[D]`` the score of the passage with the smallest pid (FirstP).
+        document: ``[D]`` the document score a document-level scorer wrote (``document_score``,
+            normalised as asked), or None when the passages carry none.
     """
 
     keys: pd.DataFrame
@@ -67,6 +79,7 @@ class PassageTable(NamedTuple):
     best: np.ndarray
     total: np.ndarray
     first: np.ndarray
+    document: np.ndarray | None = None
 
 
 def _check_normalise(normalise: str) -> None:
@@ -110,7 +123,8 @@ def top_passage_matrix(
     Args:
         passages: columns qid, docno, score (the passage score), and first_stage_score
             (constant within a document); pid is used for FirstP when present (else the
-            first row of the document counts as its first passage).
+            first row of the document counts as its first passage); document_score, when a
+            document-level scorer wrote it (constant within a document), becomes ``document``.
         n: how many of the best passage scores to keep per document (columns of ``top``).
         normalise: ``"none"`` or ``"minmax"`` (per query; see the module docstring).
         require_first_stage: raise when first_stage_score is missing (else ``s_doc`` is 0).
@@ -180,10 +194,16 @@ def top_passage_matrix(
     s_doc = first_stage[lead]
     if normalise == "minmax" and len(s_doc):
         s_doc = minmax_by_group(s_doc, q_codes[lead])
+    document = None
+    if DOCUMENT_SCORE in passages.columns:
+        values = passages[DOCUMENT_SCORE].to_numpy(dtype=np.float64)
+        document = _finite(values, f"{where}: column {DOCUMENT_SCORE!r}")[lead]
+        if normalise == "minmax" and len(document):
+            document = minmax_by_group(document, q_codes[lead])
     logger.debug(
         "%d passages grouped into %d documents (n=%d, normalise=%s)", len(order), len(starts), n, normalise
     )
-    return PassageTable(keys, s_doc, top, n_passages, best, total, first)
+    return PassageTable(keys, s_doc, top, n_passages, best, total, first, document)
 
 
 def birch_scores(s_doc: ArrayLike, top: ArrayLike, alpha: ArrayLike, weights: ArrayLike) -> np.ndarray:

@@ -2,7 +2,8 @@
 
 Every aggregator of :mod:`evirank.aggregate.aggregators` is registered here under its spec name
 (as ir_measures registers measures): ``birch:N`` (``birch`` is ``birch:3``), ``maxp``, ``firstp``,
-``sump``, ``meanp``. Each declares its parameters with their defaults and a scorer for many
+``sump``, ``meanp``, and ``document`` (the score a document-level scorer such as PARADE
+computed). Each declares its parameters with their defaults and a scorer for many
 settings at once (:meth:`~evirank.aggregate.Aggregator.settings_scores`). An
 :class:`AggregateSpec` is a parsed spec plus the normalisation; it builds the stage that
 ``rerank``, ``serve`` and the Python API run (:meth:`AggregateSpec.build`) and scores the grid the
@@ -41,6 +42,7 @@ from evirank.aggregate.aggregators import (
     DEFAULT_NORMALISE,
     Aggregator,
     Birch,
+    DocumentScore,
     FirstP,
     MaxP,
     MeanP,
@@ -61,7 +63,9 @@ from evirank.spec import SpecError, parse_spec
 logger = logging.getLogger(__name__)
 
 #: Spec name -> aggregator class, in the order help texts list them.
-AGGREGATORS: dict[str, type[Aggregator]] = {cls.name: cls for cls in (Birch, MaxP, FirstP, SumP, MeanP)}
+AGGREGATORS: dict[str, type[Aggregator]] = {
+    cls.name: cls for cls in (Birch, MaxP, FirstP, SumP, MeanP, DocumentScore)
+}
 #: The registered spec names.
 KINDS = tuple(AGGREGATORS)
 #: How help texts and errors describe the grammar.
@@ -127,7 +131,7 @@ class AggregateSpec:
         top_n: int | None = None,
         scorers: Sequence[str] = (),
     ) -> AggregateSpec:
-        """Parse ``birch[:N]``, ``maxp``, ``firstp``, ``sump`` or ``meanp`` (any case).
+        """Parse ``birch[:N]``, ``maxp``, ``firstp``, ``sump``, ``meanp`` or ``document`` (any case).
 
         Args:
             spec: the spec string.
@@ -391,7 +395,8 @@ def parse_aggregate(
     weights: Sequence[float] | str | None = None,
     normalise: Normalise | None = None,
 ) -> Aggregator:
-    """The aggregator stage of a spec and its flags: ``birch[:N]``, ``maxp``, ``firstp``, ``sump``, ``meanp``.
+    """The aggregator stage of a spec and its flags: ``birch[:N]``, ``maxp``, ``firstp``, ``sump``,
+    ``meanp``, ``document``.
 
     Args:
         spec: the spec string (``birch`` alone is ``birch:3``, or as many passages as weights).

@@ -111,6 +111,13 @@ def add_data_arguments(parser: argparse.ArgumentParser) -> None:
         "--passage-stride", type=int, default=75, help="documents: words between passage starts"
     )
     options.add_argument(
+        "--segment",
+        metavar="SPEC",
+        default=None,
+        help="documents: the passages as a segmenter spec, as rerank's --segment (sentences:prepend, "
+        "windows:150:75, whole); overrides --passage-words, and the spec's title rule replaces --no-title",
+    )
+    options.add_argument(
         "--max-passages", type=int, default=4, help="documents: passages per document (0: all)"
     )
     options.add_argument(
@@ -183,6 +190,12 @@ def add_optimisation_arguments(parser: argparse.ArgumentParser, defaults: TrainC
         help="forward passes per optimizer step",
     )
     opt.add_argument("--lr", type=float, default=defaults.learning_rate, help="AdamW's peak learning rate")
+    opt.add_argument(
+        "--head-lr",
+        type=float,
+        default=None,
+        help="the peak learning rate of a family's new head (PARADE's aggregation network; default: --lr)",
+    )
     opt.add_argument("--weight-decay", type=float, default=defaults.weight_decay, help="AdamW's weight decay")
     opt.add_argument(
         "--warmup",
@@ -258,6 +271,7 @@ def _optimisation_config(args: argparse.Namespace, **fixed: Any) -> TrainConfig:
         batch_size=args.batch_size,
         gradient_accumulation=args.grad_accum,
         learning_rate=args.lr,
+        head_learning_rate=getattr(args, "head_lr", None),
         weight_decay=args.weight_decay,
         warmup_fraction=args.warmup,
         dropout=args.dropout,
@@ -319,7 +333,7 @@ def hard_negatives_of(args: argparse.Namespace, source: str | None = None) -> Ha
 def _load(
     args: argparse.Namespace, prefix: str, miner: HardNegatives | None = None
 ) -> tuple[list[pd.DataFrame], list[dict[str, Any]]]:
-    from evirank.segment import Windows
+    from evirank.segment import SegmentSpec, Windows
     from evirank.train.examples import read_pairs
     from evirank.train.sources import load_documents, load_evidence, load_short_texts
 
@@ -340,20 +354,28 @@ def _load(
         records.append(record)
     for topics, qrels, run, corpus in getattr(args, f"{prefix}documents"):
         windows = args.passage_words > 0
+        segment: Any = Windows(args.passage_words, args.passage_stride, title=True) if windows else None
+        name = (
+            f"{args.passage_words}-word windows, stride {args.passage_stride}"
+            if windows
+            else "whole document"
+        )
+        prepend_title = not args.no_title
+        if getattr(args, "segment", None):
+            spec = SegmentSpec.parse(args.segment)
+            segment, name, prepend_title = spec.build(), spec.spec, True  # the spec's title rule
         frame, record = load_documents(
             topics,
             qrels,
             run,
             corpus,
-            segment=Windows(args.passage_words, args.passage_stride, title=True) if windows else None,
-            segment_name=f"{args.passage_words}-word windows, stride {args.passage_stride}"
-            if windows
-            else "whole document",
+            segment=segment,
+            segment_name=name,
             max_passages=args.max_passages or None,
             negative_depth=args.negative_depth,
             negatives_per_query=args.negatives_per_query or None,
             relevant_grade=args.relevant_grade,
-            prepend_title=not args.no_title,
+            prepend_title=prepend_title,
             hard_negatives=miner,
         )
         frames.append(frame)

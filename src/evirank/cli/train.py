@@ -67,15 +67,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     parser.add_argument("--output", "-o", required=True, help="the model folder to create")
     parser.add_argument(
-        "--kind",
         "--scorer",
+        "--kind",
         dest="kind",
         default="cross",
         metavar="FAMILY",
-        help="the model family: cross, a classification head reads each (query, text) pair; bi, "
-        "queries and texts embedded apart (mean-pooled, cosine), trained contrastively against "
-        "in-batch and --group-size - 1 hard negatives; seq2seq, a T5 trained to answer 'true' or "
-        "'false' to 'Query: q Document: d Relevant:' (monoT5; needs --model)",
+        help="the model family trained (--kind is the same flag): cross, a classification head reads "
+        "each (query, text) pair; bi, queries and texts embedded apart (mean-pooled, cosine), trained "
+        "contrastively against in-batch and --group-size - 1 hard negatives; seq2seq, a T5 trained to "
+        "answer 'true' or 'false' to 'Query: q Document: d Relevant:' (monoT5; needs --model); parade, "
+        "a document scored from its passages' [CLS] vectors (--aggregation, --passages-per-document; "
+        "give --documents data); duo, a pairwise cross-encoder [CLS] q [SEP] d_i [SEP] d_j [SEP] "
+        "trained on (relevant, non-relevant) pairs of a query in both orders (duoBERT)",
     )
     init = parser.add_mutually_exclusive_group()
     init.add_argument(
@@ -99,11 +102,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     )
     parser.add_argument(
         "--loss",
-        choices=("pointwise", "listwise", "contrastive"),
         default=None,
-        help="pointwise: each pair classified alone (the papers; the cross-encoder's default); "
-        "listwise: each positive against --group-size - 1 negatives of its query, softmax "
-        "cross-entropy (Gao, Dai & Callan 2021); contrastive: the bi-encoder's (its only one)",
+        help="pointwise: each pair classified alone (the papers; the cross-encoder's and PARADE's "
+        "default); listwise: each positive against --group-size - 1 negatives of its query, softmax "
+        "cross-entropy (Gao, Dai & Callan 2021); contrastive: the bi-encoder's (its only one); "
+        "pairwise: duo's (its only one)",
     )
     parser.add_argument(
         "--group-size",
@@ -131,6 +134,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         default="query",
         help="listwise: a positive's negatives are any of its query's (query), or only those its own "
         "builder made (source: gold sentences against sentences, relevant abstracts against abstracts)",
+    )
+    parser.add_argument(
+        "--aggregation",
+        choices=("avg", "max", "attn", "transformer"),
+        default=None,
+        help="parade: how the passages' [CLS] vectors become the document's (PARADE-Avg, -Max, -Attn, "
+        "-Transformer; default transformer)",
+    )
+    parser.add_argument(
+        "--passages-per-document",
+        type=int,
+        default=None,
+        metavar="N",
+        help="parade: passages read per document, its first ones (default 16; --max-passages cuts the "
+        "examples first)",
     )
     add_data_arguments(parser)
     add_optimisation_arguments(parser, TrainConfig())
@@ -178,39 +196,42 @@ _SWEEP_FREE = {
 
 
 def _optimisation(args: argparse.Namespace) -> TrainConfig:
-    args.kind = str(args.kind).strip().lower()
-    loss = args.loss or ("contrastive" if args.kind == "bi" else "pointwise")
-    if args.kind == "bi" and loss != "contrastive":
-        raise UsageError(f"a bi-encoder trains with --loss contrastive, not {loss}")
-    if args.kind == "cross" and loss == "contrastive":
-        raise UsageError("--loss contrastive trains a bi-encoder: add --kind bi")
-    if args.kind == "bi" and args.init:
-        raise UsageError("--init continues a cross-encoder; a bi-encoder starts from --model")
-    if args.kind not in ("cross", "bi"):
-        from evirank.train.recipe import recipe_for
+    from evirank.train.recipe import recipe_for, trainable_families
 
-        try:
-            recipe = recipe_for(args.kind)
-        except ValueError as exc:
-            raise UsageError(f"--kind: {exc}") from None
-        if recipe is None:
-            raise UsageError(f"--kind: the {args.kind} family has no training recipe")
-        if loss not in recipe.losses:
-            raise UsageError(
-                f"the {args.kind} family trains with --loss {' or '.join(recipe.losses)}, not {loss}"
-            )
-    return optimisation_config(
-        args,
-        encoder=args.kind,
-        model=args.model,
-        init=args.init,
-        num_labels=args.num_labels,
-        loss=loss,
-        group_size=args.group_size,
-        scale=args.scale,
-        hardest_negatives=args.hardest_negatives,
-        negatives_from=args.negatives_from,
-    )
+    args.kind = str(args.kind).strip().lower()
+    try:
+        recipe = recipe_for(args.kind)
+    except ValueError as exc:
+        raise UsageError(f"--scorer: {exc}") from None
+    loss = args.loss or recipe.losses[0]
+    if loss not in recipe.losses:
+        others = [name for name in trainable_families() if loss in recipe_for(name).losses]
+        hint = f": add --kind {others[0]}" if others else ""
+        raise UsageError(
+            f"a {recipe.kind} trains with --loss {' or '.join(recipe.losses)}, not {loss}; "
+            f"--loss {loss} trains the {' or '.join(others) or 'no'} family{hint}"
+        )
+    if args.init and not recipe.continues:
+        raise UsageError(
+            f"--init continues a relevance model with its head; a {recipe.kind} starts from --model"
+        )
+    try:
+        return optimisation_config(
+            args,
+            encoder=args.kind,
+            model=args.model,
+            init=args.init,
+            num_labels=args.num_labels,
+            loss=loss,
+            group_size=args.group_size,
+            scale=args.scale,
+            hardest_negatives=args.hardest_negatives,
+            negatives_from=args.negatives_from,
+            aggregation=args.aggregation,
+            max_passages=args.passages_per_document,
+        )
+    except ValueError as exc:  # a setting the family cannot train with
+        raise UsageError(str(exc)) from None
 
 
 def run_sweep_command(args: argparse.Namespace) -> int:

@@ -310,6 +310,7 @@ def _duo(spec: PipelineSpec, store: Any) -> Any:
     return Duo(
         model,
         spec.duo,
+        aggregate=spec.duo_aggregate,
         family=family,
         store=store,
         device=runtime.device,

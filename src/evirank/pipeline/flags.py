@@ -494,7 +494,7 @@ def add_passages(
 
 
 def add_duo(parser: Any) -> None:
-    """``--duo`` and ``--duo-model``."""
+    """``--duo``, ``--duo-model`` and ``--duo-aggregate``."""
     group = parser.add_argument_group("pairwise re-ranking")
     group.add_argument(
         "--duo",
@@ -507,6 +507,13 @@ def add_duo(parser: Any) -> None:
         "--duo-model",
         metavar="[FAMILY:]MODEL",
         help="the pairwise model of --duo (e.g. a duoT5 folder; the family is told from the model)",
+    )
+    group.add_argument(
+        "--duo-aggregate",
+        choices=("sum", "binary", "min", "max", "sym-sum"),
+        default="sym-sum",
+        help="how --duo turns pair probabilities p_ij into document scores: sum, binary (p_ij > 0.5 "
+        "counted), min or max over j (duoBERT), or sym-sum, the sum of p_ij + 1 - p_ji (duoT5)",
     )
 
 

@@ -183,6 +183,8 @@ class PipelineSpec:
         depth: documents re-ranked per query.
         duo: a pairwise stage over the top ``duo`` documents (None: none).
         duo_model: its model, ``[FAMILY:]MODEL``.
+        duo_aggregate: how its pair probabilities become document scores: ``sum``, ``binary``,
+            ``min``, ``max`` (duoBERT) or ``sym-sum`` (duoT5; :data:`evirank.score.pairwise.DUO_AGGREGATES`).
         runtime: devices, backend, batching, Ray (:class:`Runtime`).
     """
 
@@ -206,6 +208,7 @@ class PipelineSpec:
     depth: int = 100
     duo: int | None = None
     duo_model: str | None = None
+    duo_aggregate: str = "sym-sum"
     runtime: Runtime = field(default_factory=Runtime)
 
     def __post_init__(self) -> None:
@@ -259,6 +262,13 @@ class PipelineSpec:
             isinstance(self.duo, bool) or not isinstance(self.duo, int) or self.duo < 2
         ):
             raise PipelineSpecError(f"--duo re-ranks at least 2 documents per query, found {self.duo}")
+        from evirank.score.pairwise import duo_aggregate
+
+        try:
+            duo_aggregate(self.duo_aggregate)
+        except ValueError as exc:
+            raise PipelineSpecError(f"--duo-aggregate: {exc}") from None
+        object.__setattr__(self, "duo_aggregate", str(self.duo_aggregate).strip().lower())
         if self.first_stage.run is None and self.index is None and self.first_stage.method != "bm25":
             raise PipelineSpecError("--first-stage retrieves from --index: give --index")
 
@@ -341,6 +351,7 @@ class PipelineSpec:
             depth=get("depth", 100),
             duo=get("duo"),
             duo_model=get("duo_model"),
+            duo_aggregate=get("duo_aggregate", "sym-sum"),
             runtime=Runtime(
                 device=get("device", "auto"),
                 backend=get("backend", "torch"),
@@ -421,7 +432,9 @@ class PipelineSpec:
             "alpha": self.alpha,
             "weights": None if self.weights is None else list(self.weights),
             "depth": self.depth,
-            "duo": None if self.duo is None else {"k": self.duo, "model": self.duo_model},
+            "duo": None
+            if self.duo is None
+            else {"k": self.duo, "model": self.duo_model, "aggregate": self.duo_aggregate},
             "device": self.runtime.device,
             "backend": self.runtime.backend,
             "batch_tokens": self.runtime.batch_tokens,

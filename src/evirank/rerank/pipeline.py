@@ -36,6 +36,7 @@ import pandas as pd
 from evirank.aggregate.tail import merge_tail, ranked_run
 from evirank.frames import (
     DOCNO,
+    DOCUMENT_SCORE,
     FIRST_STAGE_RANK,
     FIRST_STAGE_SCORE,
     PID,
@@ -55,7 +56,17 @@ from evirank.stage import Stage
 logger = logging.getLogger(__name__)
 
 #: Columns of a saved passages file (``--save-passages``), which ``evirank tune --passages`` reads.
-PASSAGE_FILE_COLUMNS = (QID, QUERY, DOCNO, PID, TEXT, SCORE, FIRST_STAGE_SCORE, FIRST_STAGE_RANK)
+PASSAGE_FILE_COLUMNS = (
+    QID,
+    QUERY,
+    DOCNO,
+    PID,
+    TEXT,
+    SCORE,
+    DOCUMENT_SCORE,
+    FIRST_STAGE_SCORE,
+    FIRST_STAGE_RANK,
+)
 
 
 def passage_budget(scorer: Any) -> tuple[Any, int] | None:

@@ -179,6 +179,21 @@ class PairScorer(TransformerScorer):
         self._score_pairs(pairs, np.arange(len(pairs.scores)), None, stats)
         return pairs.scores[pairs.row_pair]
 
+    def pair_inputs(self, queries: list[str], texts: list[str]) -> TokenBatch:
+        """The padded inputs of (query, text) pairs, cut as scoring cuts them (training reads these).
+
+        Example:
+            >>> scorer.pair_inputs(["a query"], ["a passage"]).shape  # doctest: +SKIP
+            (1, 7)
+        """
+        self.prepare()
+        template = self.pair_template()
+        cap = self.max_length_ - template.n_special
+        q_ids = self.encoder_.token_ids(queries, self.query_max_tokens)
+        p_ids = self.encoder_.token_ids(texts, cap)
+        cut = [p[: cap - len(q)] for q, p in zip(q_ids, p_ids, strict=True)]
+        return self.encoder_.pair_batch(q_ids, cut, template=template)
+
     def _score_pairs(
         self,
         pairs: DistinctPairs,
@@ -187,12 +202,34 @@ class PairScorer(TransformerScorer):
         stats: ScoringStats,
     ) -> None:
         """Score the distinct pairs ``todo`` into ``pairs.scores``, writing them as they come."""
-        queries, passages, pair_q, pair_p, scores = (
+        scores = pairs.scores
+        with _ChunkedWriter(write, self.commit_every) as writer:
+
+            def consume(rows: np.ndarray, output: np.ndarray) -> None:
+                values = np.asarray(self.read_out(output), dtype=np.float64)
+                if not np.isfinite(values).all():
+                    logger.warning(
+                        "the model returned %d non-finite scores", int((~np.isfinite(values)).sum())
+                    )
+                scores[todo[rows]] = values
+                writer.add(list(zip(todo[rows].tolist(), values.tolist(), strict=True)))
+
+            self._run_pairs(pairs, todo, consume, stats)
+
+    def _run_pairs(
+        self,
+        pairs: DistinctPairs,
+        todo: np.ndarray,
+        consume: Callable[[np.ndarray, np.ndarray], None],
+        stats: ScoringStats,
+    ) -> None:
+        """Run the model on the distinct pairs ``todo``: ``consume(items, output rows)`` after each
+        batch, ``items`` being positions in ``todo``."""
+        queries, passages, pair_q, pair_p = (
             pairs.queries,
             pairs.texts,
             pairs.pair_query,
             pairs.pair_text,
-            pairs.scores,
         )
         encoder = self.encoder_
         template = self.pair_template()
@@ -224,18 +261,7 @@ class PairScorer(TransformerScorer):
                 template=template,
             )
 
-        with _ChunkedWriter(write, self.commit_every) as writer:
-
-            def consume(rows: np.ndarray, output: np.ndarray) -> None:
-                values = np.asarray(self.read_out(output), dtype=np.float64)
-                if not np.isfinite(values).all():
-                    logger.warning(
-                        "the model returned %d non-finite scores", int((~np.isfinite(values)).sum())
-                    )
-                scores[todo[rows]] = values
-                writer.add(list(zip(todo[rows].tolist(), values.tolist(), strict=True)))
-
-            self._run_batches(len(todo), tokenize, build, consume, stats, desc=self.family)
+        self._run_batches(len(todo), tokenize, build, consume, stats, desc=self.family)
 
     def _score_pairs_on_ray(
         self,

@@ -2,28 +2,36 @@
 
 A pairwise family (``Family(..., pairwise=True)``, e.g. duoT5) scores rows [query, text] whose
 ``text`` is two documents joined by :func:`join_pair`, giving P(the first is more relevant than the
-second). :class:`Duo` scores every ordered pair of each query's top ``k`` documents and orders them
-by the symmetric sum of Pradeep, Nogueira & Lin (2021): ``k * (k - 1)`` model calls per query. The
-stage knows no family: it builds its pair scorer through the registry.
+second). :class:`Duo` scores every ordered pair of each query's top ``k`` documents, ``k * (k - 1)``
+model calls per query, and orders them by an aggregation of the pair probabilities
+(:data:`DUO_AGGREGATES`): duoBERT's SUM, BINARY, MIN and MAX (Nogueira, Yang, Cho & Lin 2019) or
+duoT5's symmetric sum (Pradeep, Nogueira & Lin 2021, the default). The stage knows no family: it
+builds its pair scorer through the registry.
 
 Example:
     >>> split_pair(join_pair("first", "second"))
     ('first', 'second')
     >>> sym_sum(np.array([[0.0, 0.9], [0.2, 0.0]])).round(6).tolist()
     [1.7, 0.3]
+    >>> pair_sum(np.array([[0.0, 0.9], [0.2, 0.0]])).tolist()
+    [0.9, 0.2]
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from evirank.frames import DOCNO, PID, QID, QUERY, RANK, SCORE, TEXT, require_columns
+from evirank.score._base import DistinctPairs, ScoringStats, _ChunkedWriter
+from evirank.score.backends import TokenBatch
+from evirank.score.pairs import PairScorer
 from evirank.stage import Stage
 
 logger = logging.getLogger(__name__)
@@ -54,14 +62,253 @@ def split_pair(text: str) -> tuple[str, str]:
     return first, second
 
 
+def _off_diagonal(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    matrix = np.asarray(p, dtype=np.float64)
+    if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
+        raise ValueError(f"expected a square matrix of pair probabilities, found shape {matrix.shape}")
+    return matrix, ~np.eye(len(matrix), dtype=bool)
+
+
 def sym_sum(p: np.ndarray) -> np.ndarray:
     """duoT5's symmetric sum: s_i = sum over j != i of (p[i, j] + (1 - p[j, i])).
 
     ``p[i, j]`` = P(document i is more relevant than document j); the diagonal is ignored.
+
+    Example:
+        >>> sym_sum(np.array([[0.0, 0.9], [0.2, 0.0]])).round(6).tolist()
+        [1.7, 0.3]
     """
-    matrix = np.asarray(p, dtype=np.float64)
-    off = ~np.eye(len(matrix), dtype=bool)
+    matrix, off = _off_diagonal(p)
     return (np.where(off, matrix, 0.0) + np.where(off, 1.0 - matrix.T, 0.0)).sum(axis=1)
+
+
+def pair_sum(p: np.ndarray) -> np.ndarray:
+    """duoBERT's SUM: s_i = sum over j != i of p[i, j] (Nogueira et al. 2019).
+
+    Example:
+        >>> pair_sum(np.array([[0.0, 0.9, 0.4], [0.2, 0.0, 0.7], [0.6, 0.1, 0.0]])).round(6).tolist()
+        [1.3, 0.9, 0.7]
+    """
+    matrix, off = _off_diagonal(p)
+    return np.where(off, matrix, 0.0).sum(axis=1)
+
+
+def pair_binary(p: np.ndarray) -> np.ndarray:
+    """duoBERT's BINARY: s_i = the number of j != i with p[i, j] > 0.5 (the documents i beats).
+
+    Example:
+        >>> pair_binary(np.array([[0.0, 0.9, 0.4], [0.2, 0.0, 0.7], [0.6, 0.1, 0.0]])).tolist()
+        [1.0, 1.0, 1.0]
+    """
+    matrix, off = _off_diagonal(p)
+    return (off & (matrix > 0.5)).sum(axis=1).astype(np.float64)
+
+
+def pair_min(p: np.ndarray) -> np.ndarray:
+    """duoBERT's MIN: s_i = min over j != i of p[i, j] (a document is as good as its hardest comparison).
+
+    Example:
+        >>> pair_min(np.array([[0.0, 0.9, 0.4], [0.2, 0.0, 0.7], [0.6, 0.1, 0.0]])).tolist()
+        [0.4, 0.2, 0.1]
+    """
+    matrix, off = _off_diagonal(p)
+    if len(matrix) < 2:
+        return np.zeros(len(matrix))
+    return np.where(off, matrix, np.inf).min(axis=1)
+
+
+def pair_max(p: np.ndarray) -> np.ndarray:
+    """duoBERT's MAX: s_i = max over j != i of p[i, j].
+
+    Example:
+        >>> pair_max(np.array([[0.0, 0.9, 0.4], [0.2, 0.0, 0.7], [0.6, 0.1, 0.0]])).tolist()
+        [0.9, 0.7, 0.6]
+    """
+    matrix, off = _off_diagonal(p)
+    if len(matrix) < 2:
+        return np.zeros(len(matrix))
+    return np.where(off, matrix, -np.inf).max(axis=1)
+
+
+#: How a :class:`Duo` stage turns a query's matrix of pair probabilities into document scores,
+#: by ``--duo-aggregate`` name: duoBERT's ``sum``, ``binary``, ``min`` and ``max`` (Nogueira,
+#: Yang, Cho & Lin 2019, "Multi-Stage Document Ranking with BERT") and duoT5's ``sym-sum``
+#: (Pradeep, Nogueira & Lin 2021).
+DUO_AGGREGATES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "sum": pair_sum,
+    "binary": pair_binary,
+    "min": pair_min,
+    "max": pair_max,
+    "sym-sum": sym_sum,
+}
+#: The aggregation of a :class:`Duo` stage that names none.
+DEFAULT_DUO_AGGREGATE = "sym-sum"
+
+
+def duo_aggregate(name: str) -> Callable[[np.ndarray], np.ndarray]:
+    """The pair-probability aggregation called ``name`` (:data:`DUO_AGGREGATES`).
+
+    Raises:
+        ValueError: an unknown name, listing the known ones.
+
+    Example:
+        >>> duo_aggregate("SUM") is pair_sum
+        True
+    """
+    try:
+        return DUO_AGGREGATES[str(name).strip().lower()]
+    except KeyError:
+        raise ValueError(
+            f"unknown duo aggregation {name!r}; expected one of {', '.join(DUO_AGGREGATES)}"
+        ) from None
+
+
+def share_room(first: int, second: int, room: int) -> tuple[int, int]:
+    """Tokens kept of two documents of ``first`` and ``second`` tokens sharing ``room``: each
+    gets half, and what one leaves unused goes to the other.
+
+    Example:
+        >>> share_room(10, 300, 100), share_room(80, 90, 100), share_room(3, 4, 100)
+        ((10, 90), (50, 50), (3, 4))
+    """
+    half = room // 2
+    if first + second <= room:
+        return first, second
+    if first <= half:
+        return first, room - first
+    if second <= room - half:
+        return room - second, second
+    return half, room - half
+
+
+class TwoDocumentScorer(PairScorer):
+    """The generic half of a pairwise family's scorer: rows [qid, query, text] whose ``text`` is two
+    documents joined by :func:`join_pair`, one model input per row (duoT5, duoBERT).
+
+    The query keeps at most ``query_max_tokens``; the two documents share the rest of
+    ``max_length`` (half each; what one leaves unused goes to the other, :func:`share_room`), with
+    :meth:`between_ids` between them. Scores go to the score store under (query, joined text), so
+    a rerun, or a smaller ``k`` of :class:`Duo`, computes nothing. A subclass (listed before its
+    family's other bases) says :meth:`between_ids`, and, as every pair scorer,
+    ``pair_template`` and ``read_out``: P(the first document is more relevant).
+    """
+
+    def between_ids(self) -> list[int]:
+        """The token ids between the two documents."""
+        raise NotImplementedError
+
+    def _passage_room(self) -> int:
+        """Tokens of one document when both fill their half."""
+        return int((super()._passage_room() - len(self.between_ids())) // 2)
+
+    def pair_inputs(self, queries: list[str], texts: list[str]) -> TokenBatch:
+        """The padded inputs of (query, joined pair) rows, cut as scoring cuts them (training reads these)."""
+        self.prepare()
+        template = self.pair_template()
+        between = self.between_ids()
+        cap = self.max_length_ - template.n_special - len(between)
+        q_ids = self.encoder_.token_ids(queries, self.query_max_tokens)
+        halves = [split_pair(text) for text in texts]
+        firsts = self.encoder_.token_ids([h[0] for h in halves], cap)
+        seconds = self.encoder_.token_ids([h[1] for h in halves], cap)
+        joined = []
+        for q, a, b in zip(q_ids, firsts, seconds, strict=True):
+            keep_a, keep_b = share_room(len(a), len(b), cap - len(q))
+            joined.append([*a[:keep_a], *between, *b[:keep_b]])
+        return self.encoder_.pair_batch(q_ids, joined, template=template)
+
+    def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """Add ``score`` = P(first more relevant) to pairs [qid, query, text=join_pair(d0, d1), ...].
+
+        Unlike a passage scorer it records no segments in the store (the rows are pairs).
+        """
+        require_columns(frame, (QUERY, TEXT), type(self).__name__)
+        started = time.perf_counter()
+        out = frame.copy()
+        stats = ScoringStats(rows=len(out))
+        if out.empty:
+            out[SCORE] = np.array([], dtype=np.float64)
+            self.stats_ = stats
+            return out
+        self.prepare()
+        pairs = DistinctPairs.of(out)
+        stats.distinct = len(pairs.scores)
+        store = self._store()
+        if store is not None:
+            qhashes, phashes = pairs.pair_hashes()
+            pairs.fingerprint = self.fingerprint
+            pairs.scores = store.lookup(pairs.fingerprint, qhashes, phashes)
+            if np.isnan(pairs.scores).any():
+                self.load()
+                if self.fingerprint != pairs.fingerprint:  # random weights: known once loaded
+                    pairs.fingerprint = self.fingerprint
+                    pairs.scores = store.lookup(pairs.fingerprint, qhashes, phashes)
+            self._register()
+        missing = pairs.missing()
+        stats.cached = stats.distinct - len(missing)
+        if len(missing):
+            score = self._score_pairs if self.ray is None else self._score_pairs_on_ray
+            score(pairs, missing, self._score_writer(store, pairs), stats)
+        out[SCORE] = pairs.scores[pairs.row_pair]
+        stats.total_s = time.perf_counter() - started
+        self.stats_ = stats
+        return out
+
+    def _score_pairs(
+        self,
+        pairs: DistinctPairs,
+        todo: np.ndarray,
+        write: Callable[[list[tuple[int, float]]], None] | None,
+        stats: ScoringStats,
+    ) -> None:
+        """Score the distinct (query, joined pair) items ``todo`` into ``pairs.scores``."""
+        encoder = self.encoder_
+        template = self.pair_template()
+        between = self.between_ids()
+        cap = self.max_length_ - template.n_special - len(between)
+        queries = pairs.queries
+        halves = [split_pair(text) for text in pairs.texts]
+        q_ids: dict[int, list[int]] = {}
+        d_ids: dict[tuple[int, int], list[int]] = {}  # (text index, 0 or 1) -> ids
+        kept = np.zeros((len(todo), 2), dtype=np.int64)
+
+        def tokenize(items: np.ndarray) -> np.ndarray:
+            new_q = sorted({int(i) for i in pairs.pair_query[todo[items]]} - q_ids.keys())
+            for i, ids in zip(
+                new_q, encoder.token_ids([queries[i] for i in new_q], self.query_max_tokens), strict=True
+            ):
+                q_ids[i] = ids
+            new_d = sorted(
+                {(int(t), side) for t in pairs.pair_text[todo[items]] for side in (0, 1)} - d_ids.keys()
+            )
+            for key, ids in zip(new_d, encoder.token_ids([halves[t][s] for t, s in new_d], cap), strict=True):
+                d_ids[key] = ids
+            lengths = np.zeros(len(items), dtype=np.int64)
+            for n, item in enumerate(items):
+                pair = todo[item]
+                q, t = int(pairs.pair_query[pair]), int(pairs.pair_text[pair])
+                room = cap - len(q_ids[q])
+                kept[item] = share_room(len(d_ids[(t, 0)]), len(d_ids[(t, 1)]), room)
+                lengths[n] = template.n_special + len(between) + len(q_ids[q]) + int(kept[item].sum())
+            return lengths
+
+        def build(items: np.ndarray, pad_multiple: int) -> TokenBatch:
+            firsts, seconds = [], []
+            for item in items:
+                pair = todo[item]
+                t = int(pairs.pair_text[pair])
+                firsts.append(q_ids[int(pairs.pair_query[pair])])
+                seconds.append([*d_ids[(t, 0)][: kept[item, 0]], *between, *d_ids[(t, 1)][: kept[item, 1]]])
+            return encoder.pair_batch(firsts, seconds, pad_multiple, template=template)
+
+        with _ChunkedWriter(write, self.commit_every) as writer:
+
+            def consume(rows: np.ndarray, output: np.ndarray) -> None:
+                values = np.asarray(self.read_out(output), dtype=np.float64)
+                pairs.scores[todo[rows]] = values
+                writer.add(list(zip(todo[rows].tolist(), values.tolist(), strict=True)))
+
+            self._run_batches(len(todo), tokenize, build, consume, stats, desc=self.family)
 
 
 def best_passages(run: pd.DataFrame, passages: pd.DataFrame) -> pd.DataFrame:
@@ -84,7 +331,7 @@ def best_passages(run: pd.DataFrame, passages: pd.DataFrame) -> pd.DataFrame:
 
 
 class Duo(Stage):
-    """Re-rank each query's top ``k`` documents by a pairwise model's preferences (symmetric sum).
+    """Re-rank each query's top ``k`` documents by a pairwise model's preferences.
 
     Input a Run [qid, query, docno, score(, rank)] with ``text`` for (at least) the top ``k``
     documents, or ``fetch`` (a :class:`~evirank.rerank.FetchText`) to read it; ``evirank rerank
@@ -92,14 +339,17 @@ class Duo(Stage):
     since a pair of whole documents rarely fits in the model's input. Every ordered pair (i, j),
     i != j, of a query's top ``k`` is scored: **k(k-1) model calls per query** (90 for k = 10, 380
     for k = 20), fewer when texts repeat or the score store has them (a rerun, or a smaller ``k``,
-    costs nothing). Each document gets s_i = sum over j != i of (p_ij + (1 - p_ji))
-    (:func:`sym_sum`); the top ``k`` are ordered by s_i (ties: the earlier rank first) with score =
-    s_i + (the highest score below the top k, or 0) + 1, so they stay above the rest, which keep
-    their scores and order. A column ``duo_score`` holds s_i.
+    costs nothing). Each document gets s_i from the probabilities p_ij (document i more relevant
+    than j) by ``aggregate``: ``sum`` (sum over j of p_ij), ``binary`` (the j with p_ij > 0.5),
+    ``min`` / ``max`` (of p_ij over j), or ``sym-sum`` (sum over j of p_ij + 1 - p_ji, the default);
+    the top ``k`` are ordered by s_i (ties: the earlier rank first) with score = s_i + (the
+    highest score below the top k, or 0) + 1, so they stay above the rest, which keep their
+    scores and order. A column ``duo_score`` holds s_i.
 
     Args:
         model: a pairwise model (Hub id or folder), or a pair scorer already built.
         k: documents re-ranked per query (at least 2).
+        aggregate: a name of :data:`DUO_AGGREGATES`.
         family: the pairwise family (None: the registered pairwise family that recognises the model).
         fetch: a stage that adds ``text`` to a run without it.
         options: the pair scorer's keyword arguments (``store``, ``device``, ``batch_tokens``, ...).
@@ -116,25 +366,33 @@ class Duo(Stage):
         model: str | os.PathLike[str] | Any,
         k: int = 10,
         *,
+        aggregate: str = DEFAULT_DUO_AGGREGATE,
         family: str | None = None,
         fetch: Stage | None = None,
         **options: Any,
     ) -> None:
         if not isinstance(k, int) or k < 2:
             raise ValueError(f"duo's k must be an integer of at least 2, found {k!r}")
+        duo_aggregate(aggregate)  # an unknown name fails here
         self.scorer: Any = model if hasattr(model, "transform") else pair_scorer(model, family, **options)
         self.k = k
+        self.aggregate = str(aggregate).strip().lower()
         self.fetch = fetch
 
     def __repr__(self) -> str:
-        return f"Duo({str(self.scorer.model)!r}, k={self.k})"
+        return f"Duo({str(self.scorer.model)!r}, k={self.k}, aggregate={self.aggregate!r})"
 
     def describe(self) -> dict[str, Any]:
         """The stage's settings and its scorer's (for records)."""
-        return {"k": self.k, "calls_per_query": self.k * (self.k - 1), **self.scorer.describe()}
+        return {
+            "k": self.k,
+            "aggregate": self.aggregate,
+            "calls_per_query": self.k * (self.k - 1),
+            **self.scorer.describe(),
+        }
 
     def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
-        """The run with its top ``k`` per query re-ordered by the symmetric sum."""
+        """The run with its top ``k`` per query re-ordered by the aggregated pair probabilities."""
         require_columns(frame, (QID, QUERY, DOCNO, SCORE), "Duo (run)")
         from evirank.aggregate.tail import ranked_run
 
@@ -176,6 +434,7 @@ class Duo(Stage):
                 stats.cached,
                 stats.computed,
             )
+        aggregate = duo_aggregate(self.aggregate)
         scored: dict[tuple[str, str], float] = {}
         at = 0
         for _, docs in groups:
@@ -186,7 +445,7 @@ class Duo(Stage):
                     if i != j:
                         matrix[i, j] = probs[at]
                         at += 1
-            for docno, value in zip(docs[DOCNO].astype(str), sym_sum(matrix), strict=True):
+            for docno, value in zip(docs[DOCNO].astype(str), aggregate(matrix), strict=True):
                 scored[(str(docs[QID].iloc[0]), docno)] = float(value)
         return _reorder(ranked, scored, self.k)
 

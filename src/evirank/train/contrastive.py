@@ -29,11 +29,13 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -42,7 +44,11 @@ from evirank._extras import require
 from evirank.frames import QID, QUERY, TEXT
 from evirank.score.backends import mean_pooled
 from evirank.train.config import TrainConfig
-from evirank.train.listwise import NEGATIVES, draw_negatives, listwise_validation_loss
+from evirank.train.listwise import NEGATIVES, draw_negatives, listwise_items, listwise_validation_loss
+from evirank.train.recipe import PairRecipe
+
+if TYPE_CHECKING:
+    from evirank.train.trainer import TrainResult
 
 logger = logging.getLogger(__name__)
 
@@ -215,3 +221,93 @@ def predict_similarity(
     finally:
         model.train(was_training)
     return scored[SCORE].to_numpy(dtype=np.float64)
+
+
+class ContrastiveRecipe(PairRecipe):
+    """How ``evirank train --scorer bi`` fine-tunes a bi-encoder (see the module): mean-pooled,
+    normalised embeddings scored by their cosine, trained with :class:`Contrastive`; the folder
+    also gets the sentence-transformers files (:func:`write_sentence_transformers_files`)."""
+
+    kind = "bi-encoder"
+    losses: tuple[str, ...] = ("contrastive",)
+    continues = False
+    score = "cosine"
+
+    def load(self, source: str, config: TrainConfig) -> tuple[Any, Any, dict[str, Any]]:
+        model, tokenizer = load_encoder(source, dropout=config.dropout)
+        return model, tokenizer, {}
+
+    def reload(self, folder: Path) -> Any:
+        return require("transformers", "torch").AutoModel.from_pretrained(folder)
+
+    def objective(self, examples: pd.DataFrame, config: TrainConfig, source: str) -> tuple[pd.DataFrame, Any]:
+        items = listwise_items(examples, same_source=config.negatives_from == "source")
+        logger.info(
+            "contrastive: %d positives, each with %d hard negatives and the batch's other texts (%d queries)",
+            len(items),
+            config.group_size - 1,
+            items[QID].nunique(),
+        )
+        if config.hardest_negatives is not None:
+            items = _hardest(items, config, source)
+        return items, Contrastive(config.group_size, config.scale)
+
+    def predict(self, model: Any, tokenizer: Any, queries: Any, texts: Any, **options: Any) -> np.ndarray:
+        return predict_similarity(model, tokenizer, queries, texts, **options)
+
+    def finish(self, folder: Path, model: Any, config: TrainConfig) -> None:
+        write_sentence_transformers_files(
+            folder, dim=int(model.config.hidden_size), max_length=config.max_length
+        )
+
+
+def _hardest(items: pd.DataFrame, config: TrainConfig, source: str) -> pd.DataFrame:
+    """Each positive's ``config.hardest_negatives`` negatives the initial bi-encoder scores highest."""
+    from evirank.score.devices import resolve_device
+
+    device = resolve_device(config.device)
+    model, tokenizer = load_encoder(source, dropout=config.dropout)
+    model.to(device)
+
+    def score(queries: list[str], texts: list[str]) -> np.ndarray:
+        return predict_similarity(
+            model,
+            tokenizer,
+            queries,
+            texts,
+            batch_size=config.eval_batch_size,
+            max_length=config.max_length,
+            device=device,
+            bf16=config.bf16,
+        )
+
+    kept = keep_hardest(items, config.hardest_negatives or 1, score)
+    logger.info(
+        "contrastive: each positive keeps its %d hardest negatives by the initial model (%d pairs scored)",
+        config.hardest_negatives,
+        sum(len(pool) for pool in items[NEGATIVES]),
+    )
+    return kept
+
+
+def train_bi_encoder(
+    examples: pd.DataFrame,
+    config: TrainConfig | None = None,
+    output_dir: str | os.PathLike[str] = "model",
+    **options: Any,
+) -> TrainResult:
+    """Fine-tune a bi-encoder contrastively on (query, text, label) examples (see the module).
+
+    Takes the arguments of :func:`evirank.train.trainer.train_model`; ``config`` is made a
+    bi-encoder's (``encoder="bi"``, ``loss="contrastive"``). The folder also holds the
+    sentence-transformers files, so ``evirank rerank --scorer bi --model FOLDER`` and
+    sentence-transformers both load it.
+
+    Example:
+        >>> from evirank.train import TrainConfig, train_bi_encoder  # doctest: +SKIP
+        >>> train_bi_encoder(train, TrainConfig(group_size=2), "models/bi", validation=val)  # doctest: +SKIP
+    """
+    from evirank.train.trainer import train_model
+
+    config = dataclasses.replace(config or TrainConfig(), encoder="bi", loss="contrastive")
+    return train_model(examples, config, output_dir, **options)

@@ -43,6 +43,7 @@ from evirank.score import relevance_from_logits
 from evirank.score.devices import resolve_device
 from evirank.train import _model
 from evirank.train.config import DistillConfig, TrainConfig
+from evirank.train.recipe import recipe_for
 from evirank.train.trainer import (
     CHECKPOINT_DIR,
     TRAIN_JSON,
@@ -410,6 +411,7 @@ def _student_fit(
         validation=scored_validation,
         metadata=metadata,
         step_callback=step_callback,
+        recipe=recipe_for(train_config.encoder),
     )
 
 

@@ -20,8 +20,9 @@ from typing import Any
 import pandas as pd
 
 from evirank.stage import Estimator
+from evirank.train.classifier import train_cross_encoder
 from evirank.train.config import TrainConfig
-from evirank.train.trainer import TrainResult, train_cross_encoder
+from evirank.train.trainer import TrainResult
 
 
 class FineTunedCrossEncoder(Estimator):

@@ -1,5 +1,10 @@
-"""Fine-tuning cross-encoders: :func:`train_cross_encoder`, with validation, best checkpoint,
-early stopping and exact resume.
+"""Fine-tuning relevance models: :func:`train_model`, with validation, best checkpoint, early
+stopping and exact resume, for every model family that has a training recipe.
+
+What differs between families (how the initial model loads, the items and loss, how validation
+examples are scored, how a checkpoint reloads, what is written beside the weights) is the
+family's :class:`~evirank.train.recipe.Recipe`; this module never asks which kind of model it
+trains.
 
 The output folder is a standard Hugging Face model folder (``config.json``,
 ``model.safetensors``, tokenizer files) that ``transformers``, sentence-transformers'
@@ -26,7 +31,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import logging
@@ -46,22 +50,14 @@ import pandas as pd
 
 from evirank._extras import require
 from evirank.errors import OutputExistsError
-from evirank.frames import DOCNO, LABEL, PID, QID, QUERY, SCORE, SOURCE, TEXT, require_columns
+from evirank.frames import DOCNO, LABEL, QID, QUERY, SCORE, SOURCE, TEXT, require_columns
 from evirank.outputs import atomic_file, check_output, recovered
 from evirank.progress import progress_bar
 from evirank.record import plain, write_record
 from evirank.score.devices import resolve_device
 from evirank.train import _model
 from evirank.train.config import TrainConfig
-from evirank.train.contrastive import (
-    Contrastive,
-    keep_hardest,
-    load_encoder,
-    predict_similarity,
-    write_sentence_transformers_files,
-)
 from evirank.train.examples import summarize_examples
-from evirank.train.listwise import NEGATIVES, Listwise, listwise_items
 from evirank.train.recipe import Recipe, recipe_for
 
 logger = logging.getLogger(__name__)
@@ -119,40 +115,6 @@ class Objective(Protocol):
 
     def validation_loss(self, scores: np.ndarray, rows: pd.DataFrame) -> float:
         """The loss of the validation rows given their relevance scores."""
-
-
-def _bce(scores: np.ndarray, labels: np.ndarray) -> float:
-    """Binary cross-entropy with logits, numerically stable (also 2-class CE on z1 - z0)."""
-    return float(np.mean(np.maximum(scores, 0) - scores * labels + np.log1p(np.exp(-np.abs(scores)))))
-
-
-class Classification:
-    """Relevance as classification: BCE on one logit, or cross-entropy over two classes."""
-
-    columns: tuple[str, ...] = (QUERY, TEXT, LABEL)
-    pairs_per_item = 1
-
-    def __init__(self, num_labels: int) -> None:
-        self.num_labels = num_labels
-        self.name = "bce" if num_labels == 1 else "cross-entropy"
-
-    def loss(self, model: Any, tokenizer: Any, rows: pd.DataFrame, config: TrainConfig, device: str) -> Any:
-        torch = require("torch", "torch")
-        inputs = _model.encode(
-            tokenizer, rows[QUERY].tolist(), rows[TEXT].tolist(), config.max_length, device
-        )
-        logits = model(**inputs).logits.float()
-        labels = rows[LABEL].to_numpy(dtype=np.int64, copy=True)
-        if self.num_labels == 1:
-            return torch.nn.functional.binary_cross_entropy_with_logits(
-                logits[:, 0], _model.tensor_labels(labels, device)
-            )
-        return torch.nn.functional.cross_entropy(
-            logits, torch.as_tensor(labels, dtype=torch.long, device=device)
-        )
-
-    def validation_loss(self, scores: np.ndarray, rows: pd.DataFrame) -> float:
-        return _bce(scores, rows[LABEL].to_numpy(dtype=np.float64))
 
 
 @dataclass
@@ -291,7 +253,7 @@ def prepare_output(output_dir: Path, *, overwrite: bool, resume: bool) -> str:
 class Fit:
     """One training run over item rows with an :class:`Objective` (shared by train and distill).
 
-    Not part of the public API: use :func:`train_cross_encoder` or :func:`evirank.train.distill`.
+    Not part of the public API: use :func:`train_model` or :func:`evirank.train.distill`.
     """
 
     def __init__(
@@ -304,7 +266,7 @@ class Fit:
         validation: pd.DataFrame | None,
         metadata: dict[str, Any],
         step_callback: Callable[[int], None] | None,
-        recipe: Recipe | None = None,
+        recipe: Recipe,
     ) -> None:
         self.recipe = recipe
         self.items = items.reset_index(drop=True)
@@ -322,13 +284,8 @@ class Fit:
 
     # -- layout ------------------------------------------------------------------------
     def _reload(self, folder: Path) -> Any:
-        """The model saved in ``folder``: by the family's recipe, else with a classification head or
-        as a plain encoder (bi)."""
-        if self.recipe is not None:
-            return self.recipe.reload(folder)
-        bi = self.config.encoder == "bi"
-        auto = self.transformers.AutoModel if bi else self.transformers.AutoModelForSequenceClassification
-        return auto.from_pretrained(folder)
+        """The model saved in ``folder``, as the family's recipe loads it."""
+        return self.recipe.reload(folder)
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -343,19 +300,29 @@ class Fit:
         return batches, steps_per_epoch, min(total, cfg.max_steps) if cfg.max_steps else total
 
     def _optimizer(self, model: Any) -> Any:
-        decay: list[Any] = []
-        no_decay: list[Any] = []
+        """AdamW; weight decay on matrices only; the parameters the recipe names as a new head
+        train at ``head_learning_rate`` when the config sets one."""
+        cfg = self.config
+        head = self.recipe.head_parameters(model) if cfg.head_learning_rate is not None else set()
+        groups: dict[tuple[bool, bool], list[Any]] = {}
         for name, param in model.named_parameters():
             if not param.requires_grad:
                 continue
-            (no_decay if param.ndim < 2 or "LayerNorm" in name or "layer_norm" in name else decay).append(
-                param
-            )
-        groups = [
-            {"params": decay, "weight_decay": self.config.weight_decay},
-            {"params": no_decay, "weight_decay": 0.0},
-        ]
-        return self.torch.optim.AdamW(groups, lr=self.config.learning_rate)
+            decays = not (param.ndim < 2 or "LayerNorm" in name or "layer_norm" in name)
+            groups.setdefault((name in head, decays), []).append(param)
+        ordered = [(False, True), (False, False), (True, True), (True, False)]
+        return self.torch.optim.AdamW(
+            [
+                {
+                    "params": groups.get(key, []),
+                    "weight_decay": cfg.weight_decay if key[1] else 0.0,
+                    "lr": cfg.head_learning_rate if key[0] else cfg.learning_rate,
+                }
+                for key in ordered
+                if key in groups or not key[0]  # the encoder's two groups always, as before
+            ],
+            lr=cfg.learning_rate,
+        )
 
     # -- checkpoints -------------------------------------------------------------------
     def _save_checkpoint(self, model: Any, tokenizer: Any, optimizer: Any, scheduler: Any) -> None:
@@ -425,27 +392,14 @@ class Fit:
     def _validate(self, model: Any, tokenizer: Any) -> dict[str, Any]:
         assert self.validation is not None
         cfg = self.config
-        if self.recipe is not None:
-            predict: Callable[..., np.ndarray] = self.recipe.predict
-        else:
-            predict = predict_similarity if cfg.encoder == "bi" else _model.predict_relevance
-        scores = predict(
-            model,
-            tokenizer,
-            self.validation[QUERY].tolist(),
-            self.validation[TEXT].tolist(),
-            batch_size=cfg.eval_batch_size,
-            max_length=cfg.max_length,
-            device=self.device,
-            bf16=cfg.bf16,
-        )
+        scores, rows = self.recipe.validate(model, tokenizer, self.validation, cfg, self.device)
         record: dict[str, Any] = {
             "event": "validation",
             "step": self.state.step,
             "epoch": self.state.epoch,
-            "val_loss": self.objective.validation_loss(scores, self.validation),
+            "val_loss": self.objective.validation_loss(scores, rows),
         }
-        record.update(_validation_measures(scores, self.validation, cfg.validation_measures))
+        record.update(_validation_measures(scores, rows, cfg.validation_measures))
         return record
 
     # -- the loop ----------------------------------------------------------------------
@@ -578,13 +532,6 @@ class Fit:
             " (best)" if improved else "",
         )
 
-    def _score_rule(self, model: Any) -> str:
-        if self.recipe is not None:
-            return self.recipe.score
-        if self.config.encoder == "bi":
-            return "cosine"
-        return "logit" if model.config.num_labels == 1 else "logit[1] - logit[0]"
-
     def _finish(self, model: Any, tokenizer: Any, total: int) -> TrainResult:
         best_dir = recovered(self.checkpoint_dir / "best")
         if best_dir is not None:
@@ -593,11 +540,7 @@ class Fit:
             (self.out / name).unlink(missing_ok=True)
         model.save_pretrained(self.out)
         tokenizer.save_pretrained(self.out)
-        bi = self.config.encoder == "bi"
-        if bi:
-            write_sentence_transformers_files(
-                self.out, dim=int(model.config.hidden_size), max_length=self.config.max_length
-            )
+        self.recipe.finish(self.out, model, self.config)
         state = self.state
         best = None
         if state.best_step is not None:
@@ -608,7 +551,7 @@ class Fit:
             "finished": datetime.now(UTC).isoformat(timespec="seconds"),
             **self.metadata,
             "objective": self.objective.name,
-            "score": self._score_rule(model),
+            "score": self.recipe.score_rule(self.config),
             "data_fingerprint": self.fingerprint,
             "steps": state.step,
             "total_steps": total,
@@ -634,56 +577,6 @@ class Fit:
             shutil.rmtree(self.checkpoint_dir)
         logger.info("model written to %s (%d steps, %.0f s)", self.out, state.step, state.elapsed_s)
         return result_from_json(self.out)
-
-
-def _items_and_objective(examples: pd.DataFrame, config: TrainConfig) -> tuple[pd.DataFrame, Objective]:
-    """The rows a training step draws from, and the loss over them (``config.loss``)."""
-    if config.loss == "contrastive":
-        items = listwise_items(examples, same_source=config.negatives_from == "source")
-        logger.info(
-            "contrastive: %d positives, each with %d hard negatives and the batch's other texts (%d queries)",
-            len(items),
-            config.group_size - 1,
-            items[QID].nunique(),
-        )
-        return items, Contrastive(config.group_size, config.scale)
-    if config.loss == "listwise":
-        items = listwise_items(examples, same_source=config.negatives_from == "source")
-        logger.info(
-            "listwise: %d positives, each in a group of %d texts (%d queries)",
-            len(items),
-            config.group_size,
-            items[QID].nunique(),
-        )
-        return items, Listwise(config.group_size)
-    columns = [c for c in (QID, QUERY, DOCNO, PID, TEXT, LABEL) if c in examples.columns]
-    return examples[columns], Classification(config.num_labels)
-
-
-def _hardest(items: pd.DataFrame, config: TrainConfig, source: str) -> pd.DataFrame:
-    """Each positive's ``config.hardest_negatives`` negatives the initial bi-encoder scores highest."""
-    model, tokenizer = load_encoder(source, dropout=config.dropout)
-    model.to(resolve_device(config.device))
-
-    def score(queries: list[str], texts: list[str]) -> np.ndarray:
-        return predict_similarity(
-            model,
-            tokenizer,
-            queries,
-            texts,
-            batch_size=config.eval_batch_size,
-            max_length=config.max_length,
-            device=resolve_device(config.device),
-            bf16=config.bf16,
-        )
-
-    kept = keep_hardest(items, config.hardest_negatives or 1, score)
-    logger.info(
-        "contrastive: each positive keeps its %d hardest negatives by the initial model (%d pairs scored)",
-        config.hardest_negatives,
-        sum(len(pool) for pool in items[NEGATIVES]),
-    )
-    return kept
 
 
 def result_from_json(output_dir: str | os.PathLike[str]) -> TrainResult:
@@ -720,49 +613,6 @@ def _check_examples(examples: pd.DataFrame, where: str) -> None:
         raise ValueError(f"{where}: labels must be 0 or 1, found {sorted(labels)[:5]}")
 
 
-def train_bi_encoder(
-    examples: pd.DataFrame,
-    config: TrainConfig | None = None,
-    output_dir: str | os.PathLike[str] = "model",
-    **options: Any,
-) -> TrainResult:
-    """Fine-tune a bi-encoder contrastively on (query, text, label) examples (see evirank.train.contrastive).
-
-    Takes the arguments of :func:`train_cross_encoder`; ``config`` is made a bi-encoder's
-    (``encoder="bi"``, ``loss="contrastive"``). The folder also holds the sentence-transformers
-    files, so ``evirank rerank --scorer bi --model FOLDER`` and sentence-transformers both load it.
-
-    Example:
-        >>> from evirank.train import TrainConfig, train_bi_encoder  # doctest: +SKIP
-        >>> train_bi_encoder(train, TrainConfig(group_size=2), "models/bi", validation=val)  # doctest: +SKIP
-    """
-    config = dataclasses.replace(config or TrainConfig(), encoder="bi", loss="contrastive")
-    return train_model(examples, config, output_dir, **options)
-
-
-def train_cross_encoder(
-    examples: pd.DataFrame,
-    config: TrainConfig | None = None,
-    output_dir: str | os.PathLike[str] = "model",
-    **options: Any,
-) -> TrainResult:
-    """Fine-tune a cross-encoder on (query, text, label) examples and save it to ``output_dir``.
-
-    Takes the arguments of :func:`train_model`.
-
-    Raises:
-        ValueError: ``config`` is a bi-encoder's (use :func:`train_bi_encoder`).
-
-    Example:
-        >>> from evirank.train import TrainConfig, train_cross_encoder  # doctest: +SKIP
-        >>> cfg = TrainConfig(epochs=1)  # doctest: +SKIP
-        >>> train_cross_encoder(train, cfg, "models/mb", validation=val)  # doctest: +SKIP
-    """
-    if config is not None and config.encoder != "cross":
-        raise ValueError("train_cross_encoder trains a cross-encoder; use train_bi_encoder for encoder='bi'")
-    return train_model(examples, config, output_dir, **options)
-
-
 def train_model(
     examples: pd.DataFrame,
     config: TrainConfig | None = None,
@@ -774,7 +624,8 @@ def train_model(
     provenance: dict[str, Any] | None = None,
     step_callback: Callable[[int], None] | None = None,
 ) -> TrainResult:
-    """Fine-tune the relevance model ``config`` asks for (cross- or bi-encoder) and save it to ``output_dir``.
+    """Fine-tune the model family ``config.encoder`` names (its recipe: :mod:`evirank.train.recipe`)
+    and save it to ``output_dir``.
 
     Args:
         examples: Examples [qid, query, text, label, ...] (see :mod:`evirank.train.examples`).
@@ -817,22 +668,21 @@ def train_model(
         logger.info("%s is already complete; nothing to resume", out)
         return result_from_json(out)
     recipe = recipe_for(config.encoder)
-    if recipe is not None and config.init is None and config.model is None:
+    if config.init is not None and not recipe.continues:
+        raise ValueError(f"init continues a relevance model with its head; a {recipe.kind} starts from model")
+    default = None if config.init or config.model else recipe.default_model()
+    if config.init is None and config.model is None and default is None:
         raise ValueError(f"the {config.encoder} family has no default model: give --model (or --init)")
-    items, objective = (
-        recipe.objective(examples, config) if recipe is not None else _items_and_objective(examples, config)
-    )
-    source = config.init or config.model or _model.default_model_path()
-    if config.hardest_negatives is not None:
-        items = _hardest(items, config, source)
+    source = config.init or config.model or default
+    assert source is not None
+    items, objective = recipe.objective(examples, config, source)
     init: dict[str, Any] = {
         "model": config.init or config.model or _model.DEFAULT_MODEL_NAME,
         "path": source,
         "continued_from_checkpoint": config.init is not None,
     }
-    bi = config.encoder == "bi"
     metadata: dict[str, Any] = {
-        "kind": recipe.kind if recipe is not None else "bi-encoder" if bi else "cross-encoder",
+        "kind": recipe.kind,
         "init": init,
         "data": {
             "train": _summary(examples),
@@ -854,31 +704,9 @@ def train_model(
         model, tokenizer, payload = fit.load_checkpoint()
         fit.metadata = payload["metadata"]
         return fit.run(model, tokenizer, payload)
-    if recipe is not None:  # the family's own model and loss
-        model, tokenizer = recipe.load(source, config)
-        logger.info(
-            "training %s %s on %d examples, %d queries", recipe.kind, source, len(items), items[QID].nunique()
-        )
-        return fit.run(model, tokenizer, None)
-    if bi:
-        model, tokenizer = load_encoder(source, dropout=config.dropout)
-        logger.info(
-            "training bi-encoder %s on %d positives, %d queries", source, len(items), items[QID].nunique()
-        )
-        return fit.run(model, tokenizer, None)
-    if config.init is not None and not _model.has_classification_head(config.init):
-        raise ValueError(
-            f"--init {config.init} has no sequence-classification head; use --model for a plain encoder"
-        )
-    model, tokenizer, fresh_head = _model.load_classifier(
-        source, num_labels=config.num_labels, dropout=config.dropout, seed=config.seed
-    )
-    init["fresh_head"] = fresh_head
+    model, tokenizer, facts = recipe.load(source, config)
+    init.update(facts)
     logger.info(
-        "training %s (%s head) on %d examples, %d queries",
-        source,
-        "fresh" if fresh_head else "kept",
-        len(items),
-        items[QID].nunique(),
+        "training %s %s on %d items, %d queries", recipe.kind, source, len(items), items[QID].nunique()
     )
     return fit.run(model, tokenizer, None)

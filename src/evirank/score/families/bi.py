@@ -20,6 +20,7 @@ from evirank.score._base import DistinctPairs, ScoringStats, TransformerScorer, 
 from evirank.score.backends import TokenBatch
 from evirank.score.family import Family, ModelInfo, register_family
 from evirank.score.store import Store, text_hash
+from evirank.train.recipe import register_recipe
 
 if TYPE_CHECKING:
     from evirank.scale.options import RayOptions
@@ -548,6 +549,15 @@ def _claims(info: ModelInfo) -> int:
         return 1  # an encoder without a head (BertModel): mean-pooled, as all-MiniLM-L6-v2 is
     return 0
 
+
+def _recipe() -> Any:
+    """The bi-encoder's training recipe (:mod:`evirank.train.contrastive`, loaded when training)."""
+    from evirank.train.contrastive import ContrastiveRecipe
+
+    return ContrastiveRecipe()
+
+
+register_recipe("contrastive", _recipe)
 
 FAMILY = register_family(
     Family(

@@ -14,6 +14,7 @@ from evirank._extras import require
 from evirank.score.family import Family, ModelInfo, register_family
 from evirank.score.pairs import PairScorer
 from evirank.score.store import Store
+from evirank.train.recipe import register_recipe
 
 if TYPE_CHECKING:
     from evirank.scale.options import RayOptions
@@ -175,6 +176,15 @@ def _claims(info: ModelInfo) -> int:
     """A sequence classifier is a cross-encoder."""
     return 2 if info.has_architecture("ForSequenceClassification") else 0
 
+
+def _recipe() -> Any:
+    """The cross-encoder's training recipe (:mod:`evirank.train.classifier`, loaded when training)."""
+    from evirank.train.classifier import ClassifierRecipe
+
+    return ClassifierRecipe()
+
+
+register_recipe("pointwise", _recipe)
 
 FAMILY = register_family(
     Family(

@@ -37,8 +37,7 @@ from __future__ import annotations
 
 import logging
 import os
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,15 +46,22 @@ import numpy as np
 import pandas as pd
 
 from evirank._extras import require
-from evirank.frames import QUERY, SCORE, TEXT, require_columns
-from evirank.score._base import DistinctPairs, ScoringStats, _ChunkedWriter
+from evirank.frames import QUERY, SCORE, TEXT
 from evirank.score.backends import TokenBatch
 from evirank.score.family import Family, ModelInfo, register_family
 from evirank.score.pairs import PairScorer
-from evirank.score.pairwise import Duo, best_passages, join_pair, split_pair, sym_sum
+from evirank.score.pairwise import (
+    Duo,
+    TwoDocumentScorer,
+    best_passages,
+    join_pair,
+    share_room,
+    split_pair,
+    sym_sum,
+)
 from evirank.score.store import Store
 from evirank.score.tokenize import Template
-from evirank.train.recipe import register_recipe
+from evirank.train.recipe import PairRecipe, register_recipe
 
 if TYPE_CHECKING:
     from evirank.scale.options import RayOptions
@@ -366,37 +372,9 @@ class MonoT5(_TrueFalseScorer):
             "the prompt words and the end token",
         )
 
-    def pair_inputs(self, queries: list[str], texts: list[str]) -> TokenBatch:
-        """The padded inputs of (query, text) pairs, cut as scoring cuts them (training reads these)."""
-        self.prepare()
-        template = self.pair_template()
-        cap = self.max_length_ - template.n_special
-        q_ids = self.encoder_.token_ids(queries, self.query_max_tokens)
-        p_ids = self.encoder_.token_ids(texts, cap)
-        cut = [p[: cap - len(q)] for q, p in zip(q_ids, p_ids, strict=True)]
-        return self.encoder_.pair_batch(q_ids, cut, template=template)
-
 
 # -- duoT5 --------------------------------------------------------------------------------------
-def share_room(first: int, second: int, room: int) -> tuple[int, int]:
-    """Tokens kept of two documents of ``first`` and ``second`` tokens sharing ``room``: each
-    gets half, and what one leaves unused goes to the other.
-
-    Example:
-        >>> share_room(10, 300, 100), share_room(80, 90, 100), share_room(3, 4, 100)
-        ((10, 90), (50, 50), (3, 4))
-    """
-    half = room // 2
-    if first + second <= room:
-        return first, second
-    if first <= half:
-        return first, room - first
-    if second <= room - half:
-        return room - second, second
-    return half, room - half
-
-
-class DuoT5(_TrueFalseScorer):
+class DuoT5(TwoDocumentScorer, _TrueFalseScorer):
     """P(d0 is more relevant than d1 to q) with a duoT5 model (see the module).
 
     Input Passages [qid, query, docno, pid, text, ...] whose ``text`` is two documents joined
@@ -463,12 +441,9 @@ class DuoT5(_TrueFalseScorer):
             self.query_prefix, self.first_prefix, self.relevant_prompt, end=self._end_ids()
         )
 
-    def _second_prefix_ids(self) -> list[int]:
+    def between_ids(self) -> list[int]:
+        """The second document's prefix (``Document1:``), between the two documents."""
         return self.encoder_.token_ids([self.second_prefix], 10_000)[0] if self.second_prefix else []
-
-    def _passage_room(self) -> int:
-        """Tokens of one document when both fill their half."""
-        return int((super()._passage_room() - len(self._second_prefix_ids())) // 2)
 
     def settings(self) -> dict[str, Any]:
         prompt = [self.query_prefix, self.first_prefix, self.second_prefix, self.relevant_prompt]
@@ -482,99 +457,6 @@ class DuoT5(_TrueFalseScorer):
 
     def read_out(self, output: np.ndarray) -> np.ndarray:
         return np.exp(log_p_true(output))
-
-    def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
-        """Add ``score`` = P(first more relevant) to pairs [qid, query, text=join_pair(d0, d1), ...].
-
-        Unlike a passage scorer it records no segments in the store (the rows are pairs).
-        """
-        require_columns(frame, (QUERY, TEXT), type(self).__name__)
-        started = time.perf_counter()
-        out = frame.copy()
-        stats = ScoringStats(rows=len(out))
-        if out.empty:
-            out[SCORE] = np.array([], dtype=np.float64)
-            self.stats_ = stats
-            return out
-        self.prepare()
-        pairs = DistinctPairs.of(out)
-        stats.distinct = len(pairs.scores)
-        store = self._store()
-        if store is not None:
-            qhashes, phashes = pairs.pair_hashes()
-            pairs.fingerprint = self.fingerprint
-            pairs.scores = store.lookup(pairs.fingerprint, qhashes, phashes)
-            if np.isnan(pairs.scores).any():
-                self.load()
-                if self.fingerprint != pairs.fingerprint:  # random weights: known once loaded
-                    pairs.fingerprint = self.fingerprint
-                    pairs.scores = store.lookup(pairs.fingerprint, qhashes, phashes)
-            self._register()
-        missing = pairs.missing()
-        stats.cached = stats.distinct - len(missing)
-        if len(missing):
-            score = self._score_pairs if self.ray is None else self._score_pairs_on_ray
-            score(pairs, missing, self._score_writer(store, pairs), stats)
-        out[SCORE] = pairs.scores[pairs.row_pair]
-        stats.total_s = time.perf_counter() - started
-        self.stats_ = stats
-        return out
-
-    def _score_pairs(
-        self,
-        pairs: DistinctPairs,
-        todo: np.ndarray,
-        write: Callable[[list[tuple[int, float]]], None] | None,
-        stats: ScoringStats,
-    ) -> None:
-        """Score the distinct (query, joined pair) items ``todo`` into ``pairs.scores``."""
-        encoder = self.encoder_
-        template = self.pair_template()
-        between = self._second_prefix_ids()
-        cap = self.max_length_ - template.n_special - len(between)
-        queries = pairs.queries
-        halves = [split_pair(text) for text in pairs.texts]
-        q_ids: dict[int, list[int]] = {}
-        d_ids: dict[tuple[int, int], list[int]] = {}  # (text index, 0 or 1) -> ids
-        kept = np.zeros((len(todo), 2), dtype=np.int64)
-
-        def tokenize(items: np.ndarray) -> np.ndarray:
-            new_q = sorted({int(i) for i in pairs.pair_query[todo[items]]} - q_ids.keys())
-            for i, ids in zip(
-                new_q, encoder.token_ids([queries[i] for i in new_q], self.query_max_tokens), strict=True
-            ):
-                q_ids[i] = ids
-            new_d = sorted(
-                {(int(t), side) for t in pairs.pair_text[todo[items]] for side in (0, 1)} - d_ids.keys()
-            )
-            for key, ids in zip(new_d, encoder.token_ids([halves[t][s] for t, s in new_d], cap), strict=True):
-                d_ids[key] = ids
-            lengths = np.zeros(len(items), dtype=np.int64)
-            for n, item in enumerate(items):
-                pair = todo[item]
-                q, t = int(pairs.pair_query[pair]), int(pairs.pair_text[pair])
-                room = cap - len(q_ids[q])
-                kept[item] = share_room(len(d_ids[(t, 0)]), len(d_ids[(t, 1)]), room)
-                lengths[n] = template.n_special + len(between) + len(q_ids[q]) + int(kept[item].sum())
-            return lengths
-
-        def build(items: np.ndarray, pad_multiple: int) -> TokenBatch:
-            firsts, seconds = [], []
-            for item in items:
-                pair = todo[item]
-                t = int(pairs.pair_text[pair])
-                firsts.append(q_ids[int(pairs.pair_query[pair])])
-                seconds.append([*d_ids[(t, 0)][: kept[item, 0]], *between, *d_ids[(t, 1)][: kept[item, 1]]])
-            return encoder.pair_batch(firsts, seconds, pad_multiple, template=template)
-
-        with _ChunkedWriter(write, self.commit_every) as writer:
-
-            def consume(rows: np.ndarray, output: np.ndarray) -> None:
-                values = np.asarray(self.read_out(output), dtype=np.float64)
-                pairs.scores[todo[rows]] = values
-                writer.add(list(zip(todo[rows].tolist(), values.tolist(), strict=True)))
-
-            self._run_batches(len(todo), tokenize, build, consume, stats, desc=self.family)
 
 
 # -- training -------------------------------------------------------------------------------------
@@ -634,14 +516,18 @@ class TrueFalseTargets:
         return float(-np.mean(labels * log_p + (1 - labels) * np.log(-np.expm1(log_p))))
 
 
-class Seq2SeqRecipe:
+class Seq2SeqRecipe(PairRecipe):
     """How ``evirank train --kind seq2seq`` fine-tunes a T5 (see :mod:`evirank.train.recipe`)."""
 
-    kind: str = "seq2seq (monoT5)"
+    kind = "seq2seq (monoT5)"
     losses: tuple[str, ...] = ("pointwise",)
-    score: str = "log P('true') in the softmax over the 'true' and 'false' logits at the first decoder step"
+    score = "log P('true') in the softmax over the 'true' and 'false' logits at the first decoder step"
 
-    def load(self, source: str, config: Any) -> tuple[Any, Any]:
+    def default_model(self) -> str | None:
+        """None: a T5 must be given (no T5 is bundled)."""
+        return None
+
+    def load(self, source: str, config: Any) -> tuple[Any, Any, dict[str, Any]]:
         torch = require("torch", "torch")
         transformers = require("transformers", "torch")
         model_config = transformers.AutoConfig.from_pretrained(source)
@@ -653,12 +539,12 @@ class Seq2SeqRecipe:
             model_config.dropout_rate = float(config.dropout)
         torch.manual_seed(config.seed)
         model = transformers.AutoModelForSeq2SeqLM.from_pretrained(source, config=model_config)
-        return model, transformers.AutoTokenizer.from_pretrained(source)
+        return model, transformers.AutoTokenizer.from_pretrained(source), {}
 
     def reload(self, folder: Path) -> Any:
         return require("transformers", "torch").AutoModelForSeq2SeqLM.from_pretrained(str(folder))
 
-    def objective(self, examples: pd.DataFrame, config: Any) -> tuple[pd.DataFrame, Any]:
+    def objective(self, examples: pd.DataFrame, config: Any, source: str) -> tuple[pd.DataFrame, Any]:
         columns = [c for c in ("qid", QUERY, "docno", "pid", TEXT, "label") if c in examples.columns]
         return examples[columns], TrueFalseTargets()
 

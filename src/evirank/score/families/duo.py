@@ -1,0 +1,144 @@
+"""The duo family: a pairwise cross-encoder, duoBERT (Nogueira, Yang, Cho & Lin 2019).
+
+A BERT-style sequence classifier reads ``[CLS] q [SEP] d_i [SEP] d_j [SEP]`` and its one logit
+(or the log-odds of its relevant class) is read as P(d_i is more relevant than d_j) through a
+sigmoid. The query keeps at most ``query_max_tokens`` (64) tokens and the two documents share the
+rest of ``max_length``, half each (what one leaves unused goes to the other); the query is the
+first segment (token type 0) and both documents the second (type 1), as the tokenizer's own pair
+template makes them. The :class:`~evirank.score.pairwise.Duo` stage re-ranks the top ``k`` of an
+earlier ranking with it (``rerank --duo K --duo-model duo:MODEL --duo-aggregate sum``): ``k(k-1)``
+model calls per query, every pair score kept in the score store under (query, both texts).
+
+``evirank train --scorer duo`` trains one from the same examples as every family: each query's
+(relevant, non-relevant) texts, in both orders (label 1 for relevant-first, 0 for the other), with
+binary cross-entropy, which is the duoBERT loss -sum ln p_ij (i relevant, j not) - sum ln(1 - p_ji).
+
+A duo model is a sequence classifier like a cross-encoder; ``--duo-model`` finds this family for
+it (the only pairwise family that reads classifiers), while ``--scorer auto`` reads it as a
+cross-encoder: say ``duo:MODEL`` where a family is asked for.
+
+Example:
+    >>> from evirank.score import get_family
+    >>> get_family("duo").pairwise, get_family("duo").objective
+    (True, 'duo-pairs')
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from scipy.special import expit
+
+from evirank.score.families.cross import relevance_from_logits
+from evirank.score.family import Family, ModelInfo, register_family
+from evirank.score.pairwise import TwoDocumentScorer
+from evirank.score.store import Store
+from evirank.train.recipe import register_recipe
+
+if TYPE_CHECKING:
+    from evirank.scale.options import RayOptions
+
+logger = logging.getLogger(__name__)
+
+#: The family's training objective (``evirank train --scorer duo``).
+OBJECTIVE = "duo-pairs"
+
+
+class DuoBERT(TwoDocumentScorer):
+    """P(d_i is more relevant than d_j to q) with a duoBERT-style classifier (see the module).
+
+    Input Passages [qid, query, text, ...] whose ``text`` is two documents joined by
+    :func:`~evirank.score.pairwise.join_pair`; output the same frame with ``score`` in (0, 1). Use
+    it through :class:`~evirank.score.pairwise.Duo`.
+
+    Args:
+        model: a Hugging Face id or local folder of a pairwise sequence classifier.
+        relevant_class: the "first is more relevant" label of a multi-logit head.
+        others: as for :class:`~evirank.score.CrossEncoder`.
+
+    Example:
+        >>> from evirank.score.pairwise import Duo
+        >>> duo = Duo(DuoBERT("models/duo-scifact"), k=10, aggregate="sum")  # doctest: +SKIP
+    """
+
+    family = "duo"
+    task = "classify"
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str],
+        max_length: int = 512,
+        query_max_tokens: int = 64,
+        batch_tokens: int | None = None,
+        device: str = "auto",
+        dtype: str = "auto",
+        relevant_class: int = 1,
+        backend: str = "torch",
+        store: Store | str | os.PathLike[str] | None = None,
+        commit_every: int = 4,
+        ray: RayOptions | None = None,
+    ) -> None:
+        super().__init__(
+            model,
+            max_length=max_length,
+            query_max_tokens=query_max_tokens,
+            batch_tokens=batch_tokens,
+            device=device,
+            dtype=dtype,
+            backend=backend,
+            store=store,
+            commit_every=commit_every,
+            ray=ray,
+        )
+        self.relevant_class = relevant_class
+
+    def between_ids(self) -> list[int]:
+        """The separator token between d_i and d_j."""
+        sep = self.encoder_.tokenizer.sep_token_id
+        return [] if sep is None else [int(sep)]
+
+    def settings(self) -> dict[str, Any]:
+        labels = int(getattr(self.config_, "num_labels", 1))
+        head = "sigmoid(logit)" if labels == 1 else f"sigmoid(log_odds:{self.relevant_class}/{labels})"
+        return {
+            **super().settings(),
+            "head": head,
+            "pair_text": "first + U+001E + second",
+            "input": "[CLS] q [SEP] d_i [SEP] d_j [SEP]",
+            "room": "query capped, documents half each",
+        }
+
+    def read_out(self, output: np.ndarray) -> np.ndarray:
+        return np.asarray(expit(relevance_from_logits(output, self.relevant_class)), dtype=np.float64)
+
+
+def _claims(info: ModelInfo) -> int:
+    """A sequence classifier read as a pairwise model (1: below the cross-encoder's claim, so
+    ``auto`` reads it as a cross-encoder, while a pairwise stage finds this family)."""
+    return 1 if info.has_architecture("ForSequenceClassification") else 0
+
+
+def _recipe() -> Any:
+    """duoBERT's training recipe (:mod:`evirank.train.pairwise`, loaded when training)."""
+    from evirank.train.pairwise import DuoRecipe
+
+    return DuoRecipe()
+
+
+register_recipe(OBJECTIVE, _recipe)
+
+FAMILY = register_family(
+    Family(
+        "duo",
+        scorer=DuoBERT,
+        summary="duoBERT: P(d_i more relevant than d_j) from '[CLS] q [SEP] d_i [SEP] d_j [SEP]' through "
+        "a sequence classifier (a Duo stage's model: rerank --duo K --duo-model duo:MODEL)",
+        claims=_claims,
+        backends=("torch", "onnx", "onnx-int8"),
+        objective=OBJECTIVE,
+        pairwise=True,
+    )
+)
