@@ -277,10 +277,10 @@ def load_evirank(name: str, model_dir: Path) -> Reranker:
     scorer = CrossEncoder(model_dir, backend=backend, dtype=dtype, device=kind)
     scorer.load()
     engine = {
-        "torch": f"PyTorch {torch.__version__.split('+')[0]}",
-        "onnx": f"ONNX Runtime {_version('onnxruntime')}",
-        "openvino": f"OpenVINO {_version('openvino')}",
-    }[backend.split("-")[0]]
+        "torch": lambda: f"PyTorch {torch.__version__.split('+')[0]}",
+        "onnx": lambda: f"ONNX Runtime {_version('onnxruntime')}",
+        "openvino": lambda: f"OpenVINO {_version('openvino')}",
+    }[backend.split("-")[0]]()
     return Reranker(
         name,
         label=f"evirank CrossEncoder backend={backend}" + (f" dtype={dtype}" if dtype != "auto" else ""),

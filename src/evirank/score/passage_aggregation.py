@@ -245,6 +245,7 @@ def document_scores(
     width = int(positions.max()) + 1 if len(positions) else 1
     hidden = vectors.shape[1] if vectors.ndim == 2 else head.config.hidden_size
     out = np.zeros(n_docs, dtype=np.float64)
+    device = head_device(head)
     order = np.argsort(documents, kind="stable")
     starts = np.searchsorted(documents[order], np.arange(n_docs + 1))
     with torch.inference_mode():
@@ -255,8 +256,8 @@ def document_scores(
             mask = np.zeros((last - first, width), dtype=bool)
             block[documents[rows] - first, positions[rows]] = vectors[rows]
             mask[documents[rows] - first, positions[rows]] = True
-            scores = head(torch.from_numpy(block), torch.from_numpy(mask))
-            out[first:last] = scores.double().numpy()
+            scores = head(torch.from_numpy(block).to(device), torch.from_numpy(mask).to(device))
+            out[first:last] = scores.double().cpu().numpy()
     return out
 
 
@@ -270,12 +271,26 @@ def passage_scores(head: Any, vectors: np.ndarray, chunk: int = 4096) -> np.ndar
     """
     torch = require("torch", "torch")
     out = np.zeros(len(vectors), dtype=np.float64)
+    device = head_device(head)
     with torch.inference_mode():
         for start in range(0, len(vectors), chunk):
             block = torch.from_numpy(np.ascontiguousarray(vectors[start : start + chunk], dtype=np.float32))
-            mask = torch.ones(len(block), 1, dtype=torch.bool)
-            out[start : start + len(block)] = head(block.unsqueeze(1), mask).double().numpy()
+            mask = torch.ones(len(block), 1, dtype=torch.bool, device=device)
+            scores = head(block.to(device).unsqueeze(1), mask)
+            out[start : start + len(block)] = scores.double().cpu().numpy()
     return out
+
+
+def head_device(head: Any) -> Any:
+    """Where the head's parameters are (the CPU for a loaded head; the GPU for one being trained there).
+
+    Example:
+        >>> str(head_device(make_head(HeadConfig("max", 2, 4, 1, 4))))
+        'cpu'
+    """
+    torch = require("torch", "torch")
+    parameter = next(iter(head.parameters()), None)
+    return parameter.device if parameter is not None else torch.device("cpu")
 
 
 def describe(config: HeadConfig) -> dict[str, Any]:
