@@ -150,7 +150,7 @@ def duo_model(tmp_path_factory: pytest.TempPathFactory, tiny_bert_builder: Calla
 
 
 def reference_probabilities(folder: Path, query: str, pairs: list[tuple[str, str]]) -> list[float]:
-    """P(first more relevant) by transformers: [CLS] q [SEP] d_i [SEP] d_j [SEP], q type 0, docs type 1."""
+    """P(first more relevant) by transformers: [CLS] q [SEP] d_i [SEP] d_j [SEP], q and d_i type 0, d_j type 1."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
@@ -163,7 +163,7 @@ def reference_probabilities(folder: Path, query: str, pairs: list[tuple[str, str
             b = tokenizer(second, add_special_tokens=False)["input_ids"]
             cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
             ids = [cls, *q, sep, *a, sep, *b, sep]
-            types = [0] * (len(q) + 2) + [1] * (len(a) + len(b) + 2)
+            types = [0] * (len(q) + len(a) + 3) + [1] * (len(b) + 1)
             logit = model(
                 input_ids=torch.tensor([ids]),
                 attention_mask=torch.ones(1, len(ids), dtype=torch.long),

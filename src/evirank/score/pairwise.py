@@ -197,6 +197,16 @@ class TwoDocumentScorer(PairScorer):
         """The token ids between the two documents."""
         raise NotImplementedError
 
+    def segments(self, query: list[int], first: list[int], second: list[int]) -> tuple[list[int], list[int]]:
+        """The template's two segments of one input (already cut): by default the query, then both
+        documents with :meth:`between_ids` between them. A family may move the boundary.
+
+        Example:
+            >>> TwoDocumentScorer.segments(None, [1], [2], [3])  # doctest: +SKIP
+            ([1], [2, 102, 3])
+        """
+        return list(query), [*first, *self.between_ids(), *second]
+
     def _passage_room(self) -> int:
         """Tokens of one document when both fill their half."""
         return int((super()._passage_room() - len(self.between_ids())) // 2)
@@ -211,11 +221,13 @@ class TwoDocumentScorer(PairScorer):
         halves = [split_pair(text) for text in texts]
         firsts = self.encoder_.token_ids([h[0] for h in halves], cap)
         seconds = self.encoder_.token_ids([h[1] for h in halves], cap)
-        joined = []
+        heads, tails = [], []
         for q, a, b in zip(q_ids, firsts, seconds, strict=True):
             keep_a, keep_b = share_room(len(a), len(b), cap - len(q))
-            joined.append([*a[:keep_a], *between, *b[:keep_b]])
-        return self.encoder_.pair_batch(q_ids, joined, template=template)
+            head, tail = self.segments(q, a[:keep_a], b[:keep_b])
+            heads.append(head)
+            tails.append(tail)
+        return self.encoder_.pair_batch(heads, tails, template=template)
 
     def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
         """Add ``score`` = P(first more relevant) to pairs [qid, query, text=join_pair(d0, d1), ...].
@@ -293,13 +305,18 @@ class TwoDocumentScorer(PairScorer):
             return lengths
 
         def build(items: np.ndarray, pad_multiple: int) -> TokenBatch:
-            firsts, seconds = [], []
+            heads, tails = [], []
             for item in items:
                 pair = todo[item]
                 t = int(pairs.pair_text[pair])
-                firsts.append(q_ids[int(pairs.pair_query[pair])])
-                seconds.append([*d_ids[(t, 0)][: kept[item, 0]], *between, *d_ids[(t, 1)][: kept[item, 1]]])
-            return encoder.pair_batch(firsts, seconds, pad_multiple, template=template)
+                head, tail = self.segments(
+                    q_ids[int(pairs.pair_query[pair])],
+                    d_ids[(t, 0)][: kept[item, 0]],
+                    d_ids[(t, 1)][: kept[item, 1]],
+                )
+                heads.append(head)
+                tails.append(tail)
+            return encoder.pair_batch(heads, tails, pad_multiple, template=template)
 
         with _ChunkedWriter(write, self.commit_every) as writer:
 

@@ -3,9 +3,10 @@
 A BERT-style sequence classifier reads ``[CLS] q [SEP] d_i [SEP] d_j [SEP]`` and its one logit
 (or the log-odds of its relevant class) is read as P(d_i is more relevant than d_j) through a
 sigmoid. The query keeps at most ``query_max_tokens`` (64) tokens and the two documents share the
-rest of ``max_length``, half each (what one leaves unused goes to the other); the query is the
-first segment (token type 0) and both documents the second (type 1), as the tokenizer's own pair
-template makes them. The :class:`~evirank.score.pairwise.Duo` stage re-ranks the top ``k`` of an
+rest of ``max_length``, half each (what one leaves unused goes to the other); the query and d_i
+are the first segment (token type 0) and d_j the second (type 1), as duoBERT's reference code
+builds its inputs (with both documents in one segment, a MiniLM initialisation did not learn
+the order here: its training loss stayed at ln 2). The :class:`~evirank.score.pairwise.Duo` stage re-ranks the top ``k`` of an
 earlier ranking with it (``rerank --duo K --duo-model duo:MODEL --duo-aggregate sum``): ``k(k-1)``
 model calls per query, every pair score kept in the score store under (query, both texts).
 
@@ -100,6 +101,12 @@ class DuoBERT(TwoDocumentScorer):
         sep = self.encoder_.tokenizer.sep_token_id
         return [] if sep is None else [int(sep)]
 
+    def segments(self, query: list[int], first: list[int], second: list[int]) -> tuple[list[int], list[int]]:
+        """The query and d_i as the first segment (token type 0), d_j as the second (type 1), as
+        duoBERT's reference code builds its inputs: which document is which is told by the token
+        type as well as by position, so the order the model must learn is explicit from the start."""
+        return [*query, *self.between_ids(), *first], list(second)
+
     def settings(self) -> dict[str, Any]:
         labels = int(getattr(self.config_, "num_labels", 1))
         head = "sigmoid(logit)" if labels == 1 else f"sigmoid(log_odds:{self.relevant_class}/{labels})"
@@ -107,7 +114,7 @@ class DuoBERT(TwoDocumentScorer):
             **super().settings(),
             "head": head,
             "pair_text": "first + U+001E + second",
-            "input": "[CLS] q [SEP] d_i [SEP] d_j [SEP]",
+            "input": "[CLS] q [SEP] d_i [SEP] d_j [SEP], token types 0 0 1",
             "room": "query capped, documents half each",
         }
 
