@@ -212,9 +212,7 @@ class Peers:
         if name.startswith("st-torch-cuda"):
             device = self.device
             dtype = name.removeprefix("st-torch-cuda").lstrip("-") or "fp32"
-            kwargs = {
-                "dtype": {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
-            }
+            kwargs = {"dtype": {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype]}
             precision = dtype
         elif name.startswith("st-onnx"):
             import onnxruntime as ort
@@ -275,7 +273,12 @@ class Peers:
             label += " (precision hint f32)"
         if name == "st-openvino-int8":
             label += " int8"
-        return score, {"label": label, "precision": precision, "engine": engine, "batch": f"{self.batch} pairs"}
+        return score, {
+            "label": label,
+            "precision": precision,
+            "engine": engine,
+            "batch": f"{self.batch} pairs",
+        }
 
     def _calibration_count(self) -> int:
         return len(read_pairs(str(self.calibration))) if self.calibration else 0

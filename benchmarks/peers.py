@@ -506,7 +506,9 @@ def read_pairs(path: Path) -> pd.DataFrame:
                 row = json.loads(line)
                 rows.append({QUERY: str(row["query"]), TEXT: str(row["text"])})
             except (json.JSONDecodeError, KeyError, TypeError) as error:
-                raise SystemExit(f"{path}:{number}: expected a JSON object with query and text ({error})")
+                raise SystemExit(
+                    f"{path}:{number}: expected a JSON object with query and text ({error})"
+                ) from error
     if not rows:
         raise SystemExit(f"{path}: no pairs")
     return pd.DataFrame(rows)
@@ -793,16 +795,12 @@ def main() -> None:
         frame = scoring.sample_pairs(given, args.pairs, args.seed)
         test_run = train_run = None
         args.calibration_file = None
-        model_dir = (
-            Path(args.model) if args.model else scoring.minilm_cross(work / "minilm-cross", args.seed)
-        )
+        model_dir = Path(args.model) if args.model else scoring.minilm_cross(work / "minilm-cross", args.seed)
     else:
         test_run, train_run = bm25_runs(args)
         if args.train:
             args.model = str(train_model(Path(args.train), train_run, args.threads))
-        model_dir = (
-            Path(args.model) if args.model else scoring.minilm_cross(work / "minilm-cross", args.seed)
-        )
+        model_dir = Path(args.model) if args.model else scoring.minilm_cross(work / "minilm-cross", args.seed)
         passages, _, _ = sentence_pairs(test_run, "test", 100, args.segment)
         frame = scoring.sample_pairs(passages, args.pairs, args.seed)
         calibration, _, _ = sentence_pairs(train_run, "train", 10, args.segment)

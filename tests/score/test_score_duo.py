@@ -150,7 +150,7 @@ def duo_model(tmp_path_factory: pytest.TempPathFactory, tiny_bert_builder: Calla
 
 
 def reference_probabilities(folder: Path, query: str, pairs: list[tuple[str, str]]) -> list[float]:
-    """P(first more relevant) by transformers: [CLS] q [SEP] d_i [SEP] d_j [SEP], q and d_i type 0, d_j type 1."""
+    """P(first more relevant) by transformers: [CLS] q [SEP] d_i [SEP] d_j [SEP]; q, d_i type 0, d_j 1."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)

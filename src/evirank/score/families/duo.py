@@ -6,9 +6,10 @@ sigmoid. The query keeps at most ``query_max_tokens`` (64) tokens and the two do
 rest of ``max_length``, half each (what one leaves unused goes to the other); the query and d_i
 are the first segment (token type 0) and d_j the second (type 1), as duoBERT's reference code
 builds its inputs (with both documents in one segment, a MiniLM initialisation did not learn
-the order here: its training loss stayed at ln 2). The :class:`~evirank.score.pairwise.Duo` stage re-ranks the top ``k`` of an
-earlier ranking with it (``rerank --duo K --duo-model duo:MODEL --duo-aggregate sum``): ``k(k-1)``
-model calls per query, every pair score kept in the score store under (query, both texts).
+the order here: its training loss stayed at ln 2). The :class:`~evirank.score.pairwise.Duo`
+stage re-ranks the top ``k`` of an earlier ranking with it (``rerank --duo K --duo-model
+duo:MODEL --duo-aggregate sum``): ``k(k-1)`` model calls per query, every pair score kept in
+the score store under (query, both texts).
 
 ``evirank train --scorer duo`` trains one from the same examples as every family: each query's
 (relevant, non-relevant) texts, in both orders (label 1 for relevant-first, 0 for the other), with
