@@ -866,6 +866,8 @@ def main() -> None:
         ndcg_note = (
             "nDCG@10: not measured (given pairs)"
             if args.pairs_from
+            else "nDCG@10: not measured (--ndcg no)"
+            if args.ndcg == "no"
             else "nDCG@10: not measured (a random head; give --model with a trained model, or --train DIR)"
         )
         if args.ndcg == "yes" or (args.ndcg == "auto" and (args.model or args.train)):

@@ -206,7 +206,7 @@ class Ranker:
             from evirank.pipeline import PipelineSpec, build_pipeline
 
             runtime: dict[str, Any] = {
-                k: options.pop(k) for k in ("backend", "batch_tokens", "max_length") if k in options
+                k: options.pop(k) for k in ("backend", "dtype", "batch_tokens", "max_length") if k in options
             }
             spec = PipelineSpec.from_mapping(
                 {

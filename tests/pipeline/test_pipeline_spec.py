@@ -86,6 +86,19 @@ def test_a_spec_is_parsed_and_checked_when_it_is_made() -> None:
             PipelineSpec.from_mapping({"corpus": "c.jsonl", **options})
 
 
+def test_dtype_reaches_every_scorer_only_when_asked() -> None:
+    default = PipelineSpec.from_mapping({"corpus": "c.jsonl"})
+    assert "dtype" not in default.runtime.scorer_options()  # each backend's own default
+    assert default.describe()["dtype"] == "auto"
+    bf16 = PipelineSpec.from_mapping({"corpus": "c.jsonl", "dtype": "bf16"})
+    assert bf16.runtime.scorer_options()["dtype"] == "bf16"
+    assert bf16.describe()["dtype"] == "bf16"
+    args = build_parser().parse_args(
+        ["rerank", "--corpus", "c.jsonl", "--topics", "t", "--output", "o", "--dtype", "fp16"]
+    )
+    assert args.dtype == "fp16"
+
+
 def test_a_model_folder_that_is_not_there_fails_before_any_search(tmp_path: Path) -> None:
     with pytest.raises(PipelineSpecError, match="no-such-model"):
         PipelineSpec.from_mapping({"index": str(tmp_path), "model": str(tmp_path / "no-such-model")})

@@ -314,6 +314,7 @@ def _duo(spec: PipelineSpec, store: Any) -> Any:
         family=family,
         store=store,
         device=runtime.device,
+        **({"dtype": runtime.dtype} if runtime.dtype != "auto" else {}),
         batch_tokens=runtime.batch_tokens,
         max_length=runtime.max_length,
         ray=runtime.ray,

@@ -43,6 +43,8 @@ logger = logging.getLogger(__name__)
 
 #: The engines a scorer can run on (each family says which of them it supports).
 BACKENDS = ("torch", "onnx", "onnx-int8", "openvino", "openvino-int8")
+#: The values of ``--dtype``.
+DTYPES = ("auto", "fp32", "bf16", "fp16")
 #: The values of ``--corpus-format`` (:data:`evirank.io.corpus.CORPUS_FORMATS`, repeated here so that
 #: ``--help`` imports nothing heavy; a test keeps the two equal).
 CORPUS_FORMATS = ("jsonl", "beir", "trec", "nyt", "wapo", "warc", "msmarco-docs")
@@ -345,6 +347,13 @@ def add_scoring(
         help="engine: torch (CPU or GPU), onnx (ONNX Runtime on CPU, fp32), onnx-int8 (ONNX Runtime, "
         "int8 weights), openvino (OpenVINO on CPU: fp32, or bf16 where the CPU has it), openvino-int8 "
         "(OpenVINO, static int8; the openvino extra); each family says which it runs on",
+    )
+    group.add_argument(
+        "--dtype",
+        choices=DTYPES,
+        default="auto",
+        help="precision the models compute in: auto (bf16 on GPUs, fp32 on CPUs), fp32, bf16 (GPUs; CPUs "
+        "with AMX or AVX512_BF16), fp16 (GPUs)",
     )
     group.add_argument(
         "--batch-tokens", type=positive_int, metavar="N", help="token budget per batch (default: by device)"

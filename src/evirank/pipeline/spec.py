@@ -127,6 +127,8 @@ class Runtime:
     Attributes:
         device: ``auto``, ``cpu``, ``cuda``, ``cuda:1``, ``mps``.
         backend: a backend the scorers' families run on (``torch``, ``onnx``, ``onnx-int8``, ...).
+        dtype: the precision the models compute in: ``auto`` (each backend's default: bf16 on
+            GPUs, fp32 on CPUs), ``fp32``, ``bf16``, ``fp16``.
         batch_tokens: token budget per batch (None: by device).
         max_length: input token cap (None: each scorer's).
         ray: :class:`~evirank.scale.RayOptions` to run the model on Ray (None: in this process).
@@ -136,6 +138,7 @@ class Runtime:
 
     device: str = "auto"
     backend: str = "torch"
+    dtype: str = "auto"
     batch_tokens: int | None = None
     max_length: int | None = None
     ray: Any = None
@@ -150,6 +153,7 @@ class Runtime:
         return {
             "device": self.device,
             "backend": self.backend,
+            **({"dtype": self.dtype} if self.dtype != "auto" else {}),
             "batch_tokens": self.batch_tokens,
             "max_length": self.max_length,
             "ray": self.ray,
@@ -355,6 +359,7 @@ class PipelineSpec:
             runtime=Runtime(
                 device=get("device", "auto"),
                 backend=get("backend", "torch"),
+                dtype=get("dtype", "auto") or "auto",
                 batch_tokens=get("batch_tokens"),
                 max_length=get("max_length"),
                 ray=ray,
@@ -437,6 +442,7 @@ class PipelineSpec:
             else {"k": self.duo, "model": self.duo_model, "aggregate": self.duo_aggregate},
             "device": self.runtime.device,
             "backend": self.runtime.backend,
+            "dtype": self.runtime.dtype,
             "batch_tokens": self.runtime.batch_tokens,
             "max_length": self.runtime.max_length,
             "ray": None if self.runtime.ray is None else self.runtime.ray.to_dict(),
