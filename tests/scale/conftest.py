@@ -45,14 +45,17 @@ def small_collection(tmp_path: Path) -> dict[str, Path]:
 
 
 @pytest.fixture
-def one_thread() -> Iterator[None]:
-    """Single-process scoring with one torch thread, as the one-core Ray workers run it.
+def one_thread(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Single-process scoring with one thread, as the one-core Ray workers run it.
 
-    Float sums in a matrix product may be grouped differently with another thread count, so
-    bit-for-bit comparisons give both sides the same number of threads.
+    Float sums in a matrix product may be grouped differently with another thread count, and the
+    CPU engines split a batch into one request per thread (streams), which moves dynamic int8
+    scales, so bit-for-bit comparisons give both sides the same number of threads: torch's, and
+    the engines' (``EVIRANK_NUM_THREADS``, as the Ray workers set it).
     """
     torch = pytest.importorskip("torch")
     before = torch.get_num_threads()
     torch.set_num_threads(1)
+    monkeypatch.setenv("EVIRANK_NUM_THREADS", "1")
     yield
     torch.set_num_threads(before)
