@@ -93,8 +93,8 @@ def mean_pooled_numpy(hidden: np.ndarray, attention_mask: np.ndarray) -> np.ndar
 
     Example:
         >>> hidden = np.array([[[3.0, 0.0], [0.0, 4.0], [9.0, 9.0]]])
-        >>> mean_pooled_numpy(hidden, np.array([[1, 1, 0]])).round(3).tolist()
-        [[0.6, 0.8]]
+        >>> [round(float(v), 3) for v in mean_pooled_numpy(hidden, np.array([[1, 1, 0]]))[0]]
+        [0.6, 0.8]
     """
     mask = attention_mask[..., None].astype(np.float32)
     pooled = (hidden * mask).sum(axis=1) / np.maximum(mask.sum(axis=1), 1.0)
