@@ -894,7 +894,7 @@ def main() -> None:
         packages=("torch", "transformers", "onnxruntime", "openvino"),
         device=(torch.cuda.get_device_name(0) if args.device_kind == "cuda" else None),
     ).splitlines()
-    out += report(rerankers, reference, frame, lengths, args, flops, peak)
+    out += ["", *report(rerankers, reference, frame, lengths, args, flops, peak)]
     out.append(footer())
     print("\n".join(out), flush=True)
 
