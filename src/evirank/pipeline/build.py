@@ -307,6 +307,7 @@ def _duo(spec: PipelineSpec, store: Any) -> Any:
 
     family, model = duo_spec(spec.duo_model)
     runtime = spec.runtime
+    precision: dict[str, Any] = {"dtype": runtime.dtype} if runtime.dtype != "auto" else {}
     return Duo(
         model,
         spec.duo,
@@ -314,7 +315,7 @@ def _duo(spec: PipelineSpec, store: Any) -> Any:
         family=family,
         store=store,
         device=runtime.device,
-        **({"dtype": runtime.dtype} if runtime.dtype != "auto" else {}),
+        **precision,
         batch_tokens=runtime.batch_tokens,
         max_length=runtime.max_length,
         ray=runtime.ray,

@@ -130,6 +130,38 @@ def autocast(device: str, bf16: bool) -> Any:
     )
 
 
+def adopted_scorer(
+    cls: Any,
+    model: Any,
+    tokenizer: Any,
+    max_length: int,
+    batch_size: int,
+    device: str,
+    bf16: bool,
+    query_share: int = 2,
+) -> Any:
+    """A scorer of family class ``cls`` over a model in memory, with training's length caps.
+
+    Tokenisation, truncation and read-out are inference's own; the query keeps at most
+    ``min(64, max_length // query_share)`` tokens, batches hold about ``batch_size`` inputs of
+    ``max_length`` tokens, and bf16/fp16 autocast runs where inference would use it (``bf16``).
+
+    Example:
+        >>> from evirank.score import CrossEncoder  # doctest: +SKIP
+        >>> scorer = adopted_scorer(CrossEncoder, model, tokenizer, 128, 32, "cpu", False)  # doctest: +SKIP
+    """
+    scorer = cls(
+        str(getattr(model.config, "_name_or_path", "") or "in-memory model"),
+        max_length=max_length,
+        query_max_tokens=min(64, max(1, max_length // query_share)),
+        batch_tokens=max(1, batch_size) * max_length,
+        device=device,
+        dtype="auto" if bf16 else "fp32",
+    )
+    scorer.adopt(model, tokenizer)
+    return scorer
+
+
 def predict_relevance(
     model: Any,
     tokenizer: Any,
@@ -152,16 +184,7 @@ def predict_relevance(
     from evirank.frames import DOCNO, PID, QID, QUERY, SCORE, TEXT
     from evirank.score import CrossEncoder
 
-    name = str(getattr(model.config, "_name_or_path", "") or "in-memory model")
-    scorer = CrossEncoder(
-        name,
-        max_length=max_length,
-        query_max_tokens=min(64, max(1, max_length // 2)),
-        batch_tokens=max(1, batch_size) * max_length,
-        device=device,
-        dtype="auto" if bf16 else "fp32",
-    )
-    scorer.adopt(model, tokenizer)
+    scorer = adopted_scorer(CrossEncoder, model, tokenizer, max_length, batch_size, device, bf16)
     ids = [str(i) for i in range(len(queries))]
     frame = pd.DataFrame({QID: ids, QUERY: list(queries), DOCNO: ids, PID: 0, TEXT: list(texts)})
     was_training = model.training

@@ -73,15 +73,9 @@ def training_scorer(
     """A :class:`~evirank.score.families.duo.DuoBERT` over a model in memory, with training's caps."""
     from evirank.score.families.duo import DuoBERT
 
-    scorer = DuoBERT(
-        str(getattr(model.config, "_name_or_path", "") or "in-memory model"),
-        max_length=max_length,
-        query_max_tokens=min(64, max(1, max_length // 4)),
-        batch_tokens=max(1, batch_size) * max_length,
-        device=device,
-        dtype="auto" if bf16 else "fp32",
+    scorer: DuoBERT = _model.adopted_scorer(
+        DuoBERT, model, tokenizer, max_length, batch_size, device, bf16, query_share=4
     )
-    scorer.adopt(model, tokenizer)
     return scorer
 
 

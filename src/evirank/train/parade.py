@@ -128,15 +128,7 @@ def training_scorer(
     training's length caps (tokenisation, truncation and read-out as inference does them)."""
     from evirank.score.families.parade import Parade
 
-    scorer = Parade(
-        str(getattr(model.config, "_name_or_path", "") or "in-memory model"),
-        max_length=max_length,
-        query_max_tokens=min(64, max(1, max_length // 2)),
-        batch_tokens=max(1, batch_size) * max_length,
-        device=device,
-        dtype="auto" if bf16 else "fp32",
-    )
-    scorer.adopt(model, tokenizer)
+    scorer: Parade = _model.adopted_scorer(Parade, model, tokenizer, max_length, batch_size, device, bf16)
     return scorer
 
 

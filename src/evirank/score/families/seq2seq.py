@@ -464,16 +464,9 @@ def _training_scorer(
     model: Any, tokenizer: Any, max_length: int, batch_size: int, device: str, bf16: bool
 ) -> MonoT5:
     """A :class:`MonoT5` over a model in memory, with training's length caps."""
-    name = str(getattr(model.config, "_name_or_path", "") or "in-memory model")
-    scorer = MonoT5(
-        name,
-        max_length=max_length,
-        query_max_tokens=min(64, max(1, max_length // 2)),
-        batch_tokens=max(1, batch_size) * max_length,
-        device=device,
-        dtype="auto" if bf16 else "fp32",
-    )
-    scorer.adopt(model, tokenizer)
+    from evirank.train._model import adopted_scorer
+
+    scorer: MonoT5 = adopted_scorer(MonoT5, model, tokenizer, max_length, batch_size, device, bf16)
     return scorer
 
 
