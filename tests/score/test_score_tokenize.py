@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from evirank.score.tokenize import TextEncoder
+from evirank.score.tokenize import Template, TextEncoder
 
 WORDS = [
     "<s>",
@@ -71,3 +71,33 @@ def test_token_ids_are_cut_and_batches_padded_with_a_mask() -> None:
     assert batch.shape == (2, 8)
     assert batch.attention_mask.sum(axis=1).tolist() == [3, 5]
     assert batch.input_ids[0, 3:].tolist() == [encoder.pad_id] * 5
+
+
+@pytest.mark.parametrize("style", ["bert", "roberta"])
+def test_a_batch_of_ragged_pairs_matches_the_tokenizers_padded_encoding(style: str) -> None:
+    tokenizer = word_level_tokenizer(style)
+    encoder = TextEncoder(tokenizer)
+    queries = ["cats", "dogs bark ?", "cats sit on mats", "?", "dogs"]
+    passages = ["mats .", "cats", "dogs bark on mats . cats sit", "sit on", "bark bark bark bark ."]
+    q_ids = encoder.token_ids(queries, 100)
+    p_ids = encoder.token_ids(passages, 100)
+    batch = encoder.pair_batch(q_ids, p_ids, pad_multiple=4)
+    expected = tokenizer(queries, passages, padding="longest", pad_to_multiple_of=4)
+    assert batch.input_ids.tolist() == expected["input_ids"]
+    assert batch.attention_mask.tolist() == expected["attention_mask"]
+    if style == "bert":
+        assert batch.token_type_ids is not None
+        assert batch.token_type_ids.tolist() == expected["token_type_ids"]
+    singles = encoder.single_batch(p_ids)
+    assert singles.input_ids.tolist() == tokenizer(passages, padding="longest")["input_ids"]
+
+
+def test_a_template_with_an_empty_text_keeps_each_segments_token_type() -> None:
+    encoder = TextEncoder(word_level_tokenizer("bert"))
+    template = Template(prefix=(4,), middle=(5, 5), suffix=(5,), types=(0, 1, 2, 3, 4))
+    batch = encoder.pair_batch([[], [6, 7]], [[8], []], template=template)
+    pad = encoder.pad_id
+    assert batch.input_ids.tolist() == [[4, 5, 5, 8, 5, pad], [4, 6, 7, 5, 5, 5]]
+    assert batch.attention_mask.tolist() == [[1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1]]
+    assert batch.token_type_ids is not None
+    assert batch.token_type_ids.tolist() == [[0, 2, 2, 3, 4, 0], [0, 1, 1, 2, 2, 4]]

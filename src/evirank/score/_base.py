@@ -394,8 +394,11 @@ class TransformerScorer(Stage):
             return self.store_
         return self.store
 
-    def _use_store(self, frame: pd.DataFrame, pairs: DistinctPairs) -> Store | None:
-        """Fill ``pairs.scores`` from the store and record the frame's segments there.
+    def _use_store(
+        self, frame: pd.DataFrame, pairs: DistinctPairs, *, record_segments: bool = True
+    ) -> Store | None:
+        """Fill ``pairs.scores`` from the store and (``record_segments``) record the frame's
+        segments there.
 
         When something is missing the model is loaded first: a checkpoint with randomly
         initialised parameters only knows its fingerprint once loaded.
@@ -413,6 +416,8 @@ class TransformerScorer(Stage):
                 pairs.scores = store.lookup(fingerprint, qhashes, phashes)
         self._register()
         pairs.fingerprint = fingerprint
+        if not record_segments:
+            return store
         store.record_segments(
             fingerprint,
             frame,

@@ -136,9 +136,14 @@ class PairScorer(TransformerScorer):
     def settings(self) -> dict[str, Any]:
         return {**super().settings(), "query_max_tokens": self.query_max_tokens}
 
+    #: The columns :meth:`transform` needs.
+    input_columns: tuple[str, ...] = (QID, QUERY, DOCNO, PID, TEXT)
+    #: Whether :meth:`transform` records each row's (query, document, passage) in the store.
+    records_segments = True
+
     def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
         """Add ``score`` to a Passages frame [qid, query, docno, pid, text, ...]."""
-        require_columns(frame, (QID, QUERY, DOCNO, PID, TEXT), type(self).__name__)
+        require_columns(frame, self.input_columns, type(self).__name__)
         started = time.perf_counter()
         out = frame.copy()
         stats = ScoringStats(rows=len(out))
@@ -149,7 +154,7 @@ class PairScorer(TransformerScorer):
         self.prepare()
         pairs = DistinctPairs.of(out)
         stats.distinct = len(pairs.scores)
-        store = self._use_store(out, pairs)
+        store = self._use_store(out, pairs, record_segments=self.records_segments)
         missing = pairs.missing()
         stats.cached = stats.distinct - len(missing)
         if len(missing):

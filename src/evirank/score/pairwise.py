@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -229,42 +228,10 @@ class TwoDocumentScorer(PairScorer):
             tails.append(tail)
         return self.encoder_.pair_batch(heads, tails, template=template)
 
-    def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
-        """Add ``score`` = P(first more relevant) to pairs [qid, query, text=join_pair(d0, d1), ...].
-
-        Unlike a passage scorer it records no segments in the store (the rows are pairs).
-        """
-        require_columns(frame, (QUERY, TEXT), type(self).__name__)
-        started = time.perf_counter()
-        out = frame.copy()
-        stats = ScoringStats(rows=len(out))
-        if out.empty:
-            out[SCORE] = np.array([], dtype=np.float64)
-            self.stats_ = stats
-            return out
-        self.prepare()
-        pairs = DistinctPairs.of(out)
-        stats.distinct = len(pairs.scores)
-        store = self._store()
-        if store is not None:
-            qhashes, phashes = pairs.pair_hashes()
-            pairs.fingerprint = self.fingerprint
-            pairs.scores = store.lookup(pairs.fingerprint, qhashes, phashes)
-            if np.isnan(pairs.scores).any():
-                self.load()
-                if self.fingerprint != pairs.fingerprint:  # random weights: known once loaded
-                    pairs.fingerprint = self.fingerprint
-                    pairs.scores = store.lookup(pairs.fingerprint, qhashes, phashes)
-            self._register()
-        missing = pairs.missing()
-        stats.cached = stats.distinct - len(missing)
-        if len(missing):
-            score = self._score_pairs if self.ray is None else self._score_pairs_on_ray
-            score(pairs, missing, self._score_writer(store, pairs), stats)
-        out[SCORE] = pairs.scores[pairs.row_pair]
-        stats.total_s = time.perf_counter() - started
-        self.stats_ = stats
-        return out
+    # Rows are pairs of documents, not passages of one: [query, text] suffice, and no segments
+    # are recorded in the store.
+    input_columns: tuple[str, ...] = (QUERY, TEXT)
+    records_segments = False
 
     def _score_pairs(
         self,
