@@ -143,3 +143,28 @@ def test_prune_by_bi_reads_the_stored_vectors(
     args += ["--vectors", str(embedded), "--segment", "sentences:prepend"]
     # the cheap bi-encoder is the default one: the tiny vectors are refused by name
     assert main(rerank_args(collection, tmp_path / "x.txt", *args)) == 2
+
+
+def test_duo_re_ranks_the_top_of_a_bi_encoder_reading_stored_vectors(
+    collection: dict[str, Path],
+    embedded: Path,
+    tiny_bi_encoder_path: Path,
+    tiny_cross_encoder_path: Path,
+    tmp_path: Path,
+) -> None:
+    common = ["--scorer", "bi", "--model", str(tiny_bi_encoder_path), "--segment", "sentences:prepend"]
+    common += ["--aggregate", "maxp", "--vectors", str(embedded)]
+    mono, duo = tmp_path / "mono.txt", tmp_path / "duo.txt"
+    assert main(rerank_args(collection, mono, *common)) == 0
+    pairwise = ["--duo", "3", "--duo-model", f"duo:{tiny_cross_encoder_path}", "--duo-aggregate", "sum"]
+    assert main(rerank_args(collection, duo, *common, *pairwise)) == 0
+    before, after = read_run(mono), read_run(duo)
+    for qid, ranked in before.groupby(QID):
+        top = ranked.sort_values("rank")
+        again = after[after[QID] == qid].sort_values("rank")
+        assert set(again[DOCNO].head(3)) == set(top[DOCNO].head(3))  # the top 3 re-ordered among themselves
+        assert again[DOCNO].iloc[3:].tolist() == top[DOCNO].iloc[3:].tolist()  # the rest as mono left it
+    record = json.loads(Path(str(duo) + ".json").read_text())
+    assert record["counts"]["scorer_cached"] == record["counts"]["passages"]  # mono still by lookup
+    queries = before[QID].nunique()
+    assert record["duo"]["k"] == 3 and record["counts"]["duo_distinct"] == queries * 3 * 2  # k(k-1) each
