@@ -1,7 +1,8 @@
 """mono -> duo: quality against cost of pairwise re-ranking over a mono ranking, as a table and a plot.
 
 Reads runs written by ``evirank rerank`` (each with its ``OUT.json``): a mono run, and runs of the
-same command with ``--duo K1`` for several K1. For each it prints the duo aggregation, the model calls
+same command with ``--duo K1`` for several K1. The mono run may be a first-stage run without a
+record (BM25 itself): it counts no model calls. For each it prints the duo aggregation, the model calls
 per query (the mono stage's passages k0, plus K1(K1-1) pair inferences; the exact counts from the
 record, since the store can serve some), the seconds the duo stage took as recorded (and per query),
 nDCG@10 and AP, and a paired two-sided t-test of each duo run against its mono run. Several
@@ -32,10 +33,13 @@ from evirank import markdown
 MEASURES = ("nDCG@10", "AP")
 
 
-def record(run: Path) -> dict[str, Any]:
-    """The ``OUT.json`` beside a run."""
+def record(run: Path, required: bool = True) -> dict[str, Any]:
+    """The ``OUT.json`` beside a run (``{}`` for a mono run without one, e.g. a first-stage run
+    written elsewhere: no model calls counted)."""
     path = run.with_name(run.name + ".json")
     if not path.is_file():
+        if not required:
+            return {}
         raise SystemExit(f"{run}: no record {path} (runs of evirank rerank have one)")
     return dict(json.loads(path.read_text(encoding="utf-8")))
 
@@ -52,7 +56,7 @@ def rows_of(name: str, runs: list[Path], qrels: pd.DataFrame) -> list[dict[str, 
     assert significance is not None
     rows = []
     for path in runs:
-        rec = record(path)
+        rec = record(path, required=path != mono)
         counts = rec.get("counts", {})
         queries = max(1, int(counts.get("queries", 1)))
         mono_calls = int(counts.get("passages", 0)) / queries
