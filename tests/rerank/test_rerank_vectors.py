@@ -168,3 +168,10 @@ def test_duo_re_ranks_the_top_of_a_bi_encoder_reading_stored_vectors(
     assert record["counts"]["scorer_cached"] == record["counts"]["passages"]  # mono still by lookup
     queries = before[QID].nunique()
     assert record["duo"]["k"] == 3 and record["counts"]["duo_distinct"] == queries * 3 * 2  # k(k-1) each
+    # the duo stage's pair scores go to a store even though the mono scores are lookups
+    store = ["--scores", str(tmp_path / "scores.sqlite")]
+    for name in ("first.txt", "again.txt"):
+        assert main(rerank_args(collection, tmp_path / name, *common, *pairwise, *store)) == 0
+    again = json.loads((tmp_path / "again.txt.json").read_text())["counts"]
+    assert again["duo_computed"] == 0 and again["duo_cached"] == again["duo_distinct"] > 0
+    assert read_run(tmp_path / "again.txt").equals(read_run(duo))

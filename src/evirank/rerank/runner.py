@@ -185,7 +185,8 @@ def run_rerank(config: RerankConfig) -> dict[str, Any]:
     # stages are built before the first stage runs, so a bad combination fails before any search
     pipeline = build_pipeline(spec, store=store)
     rerank = pipeline.rerank
-    if all(getattr(scorer, "vectors", None) is not None for _, scorer in _scorers_of(rerank.scorer)):
+    by_lookup = all(getattr(scorer, "vectors", None) is not None for _, scorer in _scorers_of(rerank.scorer))
+    if by_lookup and pipeline.duo is None:
         if config.scores is not None:
             raise RerankConfigError(
                 f"--scores {config.scores}: every scorer reads the stored passage vectors (scores by "
@@ -194,6 +195,7 @@ def run_rerank(config: RerankConfig) -> dict[str, Any]:
                 "every score"
             )
         store = None  # scores by lookup cost microseconds: they are not kept in a store
+    # with a duo stage the store keeps its pair scores (a rerun or a smaller k computes none)
     logger.info("pipeline: %s (depth %d)", describe_stage(rerank), spec.depth)
     with pipeline:
         with timings.measure("first_stage"):
