@@ -59,7 +59,8 @@ def rows_of(name: str, runs: list[Path], qrels: pd.DataFrame) -> list[dict[str, 
         rec = record(path, required=path != mono)
         counts = rec.get("counts", {})
         queries = max(1, int(counts.get("queries", 1)))
-        mono_calls = int(counts.get("passages", 0)) / queries
+        # passages scored from stored vectors are lookups, not model calls
+        mono_calls = 0.0 if rec.get("vectors") else int(counts.get("passages", 0)) / queries
         duo = rec.get("duo") or {}
         k1 = duo.get("k")
         row: dict[str, Any] = {
