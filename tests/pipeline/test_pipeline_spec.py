@@ -180,6 +180,7 @@ def test_rerank_refuses_a_store_it_would_not_use(tmp_path: Path, caplog: pytest.
 
     class Built:
         rerank = argparse.Namespace(scorer=Lookup())
+        duo = None  # without a duo stage nothing would use the store
 
     original = build.build_pipeline
     try:
