@@ -102,6 +102,8 @@ PEERS = {
 TORCH_ONLY = {"st-torch", "st-torch-cuda", "st-torch-cuda-fp16", "st-torch-cuda-bf16"}
 #: The bf16 paths, left out of the default set on CPUs without native bf16 (emulated bf16 is slow).
 NEEDS_BF16 = {"evirank-torch-bf16", "evirank-openvino-bf16"}
+#: The peers calibrated on a set of pairs (static int8): with --pairs-from, only given --calibration-from.
+NEEDS_CALIBRATION = {"st-openvino-int8"}
 REFERENCE = {"cpu": "evirank-torch", "cuda": "evirank-torch-cuda-fp32"}
 #: Scores within this of the reference's count as the same (the fp32 tolerance).
 SAME_SCORES = 1e-4
@@ -749,6 +751,12 @@ def main() -> None:
         default=300,
         help="SciFact train pairs calibrating the peers' static int8",
     )
+    parser.add_argument(
+        "--calibration-from",
+        metavar="JSONL",
+        help="calibrate the peers' static int8 on these (query, text) pairs (with --pairs-from; default: "
+        "SciFact train pairs, or, with --pairs-from, no calibrated peer)",
+    )
     parser.add_argument("--no-memory", action="store_true", help="skip the per-reranker memory processes")
     parser.add_argument(
         "--run", help="BM25 run of SciFact test (default: made in --work with evirank index/search)"
@@ -780,6 +788,8 @@ def main() -> None:
         for name in [*EVIRANK, *PEERS]:
             print(name)
         return
+    if args.calibration_from and not args.pairs_from:
+        parser.error("--calibration-from goes with --pairs-from (otherwise SciFact train pairs calibrate)")
     names = parse_configs(args.configs, parser, args.device_kind)
     args.threads = args.threads or scoring.ort_threads()
     os.environ["EVIRANK_NUM_THREADS"] = str(args.threads)
@@ -787,14 +797,16 @@ def main() -> None:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
 
-    if args.pairs_from:  # pairs made elsewhere: no BM25, no calibration set, no nDCG
+    if args.pairs_from:  # pairs made elsewhere: no BM25, no nDCG; calibration only if given
         if args.train or args.ndcg == "yes":
             parser.error("--pairs-from times given pairs only: it takes neither --train nor --ndcg yes")
         args.ndcg = "no"
         given = _frame(read_pairs(Path(args.pairs_from)))
         frame = scoring.sample_pairs(given, args.pairs, args.seed)
         test_run = train_run = None
-        args.calibration_file = None
+        args.calibration_file = args.calibration_from
+        if not args.calibration_file:
+            names = without_calibration(names, explicit=bool(args.configs), parser=parser)
         model_dir = Path(args.model) if args.model else scoring.minilm_cross(work / "minilm-cross", args.seed)
     else:
         test_run, train_run = bm25_runs(args)
@@ -937,14 +949,37 @@ def describe(
         f"{lengths.mean():.1f} tokens mean (max {lengths.max()}); one untimed warm-up round, then "
         f"{args.rounds} timed rounds, alternating (reversed every other round), {rounds_s:.0f} s in all",
         f"peers' environment (built by this benchmark): {peers}" if peers else "peers: none",
-        (
-            f"peers' static int8 calibrated on {args.calibration_pairs} SciFact train (claim, sentence) "
-            "pairs; evirank's openvino-int8 on its own built-in calibration set"
-            if args.calibration_file
-            else "no calibration set (given pairs)"
-        ),
+        _calibration_line(args),
         ndcg_note,
     ]
+
+
+def _calibration_line(args: argparse.Namespace) -> str:
+    ours = "evirank's openvino-int8 on its own built-in calibration set"
+    if args.calibration_from:
+        return f"peers' static int8 calibrated on the pairs of {Path(args.calibration_from).name}; {ours}"
+    if args.calibration_file:
+        return (
+            f"peers' static int8 calibrated on {args.calibration_pairs} SciFact train (claim, sentence) "
+            f"pairs; {ours}"
+        )
+    return "no calibration set for the peers (given pairs, no --calibration-from): no peer static int8"
+
+
+def without_calibration(names: list[str], *, explicit: bool, parser: argparse.ArgumentParser) -> list[str]:
+    """``names`` less the peers that need a calibration set, which --pairs-from alone does not give.
+
+    Named in ``--configs``, such a peer is an error; in the default set it is left out.
+    """
+    needing = [n for n in names if n in NEEDS_CALIBRATION]
+    if needing and explicit:
+        parser.error(
+            f"{', '.join(needing)} calibrate(s) on a set of pairs: with --pairs-from, give "
+            "--calibration-from JSONL too (or leave them out of --configs)"
+        )
+    if needing:
+        logger.warning("left out (no calibration set with --pairs-from): %s", ", ".join(needing))
+    return [n for n in names if n not in NEEDS_CALIBRATION]
 
 
 def _streams(threads: int) -> int:
