@@ -54,6 +54,9 @@ def main() -> None:
     parser.add_argument("--st-batches", type=int, nargs="+", default=[32, 256, 1024])
     args = parser.parse_args()
     import torch
+
+    if not torch.cuda.is_available():
+        parser.error(f"it measures a CUDA GPU and torch {torch.__version__} sees none")
     from sentence_transformers import CrossEncoder as STCrossEncoder
 
     from evirank.score import CrossEncoder
