@@ -141,6 +141,21 @@ def test_int8_is_static_ranks_like_fp32_and_is_cached(
     np.testing.assert_array_equal(again, int8)
 
 
+def test_int8_keeps_the_cls_only_last_layer_and_head_in_floating_point(
+    tiny_cross_encoder_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import openvino
+
+    monkeypatch.setenv("EVIRANK_CACHE", str(tmp_path / "cache"))
+    CrossEncoder(tiny_cross_encoder_path, backend="openvino-int8").load()
+    (xml,) = (tmp_path / "cache" / "openvino").glob("*/model.xml")
+    ops = openvino.Core().read_model(str(xml)).get_ops()
+    quantised = [op.get_friendly_name() for op in ops if op.get_type_name() == "FakeQuantize"]
+    products = [op.get_friendly_name() for op in ops if op.get_type_name() == "MatMul"]
+    assert quantised and all(name.startswith("/trunk/") for name in quantised)
+    assert any(not name.startswith("/trunk/") for name in products)  # the tail is there, in float
+
+
 def test_fingerprints_differ_from_the_other_backends_and_stores_never_mix_them(
     tiny_cross_encoder_path: Path, tmp_path: Path
 ) -> None:
