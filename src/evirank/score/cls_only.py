@@ -32,6 +32,9 @@ logger = logging.getLogger(__name__)
 TOLERANCE = 1e-4
 #: Set to False (before a model loads) to run the full last layer, e.g. to measure the saving.
 ENABLED = True
+#: Where an exported graph's trunk nodes (the layers run for every position) are named: the
+#: ``trunk`` module of :func:`_build`. Everything else is the [CLS]-only last layer and the head.
+EXPORT_TRUNK_PREFIX = "/trunk/"
 
 
 def _supported(model: Any) -> bool:

@@ -33,6 +33,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -43,6 +44,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from evirank._extras import require
+from evirank.score import cls_only
 from evirank.score.backends import Backend, ModelHead, Task, TokenBatch, register_backend
 from evirank.score.calibration import CALIBRATION_PAIRS, calibration_digest
 from evirank.score.onnx_backend import OnnxExport, cache_dir, discard, export_key, onnx_export
@@ -54,8 +56,6 @@ logger = logging.getLogger(__name__)
 INT8_FORMAT = 2
 #: The precision name of int8 scores (the score store's fingerprint): the recipe and its calibration set.
 INT8 = f"int8-static-v{INT8_FORMAT}-{calibration_digest()[:8]}"
-#: Node names of the [CLS]-only export's trunk (the layers that compute every position).
-CLS_ONLY_TRUNK = "/trunk/"
 
 
 @cache
@@ -159,18 +159,18 @@ def _quantize(model_dir: Path, source: OnnxExport) -> Any:
 def float_tail(model: Any) -> Any:
     """NNCF's ignored scope that keeps the [CLS]-only export's last layer and head in floating point.
 
-    Those are the nodes outside the trunk (named ``/trunk/...`` by the export); a graph without a
-    trunk (another architecture, an embedding model) is quantised whole (``None``).
+    Those are the nodes outside the trunk (:data:`evirank.score.cls_only.EXPORT_TRUNK_PREFIX`); a
+    graph without a trunk (another architecture, an embedding model) is quantised whole (``None``).
 
     Example:
         >>> float_tail(_core().read_model("model.onnx"))  # doctest: +SKIP
-        IgnoredScope(names=[], patterns=['^/(?!trunk/)'], ...)
+        IgnoredScope(names=[], patterns=['^(?!/trunk/)/'], ...)
     """
-    names = [op.get_friendly_name() for op in model.get_ops()]
-    if not any(name.startswith(CLS_ONLY_TRUNK) for name in names):
+    prefix = cls_only.EXPORT_TRUNK_PREFIX
+    if not any(op.get_friendly_name().startswith(prefix) for op in model.get_ops()):
         return None
     nncf = require("nncf", "openvino")
-    return nncf.IgnoredScope(patterns=[f"^/(?!{CLS_ONLY_TRUNK.strip('/')}/)"], validate=False)
+    return nncf.IgnoredScope(patterns=[f"^(?!{re.escape(prefix)})/"], validate=False)
 
 
 @register_backend
