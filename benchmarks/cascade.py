@@ -41,6 +41,7 @@ import pandas as pd
 from _common import datasets, footer, header
 
 from evirank import markdown
+from evirank.config import Runtime
 
 
 def evaluate_cv(passages: pd.DataFrame, qrels: pd.DataFrame, top_n: int, folds: int) -> float:
@@ -58,10 +59,11 @@ def prepare(args: argparse.Namespace) -> tuple[pd.DataFrame, pd.DataFrame, Any, 
     """(all candidate passages, qrels, the cross-encoder, segmentation seconds)."""
     from evirank.io import read_qrels, read_topics
     from evirank.lucene import Bm25
-    from evirank.rerank import FetchText, passage_budget
+    from evirank.rerank import FetchText
     from evirank.rerank.fetch import AddQueries
     from evirank.score import CrossEncoder
-    from evirank.segment.spec import parse_segment
+    from evirank.segment.budget import passage_budget
+    from evirank.segment.segment_spec import parse_segment
 
     data = Path(args.data)
     topics = read_topics(str(data), split="test")
@@ -73,7 +75,7 @@ def prepare(args: argparse.Namespace) -> tuple[pd.DataFrame, pd.DataFrame, Any, 
         run = bm25(topics)
     with FetchText(index=args.index) as fetch:
         run = fetch(AddQueries(topics, missing="drop")(run) if "query" not in run.columns else run)
-    scorer = CrossEncoder(args.model, device=args.device)
+    scorer = CrossEncoder(args.model, Runtime(device=args.device))
     budget = passage_budget(scorer)
     segmenter = parse_segment(args.segment, tokenizer=budget[0], max_tokens=budget[1]) if budget else None
     assert segmenter is not None
@@ -89,7 +91,7 @@ def cheap_scorer(args: argparse.Namespace) -> Any:
     from evirank.vectors.index import resolve_vectors
 
     vectors = resolve_vectors(args.vectors, args.index)
-    return BiEncoder(device=args.device, vectors=vectors)
+    return BiEncoder(None, Runtime(device=args.device), vectors=vectors)
 
 
 def measure(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -107,7 +109,7 @@ def measure(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[str, A
     if args.scores:
         from evirank.score import CrossEncoder
 
-        quality_scorer = CrossEncoder(args.model, device=args.device, store=args.scores)
+        quality_scorer = CrossEncoder(args.model, Runtime(device=args.device, store=args.scores))
     qids = list(dict.fromkeys(passages["qid"]))
     timed_qids = set(qids[: args.time_queries]) if args.time_queries else set(qids)
     timed = passages[passages["qid"].isin(timed_qids)]

@@ -53,6 +53,7 @@ import pandas as pd
 from _common import datasets, footer, header
 
 from evirank import markdown
+from evirank.config import Runtime
 
 logger = logging.getLogger("benchmarks.first_stage_quality")
 
@@ -132,7 +133,7 @@ def first_stages(
     with Bm25(index, k=args.k) as bm25, Bm25(index, rm3=Rm3(), k=args.k) as rm3:
         runs["BM25"] = timed("BM25", lambda: bm25(topics))
         runs["BM25+RM3"] = timed("BM25+RM3", lambda: rm3(topics))
-    dense = DenseRetriever(vectors, BiEncoder(device=args.device), k=args.k)
+    dense = DenseRetriever(vectors, BiEncoder(None, Runtime(device=args.device)), k=args.k)
     runs["dense"] = timed("dense", lambda: dense(topics))
     qids = sorted(set(topics["qid"]) & set(qrels["qid"]))
     folds = k_folds(qids, k=args.folds, seed=args.seed)

@@ -25,6 +25,7 @@ import numpy as np
 from _common import footer, header
 from peers import _frame, read_pairs
 
+from evirank.config import Runtime
 from evirank.frames import QUERY, SCORE, TEXT
 
 
@@ -77,7 +78,7 @@ def main() -> None:
 
     settings = [("fp32", 65536)] + [("bf16", b) for b in args.budgets] + [("fp16", args.budgets[-1])]
     for dtype, budget in settings:
-        scorer = CrossEncoder(args.model, device="cuda", dtype=dtype, batch_tokens=budget)
+        scorer = CrossEncoder(args.model, Runtime(device="cuda", dtype=dtype, batch_tokens=budget))
         scorer.load()
         run(f"evirank {dtype}, {budget:,} tokens per batch", lambda s=scorer: s(frame)[SCORE].to_numpy())
         del scorer

@@ -64,6 +64,7 @@ import scoring
 from _common import REPO, datasets, footer, header, load_average
 
 from evirank import markdown
+from evirank.config import Runtime
 from evirank.frames import DOCNO, QID, QUERY, RANK, SCORE, TEXT
 
 logger = logging.getLogger("peers")
@@ -276,7 +277,7 @@ def load_evirank(name: str, model_dir: Path) -> Reranker:
     from evirank.score import CrossEncoder
 
     backend, dtype, kind = EVIRANK[name]
-    scorer = CrossEncoder(model_dir, backend=backend, dtype=dtype, device=kind)
+    scorer = CrossEncoder(model_dir, Runtime(backend=backend, dtype=dtype, device=kind))
     scorer.load()
     engine = {
         "torch": lambda: f"PyTorch {torch.__version__.split('+')[0]}",

@@ -33,6 +33,7 @@ from _common import footer, header
 
 from evirank import markdown
 from evirank.aggregate import MaxP
+from evirank.config import Runtime
 from evirank.evaluate import compare, markdown_report
 from evirank.frames import QID, RANK
 from evirank.io import read_qrels, read_run, read_topics
@@ -51,7 +52,7 @@ def quality(args: argparse.Namespace, models: dict[str, str]) -> tuple[str, pd.D
     runs = {"candidates": candidates}
     lines, pool = [], None
     for name, path in models.items():
-        scorer = CrossEncoder(path, max_length=args.max_length, device="cpu", store=args.store)
+        scorer = CrossEncoder(path, Runtime(max_length=args.max_length, device="cpu", store=args.store))
         result = rerank(
             candidates,
             topics=topics,
@@ -90,7 +91,7 @@ def speed(args: argparse.Namespace, models: dict[str, str], pool: pd.DataFrame) 
     scorers = {}
     for name, path in models.items():
         for backend in backends:
-            scorer = CrossEncoder(path, max_length=args.max_length, device="cpu", backend=backend)
+            scorer = CrossEncoder(path, Runtime(max_length=args.max_length, device="cpu", backend=backend))
             scorer(sample.head(8))  # load (and export) before timing
             scorers[(name, backend)] = scorer
     print(

@@ -41,6 +41,7 @@ from _common import footer, header
 from scoring import minilm_cross, sample_pairs, scifact_passages
 
 from evirank import markdown
+from evirank.config import Runtime
 
 JOBS = {
     "Robust04 Birch (250 x 1,000 x ~25 sentences)": 250 * 1000 * 25,
@@ -74,7 +75,7 @@ def run_phase(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"phase": phase, "pairs": len(frame)}
     device = "cuda" if phase in ("gpu", "ray-gpu") else "cpu"
     if phase in ("single", "gpu"):
-        scorer = CrossEncoder(args.model, device=device)
+        scorer = CrossEncoder(args.model, Runtime(device=device))
         scorer.chunk_items = args.block_pairs  # the same chunks, so the same batches, as the Ray runs
         started = time.perf_counter()
         scorer.transform(frame)
@@ -88,11 +89,11 @@ def run_phase(args: argparse.Namespace) -> dict[str, Any]:
         connect(options)
         out["cluster_start_s"] = time.perf_counter() - started
         # a 50-pair job: what any job pays before its first result (actors, model load, a task)
-        small = CrossEncoder(args.model, device=device, ray=options)
+        small = CrossEncoder(args.model, Runtime(device=device, ray=options))
         started = time.perf_counter()
         small.transform(frame.head(50))
         out["job_50_s"] = time.perf_counter() - started
-        scorer = CrossEncoder(args.model, device=device, ray=options)
+        scorer = CrossEncoder(args.model, Runtime(device=device, ray=options))
         scorer.chunk_items = args.block_pairs  # a task per block: enough blocks for every worker
         started = time.perf_counter()
         scorer.transform(frame)
@@ -100,7 +101,7 @@ def run_phase(args: argparse.Namespace) -> dict[str, Any]:
         out["model_s"] = scorer.stats_.model_s
         if phase == "ray-1":  # the cost of a task: the same pairs in many small blocks
             blocks = -(-len(frame) // args.task_items)
-            chopped = CrossEncoder(args.model, device=device, ray=options)
+            chopped = CrossEncoder(args.model, Runtime(device=device, ray=options))
             chopped.chunk_items = args.task_items
             started = time.perf_counter()
             chopped.transform(frame)

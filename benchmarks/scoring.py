@@ -65,6 +65,7 @@ import pandas as pd
 from _common import REPO, datasets, footer, header, load_average
 
 from evirank import markdown
+from evirank.config import Runtime
 from evirank.frames import QID, QUERY, RANK, SCORE, TEXT
 
 DEFAULT_RUN = REPO / "runs" / "conditions" / "scifact" / "bm25.txt"
@@ -307,10 +308,12 @@ def build_config(name: str, model_dir: Path, device: str, st_batch: int, batch_t
     dtype = {"torch-fp32": "fp32", "torch-bf16": "bf16"}.get(name, "auto")
     scorer = CrossEncoder(
         model_dir,
-        device=device if backend == "torch" else "cpu",
-        backend=backend,
-        dtype=dtype,
-        batch_tokens=batch_tokens,
+        Runtime(
+            device=device if backend == "torch" else "cpu",
+            backend=backend,
+            dtype=dtype,
+            batch_tokens=batch_tokens,
+        ),
     )
     cls_only.ENABLED = name != "torch-full"  # torch-full: the whole last layer, to show the saving
     if option:
@@ -590,8 +593,9 @@ def sweep(args: argparse.Namespace) -> None:
 def e2e(args: argparse.Namespace) -> None:
     from evirank.aggregate import MaxP
     from evirank.io import read_topics
-    from evirank.rerank import FetchText, StageTimings, parse_segment, passage_budget, rerank
+    from evirank.rerank import FetchText, StageTimings, parse_segment, rerank
     from evirank.score import CrossEncoder
+    from evirank.segment.budget import passage_budget
 
     device = resolve_device(args.device)
     work = Path(args.work)
@@ -624,7 +628,7 @@ def e2e(args: argparse.Namespace) -> None:
     ]
     rows = []
     for name in names:
-        scorer = CrossEncoder(model_dir, device=device if name == "torch" else "cpu", backend=name)
+        scorer = CrossEncoder(model_dir, Runtime(device=device if name == "torch" else "cpu", backend=name))
         scorer(pd.DataFrame({QID: ["0"], QUERY: ["warm"], "docno": ["d"], "pid": [0], TEXT: ["warm up"]}))
         timings = StageTimings()
         started = time.perf_counter()
@@ -689,7 +693,7 @@ def ndcg(args: argparse.Namespace) -> None:
     rows = [["BM25 (first stage)", *[f"{base[m]:.4f}" for m in measures], "-"]]
     scored_by: dict[str, np.ndarray] = {}
     for name in names:
-        scorer = CrossEncoder(model_dir, backend=name, device="cpu", store=store)
+        scorer = CrossEncoder(model_dir, Runtime(backend=name, device="cpu", store=store))
         started = time.perf_counter()
         scored = scorer(passages)
         seconds = time.perf_counter() - started
@@ -767,7 +771,7 @@ def quick(args: argparse.Namespace) -> None:
     out.append(table(configs, frame, lengths, None, None))
 
     texts = list(dict.fromkeys(frame[TEXT]))
-    bi = BiEncoder(device=device)
+    bi = BiEncoder(None, Runtime(device=device))
     bi.embed(["warm-up sentence"])
     st_bi = SentenceTransformer(default_bi_encoder(), device=device)
     st_bi.encode(["warm-up sentence"])

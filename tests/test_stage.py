@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from evirank.frames import make_qrels, make_run
-from evirank.stage import CutOff, Pipeline, Stage
+from evirank.stage import Chain, CutOff, Stage
 
 
 class Scale(Stage):
@@ -19,7 +19,7 @@ def test_pipeline_runs_stages_in_order_and_cuts_per_query() -> None:
     run = make_run([("1", "a", 3.0), ("1", "b", 2.0), ("1", "c", 1.0), ("2", "x", 1.0)])
     pipeline = Scale(2.0) % 2 >> Scale(-1.0)
     out = pipeline(run)
-    assert isinstance(pipeline, Pipeline) and len(pipeline.stages) == 3
+    assert isinstance(pipeline, Chain) and len(pipeline.stages) == 3
     assert out[out.qid == "1"].docno.tolist() == ["b", "a"]
     assert out[out.qid == "2"].docno.tolist() == ["x"]
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-__version__ = "0.1.0"
+from evirank.version import __version__
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 

@@ -308,8 +308,8 @@ def _check_specs(
     """
     from evirank.aggregate.registry import GRAMMAR as AGGREGATE_GRAMMAR
     from evirank.aggregate.registry import AggregateSpec
-    from evirank.segment.spec import GRAMMAR as SEGMENT_GRAMMAR
-    from evirank.segment.spec import SegmentSpec
+    from evirank.segment.segment_spec import GRAMMAR as SEGMENT_GRAMMAR
+    from evirank.segment.segment_spec import SegmentSpec
 
     kinds: dict[str, tuple[str, Callable[[str], object], str]] = {
         "--segment": ("segmenter", SegmentSpec.parse, SEGMENT_GRAMMAR),
@@ -356,9 +356,9 @@ def _check_evidence(file: Path, name: str, commands: Sequence[str], line: int | 
     model made by an earlier command does not exist yet): the grammar, the families, the labels and
     the weights are checked."""
     from evirank.aggregate.evidence import check_labels
+    from evirank.grammar import parse_spec
     from evirank.score.family import AUTO, family_names, get_family
     from evirank.score.multi import GRAMMAR, parse_evidence_weights
-    from evirank.spec import parse_spec
     from evirank.tune.inputs import EvidenceSource
 
     for command in commands:

@@ -31,10 +31,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from evirank.config import Runtime
 from evirank.frames import DOCNO, FIRST_STAGE_SCORE, PID, QID, QUERY, RANK, SCORE, TEXT, TITLE
+from evirank.segment.budget import passage_budget
 from evirank.segment.spans import WORD, passage_span
 
 logger = logging.getLogger(__name__)
+
+#: The keyword options of :class:`Ranker` that are the models' runtime (:class:`~evirank.config.Runtime`).
+RUNTIME_OPTIONS = ("backend", "dtype", "batch_tokens", "max_length", "model_threads", "commit_every")
 
 #: The keys of a document dict that are not metadata.
 ID_KEYS = ("id", "_id", "docid", "docno")
@@ -205,9 +210,7 @@ class Ranker:
             # told from its files) now, so a bad spec fails before any model loads
             from evirank.pipeline import PipelineSpec, build_pipeline
 
-            runtime: dict[str, Any] = {
-                k: options.pop(k) for k in ("backend", "dtype", "batch_tokens", "max_length") if k in options
-            }
+            runtime: dict[str, Any] = {k: options.pop(k) for k in RUNTIME_OPTIONS if k in options}
             spec = PipelineSpec.from_mapping(
                 {
                     "scorer": scorer,
@@ -230,7 +233,9 @@ class Ranker:
             from evirank.score.multi import ScorerSpec
 
             spec_text = f"{scorer}:{model}" if model is not None else scorer
-            self.scorer = ScorerSpec.parse(spec_text).build(device=device, store=store, **options)
+            own = {k: options.pop(k) for k in RUNTIME_OPTIONS if k in options}
+            built = Runtime.from_mapping({"device": device, **own}, store=store)
+            self.scorer = ScorerSpec.parse(spec_text).build(built, **options)
         else:
             self.scorer = scorer
         self.segment = segment
@@ -245,7 +250,6 @@ class Ranker:
 
     def _segmenter(self) -> Any:
         if self.segmenter_ is None:
-            from evirank.rerank import passage_budget
             from evirank.segment import SegmentSpec
 
             segment = SegmentSpec.parse(self.segment) if isinstance(self.segment, str) else self.segment

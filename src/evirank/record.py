@@ -52,7 +52,7 @@ def versions(*extra: str) -> dict[str, str]:
         >>> sorted(set(versions()) & {"evirank", "python", "numpy"})
         ['evirank', 'numpy', 'python']
     """
-    from evirank import __version__
+    from evirank.version import __version__
 
     out = {"evirank": __version__, "python": platform.python_version(), "platform": platform.platform()}
     for name in (*LIBRARIES, *extra):

@@ -35,26 +35,26 @@ class Stage(ABC):
     def __call__(self, frame: pd.DataFrame) -> pd.DataFrame:
         return self.transform(frame)
 
-    def __rshift__(self, other: Stage) -> Pipeline:
+    def __rshift__(self, other: Stage) -> Chain:
         if not isinstance(other, Stage):
             return NotImplemented
-        return Pipeline(self, other)
+        return Chain(self, other)
 
-    def __mod__(self, k: int) -> Pipeline:
-        return Pipeline(self, CutOff(k))
+    def __mod__(self, k: int) -> Chain:
+        return Chain(self, CutOff(k))
 
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.endswith("_"))
         return f"{type(self).__name__}({params})"
 
 
-class Pipeline(Stage):
-    """Stages run in order; nested pipelines are flattened."""
+class Chain(Stage):
+    """Stages run in order (what ``a >> b`` makes); nested chains are flattened."""
 
     def __init__(self, *stages: Stage) -> None:
         flat: list[Stage] = []
         for stage in stages:
-            flat.extend(stage.stages if isinstance(stage, Pipeline) else [stage])
+            flat.extend(stage.stages if isinstance(stage, Chain) else [stage])
         self.stages: tuple[Stage, ...] = tuple(flat)
 
     def transform(self, frame: pd.DataFrame) -> pd.DataFrame:

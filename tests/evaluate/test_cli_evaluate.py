@@ -165,20 +165,17 @@ def test_usage_and_input_errors_print_one_line_in_argparse_format(files: dict[st
     assert done.returncode == 2 and done.stderr.splitlines()[-1].startswith("evirank evaluate: error: ")
 
 
-def test_significance_level_flag_and_its_deprecated_alias(
-    files: dict[str, Path], capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_significance_level_flag(files: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     args = ["evaluate", "--qrels", str(files["qrels"]), "--run", str(files["better"])]
     args += ["--baseline", str(files["base"]), "--format", "json"]
     assert main([*args, "--significance", "0.01"]) == 0
     assert json.loads(capsys.readouterr().out)["settings"]["alpha"] == 0.01
-    assert main([*args, "--alpha", "0.02"]) == 0
-    out, err = capsys.readouterr()
-    assert json.loads(out)["settings"]["alpha"] == 0.02
-    assert "--alpha is deprecated; use --significance 0.02" in err
+    with pytest.raises(SystemExit):  # --alpha is the first-stage weight; evaluate does not take it
+        main([*args, "--alpha", "0.02"])
+    assert "unrecognized arguments: --alpha" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main([*args, "--significance", "5"])
-    assert "expected a level between 0 and 1" in capsys.readouterr().err
+    assert "expected a number between 0 and 1" in capsys.readouterr().err
     assert "--alpha" not in _help("evaluate") and "--significance LEVEL" in _help("report")
 
 

@@ -1,4 +1,5 @@
-"""``evirank search --dense / --fuse``: runs and records written, fused as the Python API fuses, tunable."""
+"""``evirank search --first-stage dense | rrf | interp``: runs and records written, fused as the Python
+API fuses, tunable."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def test_search_dense_and_fused_runs_round_trip(
     model = tiny_bi_encoder_path
     bm25_out, dense_out = tmp_path / "bm25.txt", tmp_path / "dense.txt"
     assert search(collection, model, bm25_out) == 0
-    assert search(collection, model, dense_out, "--dense") == 0
+    assert search(collection, model, dense_out, "--first-stage", "dense") == 0
     bm25, dense = read_run(bm25_out), read_run(dense_out)
     assert dense.groupby("qid").size().tolist() == [4, 4, 4]
     record = json.loads((tmp_path / "dense.txt.json").read_text())
@@ -60,7 +61,7 @@ def test_search_dense_and_fused_runs_round_trip(
     assert record["config"]["fusion"] is None and record["tag"] == "dense"
 
     rrf_out, table_out = tmp_path / "rrf.txt", tmp_path / "fusion.parquet"
-    assert search(collection, model, rrf_out, "--fuse", "rrf", "--save-fusion", str(table_out)) == 0
+    assert search(collection, model, rrf_out, "--first-stage", "rrf", "--save-fusion", str(table_out)) == 0
     want = rrf(bm25, dense, depth=4)
     got = read_run(rrf_out)
     assert got[["qid", "docno"]].values.tolist() == want[["qid", "docno"]].values.tolist()
@@ -69,7 +70,7 @@ def test_search_dense_and_fused_runs_round_trip(
     assert {"qid", "docno", "pid", "score", "first_stage_score"} <= set(table.columns)
 
     interp_out = tmp_path / "interp.txt"
-    assert search(collection, model, interp_out, "--fuse", "interp:0.3") == 0
+    assert search(collection, model, interp_out, "--first-stage", "interp:0.3") == 0
     want = interpolate(bm25, dense, 0.3, depth=4)
     assert read_run(interp_out)[["qid", "docno"]].values.tolist() == want[["qid", "docno"]].values.tolist()
     assert "bm25+dense-interp0.3" in interp_out.read_text().splitlines()[0]
@@ -86,7 +87,7 @@ def test_a_hybrid_run_feeds_rerank(
     collection: dict[str, Path], tiny_bi_encoder_path: Path, tmp_path: Path
 ) -> None:
     hybrid = tmp_path / "hybrid.txt"
-    assert search(collection, tiny_bi_encoder_path, hybrid, "--fuse", "rrf") == 0
+    assert search(collection, tiny_bi_encoder_path, hybrid, "--first-stage", "rrf") == 0
     out = tmp_path / "reranked.txt"
     args = ["-q", "rerank", "--run", str(hybrid), "--index", str(collection["index"])]
     args += ["--topics", str(collection["topics"]), "--scorer", "bi", "--model", str(tiny_bi_encoder_path)]
@@ -99,14 +100,14 @@ def test_search_refuses_what_it_cannot_do(
     collection: dict[str, Path], tiny_bi_encoder_path: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     out = tmp_path / "run.txt"
-    assert search(collection, tiny_bi_encoder_path, out, "--fuse", "max") == 2
+    assert search(collection, tiny_bi_encoder_path, out, "--first-stage", "max") == 2
     assert "rrf[:K] or interp[:WEIGHT]" in caplog.text
     assert search(collection, tiny_bi_encoder_path, out, "--save-fusion", str(tmp_path / "t.parquet")) == 2
-    assert search(collection, tiny_bi_encoder_path, out, "--dense", "--rm3") == 2
-    assert search(collection, tiny_bi_encoder_path, out, "--dense", "--vectors", "none") == 2
+    assert search(collection, tiny_bi_encoder_path, out, "--first-stage", "dense", "--rm3") == 2
+    assert search(collection, tiny_bi_encoder_path, out, "--first-stage", "dense", "--vectors", "none") == 2
     caplog.clear()
     # another model than the vectors' (a different token cap changes the fingerprint)
-    assert search(collection, tiny_bi_encoder_path, out, "--dense", "--max-length", "16") == 2
+    assert search(collection, tiny_bi_encoder_path, out, "--first-stage", "dense", "--max-length", "16") == 2
     assert "passage vectors were made with" in caplog.text
     assert not out.exists()
 
@@ -121,7 +122,7 @@ def test_dense_search_needs_vectors(
     assert main(["-q", "index", "--corpus", str(corpus), "--index", str(index)]) == 0
     (tmp_path / "topics.tsv").write_text(TOPICS)
     collection = {"index": index, "topics": tmp_path / "topics.tsv"}
-    assert search(collection, tiny_bi_encoder_path, tmp_path / "run.txt", "--dense") == 2
+    assert search(collection, tiny_bi_encoder_path, tmp_path / "run.txt", "--first-stage", "dense") == 2
     assert "has no passage vectors" in caplog.text and "evirank embed" in caplog.text
 
 
@@ -129,7 +130,7 @@ def test_rerank_retrieves_hybrid_candidates_itself(
     collection: dict[str, Path], tiny_bi_encoder_path: Path, tmp_path: Path
 ) -> None:
     hybrid = tmp_path / "hybrid.txt"
-    assert search(collection, tiny_bi_encoder_path, hybrid, "--fuse", "interp:0.3") == 0
+    assert search(collection, tiny_bi_encoder_path, hybrid, "--first-stage", "interp:0.3") == 0
     args = ["-q", "rerank", "--index", str(collection["index"]), "--topics", str(collection["topics"])]
     args += ["--scorer", "bi", "--model", str(tiny_bi_encoder_path), "--device", "cpu", "--k", "4"]
     args += ["--segment", "sentences:prepend", "--depth", "4", "--aggregate", "maxp"]

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from evirank.config import Runtime
 from evirank.firststage import DenseRetriever, ExactSearcher, PassageSearcher, max_pool
 from evirank.frames import Document, make_topics
 from evirank.vectors import PassageVectors, VectorBuilder, VectorsMismatchError
@@ -63,7 +64,7 @@ def vectors(tmp_path_factory: pytest.TempPathFactory, tiny_bi_encoder_path: Path
     from evirank.score import BiEncoder
 
     folder = tmp_path_factory.mktemp("dense") / "vectors"
-    scorer = BiEncoder(tiny_bi_encoder_path, device="cpu")
+    scorer = BiEncoder(tiny_bi_encoder_path, Runtime(device="cpu"))
     return VectorBuilder(folder, scorer, "sentences:prepend", block_size=2).build(DOCS)
 
 
@@ -72,7 +73,7 @@ def expected_run(vectors: PassageVectors, model: Path, k: int) -> pd.DataFrame:
     from evirank.score import BiEncoder
 
     table = vectors.frame()
-    query_vectors = BiEncoder(model, device="cpu").embed([q for _, q in QUERIES])
+    query_vectors = BiEncoder(model, Runtime(device="cpu")).embed([q for _, q in QUERIES])
     passage_vectors = vectors.vectors(table["row"].to_numpy())
     rows = []
     for (qid, _), q in zip(QUERIES, query_vectors, strict=True):
@@ -91,7 +92,7 @@ def test_dense_retriever_is_max_pooled_exact_search(
 
     k = 4
     retriever = DenseRetriever(
-        vectors, BiEncoder(tiny_bi_encoder_path, device="cpu"), k=k, passage_depth=passage_depth
+        vectors, BiEncoder(tiny_bi_encoder_path, Runtime(device="cpu")), k=k, passage_depth=passage_depth
     )
     run = retriever(make_topics(QUERIES))
     assert run.columns.tolist() == ["qid", "docno", "score", "rank", "query"]
@@ -106,7 +107,7 @@ def test_dense_retriever_returns_every_document_when_k_exceeds_them(
 ) -> None:
     from evirank.score import BiEncoder
 
-    run = DenseRetriever(vectors, BiEncoder(tiny_bi_encoder_path, device="cpu"), k=50)(
+    run = DenseRetriever(vectors, BiEncoder(tiny_bi_encoder_path, Runtime(device="cpu")), k=50)(
         make_topics(QUERIES[:1])
     )
     assert sorted(run["docno"]) == sorted(d.docno for d in DOCS)
@@ -115,7 +116,7 @@ def test_dense_retriever_returns_every_document_when_k_exceeds_them(
 def test_dense_retriever_refuses_another_model(vectors: PassageVectors, tiny_bi_encoder_path: Path) -> None:
     from evirank.score import BiEncoder
 
-    other = BiEncoder(tiny_bi_encoder_path, max_length=16, device="cpu")  # another fingerprint
+    other = BiEncoder(tiny_bi_encoder_path, Runtime(max_length=16, device="cpu"))  # another fingerprint
     with pytest.raises(VectorsMismatchError, match="model"):
         DenseRetriever(vectors, other, k=3)(make_topics(QUERIES[:1]))
 
@@ -141,8 +142,10 @@ def test_dense_retriever_uses_any_passage_searcher(
 
     searcher = Recording()
     assert isinstance(searcher, PassageSearcher)
-    scorer = BiEncoder(tiny_bi_encoder_path, device="cpu")
+    scorer = BiEncoder(tiny_bi_encoder_path, Runtime(device="cpu"))
     run = DenseRetriever(vectors, scorer, k=2, searcher=searcher)(make_topics(QUERIES))
     assert searcher.calls and run.groupby("qid").size().tolist() == [2] * len(QUERIES)
-    plain = DenseRetriever(vectors, BiEncoder(tiny_bi_encoder_path, device="cpu"), k=2)(make_topics(QUERIES))
+    plain = DenseRetriever(vectors, BiEncoder(tiny_bi_encoder_path, Runtime(device="cpu")), k=2)(
+        make_topics(QUERIES)
+    )
     pd.testing.assert_frame_equal(run, plain)

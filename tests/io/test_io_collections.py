@@ -75,7 +75,7 @@ def test_a_single_file_of_each_format_is_read_and_detected(tmp_path: Path) -> No
 
 
 def test_formats_are_the_cli_choices() -> None:
-    from evirank.pipeline.flags import CORPUS_FORMATS as CHOICES
+    from evirank.config.settings import CORPUS_FORMATS as CHOICES
 
     assert CHOICES == CORPUS_FORMATS
     assert set(FORMATS) == set(WRITERS)

@@ -9,7 +9,7 @@ import pytest
 
 from evirank.errors import InputFormatError
 from evirank.io import parse_field, read_topics
-from evirank.io.topics import DERIVED_FIELDS, keywords, positive_narrative
+from evirank.io.fields import DERIVED_FIELDS, keywords, positive_narrative
 
 ROBUST04 = "trec-newswire-topics/topics.robust04.txt"
 

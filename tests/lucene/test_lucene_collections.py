@@ -62,7 +62,7 @@ def test_each_format_indexes_to_the_runs_of_its_jsonl_form(
 ) -> None:
     folder = WRITERS[fmt](DOCS, tmp_path / fmt)
     index = tmp_path / "index"
-    flags = ["--format", fmt] if fmt in ("trec", "wapo") else []  # the others detected
+    flags = ["--corpus-format", fmt] if fmt in ("trec", "wapo") else []  # the others detected
     assert main(["-q", "index", "--corpus", str(folder), "--index", str(index), *flags]) == 0
     bm25, rm3 = runs(index)
     assert len(bm25) == 10 and not bm25.equals(rm3)  # every document with a query word, once

@@ -69,7 +69,18 @@ def test_scifact_in_each_format_indexes_to_the_jsonl_runs(
 ) -> None:
     folder = WRITE[fmt](list(read_corpus(scifact)), tmp_path / fmt)
     index = tmp_path / "index"
-    argv = ["-q", "index", "--corpus", str(folder), "--format", fmt, "--index", str(index), "--threads", "2"]
+    argv = [
+        "-q",
+        "index",
+        "--corpus",
+        str(folder),
+        "--corpus-format",
+        fmt,
+        "--index",
+        str(index),
+        "--threads",
+        "2",
+    ]
     assert main(argv) == 0
     bm25, rm3 = search(index, read_topics(scifact, split="test"))
     pd.testing.assert_frame_equal(bm25, jsonl_runs[0])

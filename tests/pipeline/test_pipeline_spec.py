@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import logging
 from pathlib import Path
 
 import pytest
 
 from evirank.cli import build_parser, main
+from evirank.grammar import SpecError, parse_spec
 from evirank.pipeline import FirstStageSpec, PipelineSpec, PipelineSpecError
-from evirank.spec import SpecError, parse_spec
 
 
 @pytest.mark.parametrize(
@@ -76,8 +75,9 @@ def test_a_spec_is_parsed_and_checked_when_it_is_made() -> None:
         ({"duo": 3}, "go together"),
         ({"index": "i", "corpus": "c"}, "not both"),
         ({"scorer": ["bi", "b2=bi"], "model": "m"}, "not --model"),
-        ({"k": 2**31}, "at most"),
-        ({"bm25": (float("nan"), 0.4)}, "K1 >= 0"),
+        ({"k": 2**31}, "up to 2147483647"),
+        ({"bm25": (float("nan"), 0.4)}, "--bm25: expected a finite number"),
+        ({"bm25": (-1, 0.4)}, "K1 >= 0"),
         ({"first_stage": "dense", "rm3": True}, "dense first stage has no BM25"),
         ({"first_stage": "hybrid"}, "expected bm25, dense"),
     ]
@@ -88,10 +88,10 @@ def test_a_spec_is_parsed_and_checked_when_it_is_made() -> None:
 
 def test_dtype_reaches_every_scorer_only_when_asked() -> None:
     default = PipelineSpec.from_mapping({"corpus": "c.jsonl"})
-    assert "dtype" not in default.runtime.scorer_options()  # each backend's own default
+    assert default.runtime.dtype == "auto"  # each backend's own default
     assert default.describe()["dtype"] == "auto"
     bf16 = PipelineSpec.from_mapping({"corpus": "c.jsonl", "dtype": "bf16"})
-    assert bf16.runtime.scorer_options()["dtype"] == "bf16"
+    assert bf16.runtime.dtype == "bf16"
     assert bf16.describe()["dtype"] == "bf16"
     args = build_parser().parse_args(
         ["rerank", "--corpus", "c.jsonl", "--topics", "t", "--output", "o", "--dtype", "fp16"]
@@ -143,31 +143,39 @@ def test_depth_segment_and_the_store_differ_only_in_their_defaults() -> None:
         assert serve[flag][0].startswith(common)
 
 
-def test_earlier_spellings_say_what_to_write(caplog: pytest.LogCaptureFixture) -> None:
+def test_an_unknown_flag_is_named_with_its_nearest_spelling(capsys: pytest.CaptureFixture[str]) -> None:
+    """A typo is named before argparse would complain of a missing required flag; earlier
+    spellings (--evidence, --fuse, serve's --k) are unknown flags now."""
+    from evirank.cli import main
+
+    cases = [
+        (
+            ["rank", "--qeury", "cats", "--docs", "d.jsonl"],
+            "unrecognized arguments: --qeury (did you mean --query?)",
+        ),
+        (
+            ["search", "--index", "i", "--topics", "t", "--output", "o", "--fuse", "rrf"],
+            "unrecognized arguments: --fuse",
+        ),
+        (
+            ["rerank", "--corpus", "c", "--topics", "t", "--output", "o", "--evidence", "bi"],
+            "arguments: --evidence",
+        ),
+        (["serve", "--index", "i", "--k", "5"], "unrecognized arguments: --k"),
+    ]
+    for argv, message in cases:
+        with pytest.raises(SystemExit) as stopped:
+            main(argv)
+        assert stopped.value.code == 2
+        assert message in capsys.readouterr().err
+
+
+def test_quiet_and_verbose_work_after_the_command_too() -> None:
     parser = build_parser()
-    with caplog.at_level(logging.WARNING):
-        args = parser.parse_args(
-            ["search", "--index", "i", "--topics", "t", "--output", "o", "--fuse", "rrf", "--dense"]
-        )
-    assert args.first_stage == "rrf"  # --dense after --fuse keeps the fusion
-    assert "--fuse is deprecated: write --first-stage SPEC" in caplog.text
-    with caplog.at_level(logging.WARNING):
-        args = parser.parse_args(
-            [
-                "rerank",
-                "--corpus",
-                "c",
-                "--topics",
-                "t",
-                "--output",
-                "o",
-                "--evidence",
-                "bi",
-                "--evidence",
-                "b2=bi",
-            ]
-        )
-    assert args.scorer == ["bi", "b2=bi"]
+    assert parser.parse_args(["rank", "--query", "q", "--docs", "d", "-q"]).quiet
+    assert parser.parse_args(["-q", "rank", "--query", "q", "--docs", "d"]).quiet
+    assert not parser.parse_args(["rank", "--query", "q", "--docs", "d"]).quiet
+    assert parser.parse_args(["rank", "--query", "q", "--docs", "d", "-vv"]).verbose == 2
 
 
 def test_rerank_refuses_a_store_it_would_not_use(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -224,7 +224,7 @@ def test_every_flag_that_takes_a_number_refuses_nan_infinity_and_huge_values() -
     [
         ["search", "--index", "i", "--topics", "t", "--output", "o", "--bm25", "nan", "0.4"],
         ["search", "--index", "i", "--topics", "t", "--output", "o", "--k", "2147483648"],
-        ["explain", "--scores", "s", "--qid", "1", "--docno", "d", "--top", "0"],
+        ["explain", "--scores", "s", "--qid", "1", "--docno", "d", "--show-passages", "-1"],
         ["rerank", "--run", "r", "--topics", "t", "--corpus", "c", "--output", "o", "--depth", "-1"],
         ["evaluate", "--qrels", "q", "--run", "r", "--significance", "nan"],
     ],

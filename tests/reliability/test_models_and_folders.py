@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from evirank.cli import main
+from evirank.config import Runtime
 from evirank.errors import EvirankError, InputFormatError, UnsafeOverwriteError
-from evirank.score.store import open_store
+from evirank.score.stores import open_store
 
 
 def _error(caplog: pytest.LogCaptureFixture) -> str:
@@ -110,7 +111,7 @@ def test_damaged_weights_are_named_with_their_file(
         del data[len(data) // 2 :]
     weights.write_bytes(bytes(data))
     with pytest.raises(InputFormatError, match=rf"{weights}: expected model weights that can be read"):
-        CrossEncoder(str(model), device="cpu").load()
+        CrossEncoder(str(model), Runtime(device="cpu")).load()
 
 
 def test_a_damaged_parquet_shard_is_named_never_read_as_other_scores(tmp_path: Path) -> None:

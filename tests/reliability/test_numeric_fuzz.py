@@ -213,8 +213,8 @@ def test_every_flag_value_is_a_usage_error_or_a_finite_bounded_value(index: int,
 @given(a=NUMBER_TEXT, b=NUMBER_TEXT, kind=st.sampled_from(["windows", "birch", "weights", "rm3"]))
 def test_numbers_inside_specs_give_a_spec_error_or_sane_values(a: str, b: str, kind: str) -> None:
     from evirank.aggregate.registry import MAX_TOP_N, parse_aggregate, parse_weights
-    from evirank.pipeline.flags import parse_rm3
-    from evirank.segment.spec import parse_segment
+    from evirank.lucene.search import Rm3
+    from evirank.segment.segment_spec import parse_segment
 
     try:
         if kind == "windows":
@@ -225,7 +225,7 @@ def test_numbers_inside_specs_give_a_spec_error_or_sane_values(a: str, b: str, k
         elif kind == "weights":
             assert all(math.isfinite(w) for w in parse_weights(f"{a},{b}"))
         else:
-            rm3 = parse_rm3([a, b, "0.5"])
+            rm3 = Rm3.parse([a, b, "0.5"])
             assert 1 <= rm3.fb_docs <= INT_LIMIT and 1 <= rm3.fb_terms <= INT_LIMIT
     except (EvirankError, ValueError) as exc:
         assert re.search(r"\w", str(exc))  # a message, not an empty error

@@ -16,8 +16,10 @@ import pytest
 from fs_faults import read_only
 
 from evirank.cli import main
+from evirank.config import Runtime
 from evirank.errors import InputFormatError
-from evirank.score.store import ScoreStore, check_store_path, copy_store, open_store
+from evirank.score.store import ScoreStore
+from evirank.score.stores import check_store_path, copy_store, open_store
 
 FP = "ab" * 32
 
@@ -166,7 +168,7 @@ def test_a_failed_export_leaves_nothing_at_the_destination_and_the_rerun_works(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     source = _store(tmp_path / "a.sqlite")
-    import evirank.score.store as store_module
+    import evirank.score.stores as store_module
 
     real = store_module.copy_store
 
@@ -198,7 +200,7 @@ def test_weights_replaced_by_others_of_the_same_size_with_their_time_put_back_ch
     model = tmp_path / "model"
     shutil.copytree(tiny_cross_encoder_path, model)
     store = tmp_path / "s.sqlite"
-    before = CrossEncoder(str(model), store=str(store)).fingerprint
+    before = CrossEncoder(str(model), Runtime(store=str(store))).fingerprint
     weights = model / "model.safetensors"
     stat = weights.stat()
     data = bytearray(weights.read_bytes())
@@ -207,11 +209,11 @@ def test_weights_replaced_by_others_of_the_same_size_with_their_time_put_back_ch
     os.utime(weights, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # the time put back
     assert (weights.stat().st_size, weights.stat().st_mtime_ns) == (stat.st_size, stat.st_mtime_ns)
     # in this process (its memory cache) and in a new one (the store's cache)
-    assert CrossEncoder(str(model), store=str(store)).fingerprint != before
+    assert CrossEncoder(str(model), Runtime(store=str(store))).fingerprint != before
     code = (
-        "import sys; from evirank.score import CrossEncoder; "
-        f"print(CrossEncoder({str(model)!r}, store={str(store)!r}).fingerprint)"
+        "from evirank.config import Runtime; from evirank.score import CrossEncoder; "
+        f"print(CrossEncoder({str(model)!r}, Runtime(store={str(store)!r})).fingerprint)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() != before
-    assert CrossEncoder(str(model), store=str(store)).fingerprint == done.stdout.strip()
+    assert CrossEncoder(str(model), Runtime(store=str(store))).fingerprint == done.stdout.strip()

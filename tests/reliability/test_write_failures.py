@@ -21,7 +21,8 @@ from evirank.errors import OutputNotWritableError, OutputWriteError
 from evirank.frames import make_run
 from evirank.io import write_run
 from evirank.outputs import atomic_file, atomic_output, naming_write_failures, write_failure
-from evirank.score.store import ScoreStore, open_store
+from evirank.score.store import ScoreStore
+from evirank.score.stores import open_store
 
 FP = "ab" * 32
 QRELS = "".join(f"{q} 0 d{d} {d % 2}\n" for q in range(1, 40) for d in range(20))

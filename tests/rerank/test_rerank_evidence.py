@@ -1,4 +1,5 @@
-"""Several scorers' evidence in one ranking: ``rerank --evidence`` then ``tune --evidence``, tiny models."""
+"""Several scorers' evidence in one ranking: ``rerank --scorer``, repeated, then ``tune
+--scorer-scores``, tiny models."""
 
 from __future__ import annotations
 
@@ -131,9 +132,9 @@ def test_tune_reads_both_scorers_from_the_store_and_matches_the_pipeline(
     args = [
         "-q",
         "tune",
-        "--evidence",
+        "--scorer-scores",
         f"cross={store}#{fp['cross'][:12]}",
-        "--evidence",
+        "--scorer-scores",
         f"bi={store}#{fp['bi'][:12]}",
         "--run",
         str(collection["run"]),
@@ -175,9 +176,9 @@ def test_tune_searches_the_scorer_weight_from_a_saved_passages_file(
     args = [
         "-q",
         "tune",
-        "--evidence",
+        "--scorer-scores",
         f"cross={passages}",
-        "--evidence",
+        "--scorer-scores",
         f"bi={passages}",
         "--run",
         str(collection["run"]),
@@ -224,7 +225,6 @@ def test_one_evidence_scorer_is_the_plain_scorer(
         (["--scorer", "alpha=bi", "--scorer", "bi"], "name of an aggregator parameter"),
         (["--scorer", "bi", "--scorer", "b2=bi", "--model", "m"], "not --model"),
         (["--scorer", "bi:m", "--model", "m"], "already names its model"),
-        (["--evidence", "bi", "--evidence", "bi"], "'bi' is given twice"),  # the old spelling
     ],
 )
 def test_bad_scorer_specs_say_what_was_expected(

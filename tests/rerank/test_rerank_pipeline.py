@@ -12,6 +12,7 @@ from rerank_cases import DOCS, TOPICS
 
 from evirank.aggregate import Birch, MaxP, RerankTop, SumP
 from evirank.cli import main
+from evirank.config import Runtime
 from evirank.frames import DOCNO, QID, RANK, SCORE, TEXT, TITLE, make_topics
 from evirank.io import read_run
 from evirank.rerank import (
@@ -22,11 +23,11 @@ from evirank.rerank import (
     StageTimings,
     parse_aggregate,
     parse_segment,
-    passage_budget,
     rerank,
 )
 from evirank.score import BiEncoder, CrossEncoder
 from evirank.segment import Sentences, Whole, Windows
+from evirank.segment.budget import passage_budget
 from evirank.stage import Stage
 
 TOPIC_FRAME = make_topics(list(TOPICS.items()))
@@ -36,7 +37,7 @@ def test_rerank_equals_the_composed_pipeline_and_times_every_stage(
     collection: dict[str, Path], tiny_cross_encoder_path: Path
 ) -> None:
     run = read_run(collection["run"])
-    scorer = CrossEncoder(tiny_cross_encoder_path, device="cpu")
+    scorer = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu"))
     fetch = FetchText(corpus=collection["corpus"])
     result = rerank(
         run, topics=TOPIC_FRAME, fetch=fetch, segmenter=Sentences(), scorer=scorer, aggregator=MaxP(), depth=3
@@ -55,7 +56,7 @@ def test_a_run_with_text_needs_no_fetch_and_one_without_says_so(
     collection: dict[str, Path], tiny_bi_encoder_path: Path
 ) -> None:
     run = AddQueries(TOPIC_FRAME)(read_run(collection["run"]))
-    scorer = BiEncoder(tiny_bi_encoder_path, device="cpu")
+    scorer = BiEncoder(tiny_bi_encoder_path, Runtime(device="cpu"))
     with pytest.raises(Exception, match="FetchText"):
         rerank(run, segmenter=Sentences(), scorer=scorer, aggregator=SumP())
     with_text = FetchText(corpus=collection["corpus"])(run)
@@ -92,10 +93,10 @@ def test_specs_build_the_stages_they_name() -> None:
 def test_long_sentences_are_cut_to_the_scorers_room_keeping_every_word(
     tiny_cross_encoder_path: Path, tiny_bi_encoder_path: Path
 ) -> None:
-    cross = CrossEncoder(tiny_cross_encoder_path, device="cpu", max_length=32, query_max_tokens=8)
+    cross = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu", max_length=32), query_max_tokens=8)
     tokenizer, room = passage_budget(cross)  # type: ignore[misc]
     assert room == 32 - 3 - 8
-    assert passage_budget(BiEncoder(tiny_bi_encoder_path, max_length=20))[1] == 18  # type: ignore[index]
+    assert passage_budget(BiEncoder(tiny_bi_encoder_path, Runtime(max_length=20)))[1] == 18  # type: ignore[index]
     assert passage_budget(MaxP()) is None
     segmenter = parse_segment("sentences:skip", tokenizer=tokenizer, max_tokens=room)
     text = "the cat sat on the mat and " * 6 + "the dog sat."
@@ -131,7 +132,7 @@ def test_fetch_from_an_index_and_the_bm25_pipeline_end_to_end(
     from_corpus = FetchText(corpus=collection["corpus"])(run)
     pd.testing.assert_frame_equal(from_index, from_corpus)
 
-    scorer = CrossEncoder(tiny_cross_encoder_path, device="cpu")
+    scorer = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu"))
     fetched = Bm25(index, k=5) % 3 >> FetchText(index=index) >> Sentences() >> scorer >> Birch(top_n=2)
     bm25_text = Bm25(index, k=5, fetch_text=3) % 3 >> Sentences() >> scorer >> Birch(top_n=2)
     first = fetched(TOPIC_FRAME)

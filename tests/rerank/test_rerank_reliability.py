@@ -117,6 +117,8 @@ def test_a_huge_document_keeps_its_first_max_passages_with_a_warning(
 
 
 def test_the_cli_default_of_max_passages_is_the_library_default() -> None:
-    from evirank.pipeline.spec import DEFAULT_MAX_PASSAGES as CLI_DEFAULT
+    from evirank.config import SETTINGS
+
+    CLI_DEFAULT = SETTINGS.default("max_passages")
 
     assert CLI_DEFAULT == DEFAULT_MAX_PASSAGES

@@ -12,6 +12,7 @@ import pytest
 from rerank_cases import DOCS
 
 from evirank.cli import main
+from evirank.config import Runtime
 from evirank.frames import DOCNO, PID, QID, QUERY, SCORE, TEXT
 from evirank.io import read_run
 from evirank.rerank.prune import Prune, bm25_scores, check_prune
@@ -132,7 +133,7 @@ def test_prune_by_bi_reads_the_stored_vectors(
     from evirank.vectors import PassageVectors
 
     vectors = PassageVectors.open(embedded)
-    bi = BiEncoder(tiny_bi_encoder_path, device="cpu", vectors=vectors)
+    bi = BiEncoder(tiny_bi_encoder_path, Runtime(device="cpu"), vectors=vectors)
     passages = pd.DataFrame(
         {QID: ["1", "1", "1"], QUERY: ["cat"] * 3, DOCNO: ["d1"] * 3, PID: [0, 1, 2]}
     ).assign(text=vectors.texts(vectors.lookup(["d1"] * 3, [0, 1, 2])))

@@ -22,15 +22,18 @@ import pytest
 from scale_cases import random_passages
 
 from evirank.cli import main
+from evirank.config import Runtime
 from evirank.scale import RayOptions
 from evirank.score import BiEncoder, CrossEncoder, open_store
 
 
 def scorer_pair(cls: type, model: Path, chunk_items: int, **kwargs: Any) -> tuple[Any, Any]:
-    """The same scorer twice: single-process, and on Ray with two one-GPU workers."""
-    plain = cls(model, device="cpu", **kwargs)
+    """The same scorer twice: single-process, and on Ray with two one-GPU workers (``kwargs``: the
+    runtime's other settings)."""
+    plain = cls(model, Runtime(device="cpu", **kwargs))
     on_ray = cls(
-        model, device="cpu", ray=RayOptions(workers=2, gpus_per_worker=1, cpus_per_worker=1), **kwargs
+        model,
+        Runtime(device="cpu", ray=RayOptions(workers=2, gpus_per_worker=1, cpus_per_worker=1), **kwargs),
     )
     for scorer in (plain, on_ray):
         scorer.chunk_items = chunk_items  # several blocks, so both workers get some
@@ -253,7 +256,7 @@ def test_a_vector_folder_built_on_ray_equals_the_single_process_build(
 
     def builder(name: str) -> Any:
         return vectors.VectorBuilder(
-            tmp_path / name, BiEncoder(tiny_bi_encoder_path, device="cpu"), "sentences", block_size=4
+            tmp_path / name, BiEncoder(tiny_bi_encoder_path, Runtime(device="cpu")), "sentences", block_size=4
         )
 
     single = builder("single").build(docs)

@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from evirank.cli import main  # noqa: E402
+from evirank.config import Runtime  # noqa: E402
 from evirank.errors import OutputExistsError, UsageError  # noqa: E402
 from evirank.frames import make_passages  # noqa: E402
 from evirank.score import BiEncoder, CrossEncoder  # noqa: E402
@@ -51,7 +52,7 @@ def reference_cross(folder: Path, query: str, passage: str, **cut: int) -> tuple
 
 
 def test_cross_encoder_attention_equals_transformers_eager_attention(tiny_cross_encoder_path: Path) -> None:
-    scorer = CrossEncoder(str(tiny_cross_encoder_path), device="cpu")
+    scorer = CrossEncoder(str(tiny_cross_encoder_path), Runtime(device="cpu"))
     view = scorer.attention(QUERY, PASSAGE, layers=[0, -1])
     expected, logit = reference_cross(tiny_cross_encoder_path, QUERY, PASSAGE)
     assert view.layers == (0, 1) and view.n_layers == 2 and view.kind == "attention"
@@ -66,7 +67,9 @@ def test_cross_encoder_attention_equals_transformers_eager_attention(tiny_cross_
 
 
 def test_cross_encoder_attention_cuts_the_passage_as_scoring_does(tiny_cross_encoder_path: Path) -> None:
-    scorer = CrossEncoder(str(tiny_cross_encoder_path), device="cpu", max_length=16, query_max_tokens=6)
+    scorer = CrossEncoder(
+        str(tiny_cross_encoder_path), Runtime(device="cpu", max_length=16), query_max_tokens=6
+    )
     view = scorer.attention("cats", PASSAGE)
     expected, _ = reference_cross(
         tiny_cross_encoder_path, "cats", PASSAGE, truncation="only_second", max_length=16
@@ -76,7 +79,7 @@ def test_cross_encoder_attention_cuts_the_passage_as_scoring_does(tiny_cross_enc
 
 
 def test_word_merging_sums_passage_pieces_and_averages_query_pieces(tiny_cross_encoder_path: Path) -> None:
-    view = CrossEncoder(str(tiny_cross_encoder_path), device="cpu").attention(QUERY, PASSAGE)
+    view = CrossEncoder(str(tiny_cross_encoder_path), Runtime(device="cpu")).attention(QUERY, PASSAGE)
     words = view.by_word()
     assert words.query.labels == ("where", "the", "cats", "sat")
     assert words.passage.labels == (
@@ -125,7 +128,7 @@ def test_layers_default_to_the_last_and_a_missing_layer_is_a_clear_error() -> No
 
 
 def test_bi_encoder_view_is_the_exact_decomposition_of_its_cosine(tiny_bi_encoder_path: Path) -> None:
-    scorer = BiEncoder(str(tiny_bi_encoder_path), device="cpu")
+    scorer = BiEncoder(str(tiny_bi_encoder_path), Runtime(device="cpu"))
     view = scorer.attention(QUERY, PASSAGE)
     assert view.kind == "contribution" and not view.heads and "no token of one attends" in view.note
     score = float(scorer(make_passages([("1", "d1", 0, PASSAGE)]).assign(query=QUERY))["score"].iloc[0])
@@ -145,7 +148,9 @@ def test_bi_encoder_view_is_the_exact_decomposition_of_its_cosine(tiny_bi_encode
 
 
 def test_bi_encoder_view_leaves_a_prefix_out_of_the_rows(tiny_bi_encoder_path: Path) -> None:
-    view = BiEncoder(str(tiny_bi_encoder_path), device="cpu", query_prefix="a ").attention("cats", "the cat")
+    view = BiEncoder(str(tiny_bi_encoder_path), Runtime(device="cpu"), query_prefix="a ").attention(
+        "cats", "the cat"
+    )
     assert view.query.labels == ("cats",) and view.query.spans == ((0, 4),)
 
 
@@ -223,7 +228,7 @@ def scored_store(tmp_path: Path, tiny_cross_encoder_path: Path) -> Path:
     passages = make_passages(
         [("1", "d1", 0, "A dog barked."), ("1", "d1", 1, PASSAGE), ("1", "d2", 0, "A virus infects cells.")]
     ).assign(query=QUERY)
-    CrossEncoder(str(tiny_cross_encoder_path), device="cpu", store=store)(passages)
+    CrossEncoder(str(tiny_cross_encoder_path), Runtime(device="cpu", store=store))(passages)
     return store
 
 
@@ -231,7 +236,7 @@ def test_explain_attention_draws_the_best_passage(
     scored_store: Path, tmp_path: Path, tiny_cross_encoder_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pytest.importorskip("matplotlib")
-    scores = CrossEncoder(str(tiny_cross_encoder_path), device="cpu")(
+    scores = CrossEncoder(str(tiny_cross_encoder_path), Runtime(device="cpu"))(
         make_passages([("1", "d1", 0, "A dog barked."), ("1", "d1", 1, PASSAGE)]).assign(query=QUERY)
     )["score"].tolist()
     best = ("A dog barked.", PASSAGE)[int(np.argmax(scores))]
@@ -289,7 +294,7 @@ def test_explain_attention_of_a_family_without_the_hook_names_those_with_one(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from evirank.score.explain import passage_attention
-    from evirank.score.store import open_store
+    from evirank.score.stores import open_store
 
     with open_store(tmp_path / "s.sqlite") as store:
         store.register("f" * 64, kind="llm", description={"kind": "llm", "model": "models/qwen"})
@@ -299,7 +304,7 @@ def test_explain_attention_of_a_family_without_the_hook_names_those_with_one(
 
 def test_a_model_that_gives_another_fingerprint_is_refused(scored_store: Path, tmp_path: Path) -> None:
     from evirank.score.explain import ScorerUnavailableError, rebuild_scorer
-    from evirank.score.store import open_store
+    from evirank.score.stores import open_store
 
     with open_store(scored_store) as store:
         fingerprint = str(store.fingerprints()["fingerprint"].iloc[0])
@@ -354,8 +359,8 @@ def test_several_scorers_show_the_first_ones_view(
     from evirank.score.attention import find_attention_hook
     from evirank.score.multi import Scorers
 
-    cross = CrossEncoder(str(tiny_cross_encoder_path), device="cpu")
-    both = Scorers([("bi", BiEncoder(str(tiny_bi_encoder_path), device="cpu")), ("cross", cross)])
+    cross = CrossEncoder(str(tiny_cross_encoder_path), Runtime(device="cpu"))
+    both = Scorers([("bi", BiEncoder(str(tiny_bi_encoder_path), Runtime(device="cpu"))), ("cross", cross)])
     hook = find_attention_hook(both)
     assert hook is not None and hook(QUERY, PASSAGE).family == "bi"  # score is the first scorer's
     assert find_attention_hook(Scorers([("cross", cross)])) == cross.attention
@@ -366,7 +371,7 @@ def test_explain_attention_rebuilds_a_bi_encoder_with_its_prefixes(
 ) -> None:
     pytest.importorskip("matplotlib")
     store = tmp_path / "bi.sqlite"
-    scorer = BiEncoder(str(tiny_bi_encoder_path), device="cpu", store=store, query_prefix="a ")
+    scorer = BiEncoder(str(tiny_bi_encoder_path), Runtime(device="cpu", store=store), query_prefix="a ")
     scorer(make_passages([("1", "d1", 0, PASSAGE), ("1", "d1", 1, "A dog.")]).assign(query=QUERY))
     argv = ["explain", "--scores", str(store), "--qid", "1", "--docno", "d1", "--attention",
             "--attention-output", str(tmp_path / "bi")]  # fmt: skip

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from evirank.config import Runtime
 from evirank.frames import QID, QUERY, SCORE, TEXT, make_passages
 from evirank.score import BiEncoder, ScoreStore
 
@@ -37,7 +38,7 @@ def mean_pooled(path: Path, texts: list[str], max_length: int = 128) -> np.ndarr
 
 def test_scores_are_cosines_of_mean_pooled_embeddings(tiny_bi_encoder_path: Path) -> None:
     frame = passages()
-    scored = BiEncoder(tiny_bi_encoder_path, device="cpu")(frame)
+    scored = BiEncoder(tiny_bi_encoder_path, Runtime(device="cpu"))(frame)
     q = mean_pooled(tiny_bi_encoder_path, frame[QUERY].tolist())
     p = mean_pooled(tiny_bi_encoder_path, frame[TEXT].tolist())
     np.testing.assert_allclose(scored[SCORE], (q * p).sum(axis=1), atol=1e-5)
@@ -47,10 +48,10 @@ def test_scores_are_cosines_of_mean_pooled_embeddings(tiny_bi_encoder_path: Path
 
 def test_each_distinct_text_is_embedded_once_and_batches_do_not_matter(tiny_bi_encoder_path: Path) -> None:
     frame = pd.concat([passages(), passages()], ignore_index=True)
-    small = BiEncoder(tiny_bi_encoder_path, device="cpu", batch_tokens=128)
+    small = BiEncoder(tiny_bi_encoder_path, Runtime(device="cpu", batch_tokens=128))
     out_small = small(frame)
     assert small.stats_.computed == len(QUERIES) + len(TEXTS)
-    out_large = BiEncoder(tiny_bi_encoder_path, device="cpu", batch_tokens=50_000)(frame.iloc[::-1])
+    out_large = BiEncoder(tiny_bi_encoder_path, Runtime(device="cpu", batch_tokens=50_000))(frame.iloc[::-1])
     np.testing.assert_allclose(out_small[SCORE], out_large.loc[frame.index, SCORE], atol=1e-5, rtol=0)
 
 
@@ -58,19 +59,19 @@ def test_stored_passage_embeddings_are_reused_for_new_queries(
     tiny_bi_encoder_path: Path, tmp_path: Path
 ) -> None:
     store_path = tmp_path / "s.sqlite"
-    BiEncoder(tiny_bi_encoder_path, device="cpu", store=store_path)(passages())
+    BiEncoder(tiny_bi_encoder_path, Runtime(device="cpu", store=store_path))(passages())
     later = passages().assign(query="a brand new question about dogs")
-    scorer = BiEncoder(tiny_bi_encoder_path, device="cpu", store=store_path)
+    scorer = BiEncoder(tiny_bi_encoder_path, Runtime(device="cpu", store=store_path))
     scored = scorer(later)
     assert scorer.stats_.computed == 1  # only the new query
-    fresh = BiEncoder(tiny_bi_encoder_path, device="cpu")(later)
+    fresh = BiEncoder(tiny_bi_encoder_path, Runtime(device="cpu"))(later)
     np.testing.assert_allclose(scored[SCORE], fresh[SCORE], atol=1e-6)
     with ScoreStore(store_path, readonly=True) as store:
         assert len(store.passages_scores(scorer.fingerprint)) == len(later)
 
 
 def test_embed_returns_unit_vectors_in_input_order(tiny_bi_encoder_path: Path) -> None:
-    scorer = BiEncoder(tiny_bi_encoder_path, device="cpu")
+    scorer = BiEncoder(tiny_bi_encoder_path, Runtime(device="cpu"))
     vectors = scorer.embed(["a cat", "a dog", "a cat"])
     assert vectors.shape == (3, 32)
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
@@ -78,9 +79,9 @@ def test_embed_returns_unit_vectors_in_input_order(tiny_bi_encoder_path: Path) -
 
 
 def test_prefixes_change_the_embedded_text(tiny_bi_encoder_path: Path) -> None:
-    plain = BiEncoder(tiny_bi_encoder_path, device="cpu")
+    plain = BiEncoder(tiny_bi_encoder_path, Runtime(device="cpu"))
     prefixed = BiEncoder(
-        tiny_bi_encoder_path, device="cpu", query_prefix="query: ", passage_prefix="passage: "
+        tiny_bi_encoder_path, Runtime(device="cpu"), query_prefix="query: ", passage_prefix="passage: "
     )
     assert plain.fingerprint != prefixed.fingerprint
     assert not np.allclose(plain(passages())[SCORE], prefixed(passages())[SCORE])
@@ -95,7 +96,7 @@ def test_offline_minilm_prefers_a_paraphrase_to_an_unrelated_sentence() -> None:
             ("1", "d2", 0, "Interest rates rose sharply in the third quarter."),
         ]
     ).assign(query="The cat sat on the mat.")
-    scorer = BiEncoder(device="cpu")
+    scorer = BiEncoder(None, Runtime(device="cpu"))
     scored = scorer(frame)
     assert scorer.max_length_ == 256  # from the model's sentence_bert_config.json
     paraphrase, unrelated = scored[SCORE].tolist()

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from evirank.config import Runtime
 from evirank.score import CrossEncoder, cls_only
 
 
@@ -43,12 +44,12 @@ def test_cls_only_logits_equal_the_full_model(fixture: str, request: pytest.Fixt
 def test_torch_backend_uses_it_for_bert_classifiers_only(
     tiny_cross_encoder_path: Path, tiny_bi_encoder_path: Path
 ) -> None:
-    scorer = CrossEncoder(tiny_cross_encoder_path, device="cpu")
+    scorer = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu"))
     backend = scorer.load()
     assert backend.cls_only is not None
     from evirank.score import BiEncoder
 
-    assert BiEncoder(tiny_bi_encoder_path, device="cpu").load().cls_only is None
+    assert BiEncoder(tiny_bi_encoder_path, Runtime(device="cpu")).load().cls_only is None
 
 
 def test_it_can_be_switched_off_and_skips_other_models(
@@ -76,8 +77,8 @@ def test_cuda_scores_in_bf16_match_cpu_fp32(tiny_cross_encoder_path: Path) -> No
     texts = ["the cat sat on the mat", "bm25 ranks documents", "a vaccine trains cells", "dogs", "x " * 60]
     frame = make_passages([("1", f"d{i}", i, t) for i, t in enumerate(texts)])
     frame[QUERY] = frame[QID].map({"1": "where did the cat sit"})
-    cpu = CrossEncoder(tiny_cross_encoder_path, device="cpu")(frame)[SCORE].to_numpy()
-    gpu_scorer = CrossEncoder(tiny_cross_encoder_path, device="cuda")
+    cpu = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu"))(frame)[SCORE].to_numpy()
+    gpu_scorer = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cuda"))
     gpu = gpu_scorer(frame)[SCORE].to_numpy()
     assert gpu_scorer.precision_ in ("bf16", "fp16")
     np.testing.assert_allclose(gpu, cpu, atol=0.1 * max(1.0, float(np.abs(cpu).max())))

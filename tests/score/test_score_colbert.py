@@ -11,6 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from evirank.config import Runtime
+
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
@@ -167,7 +169,7 @@ def passages() -> pd.DataFrame:
 def test_scores_equal_an_independent_maxsim(colbert_path: Path) -> None:
     from evirank.score.families.colbert import ColBERT
 
-    scorer = ColBERT(colbert_path, device="cpu", batch_tokens=40)
+    scorer = ColBERT(colbert_path, Runtime(device="cpu", batch_tokens=40))
     scored = scorer(passages())
     expected = reference_scores(colbert_path, [(q, t) for _, q, _, _, t in PASSAGES])
     np.testing.assert_allclose(scored["score"].to_numpy(), expected, atol=1e-5, rtol=0)
@@ -208,7 +210,7 @@ def test_a_stanford_checkpoint_reads_its_linear_layer(tmp_path: Path, colbert_pa
 def test_each_query_token_names_its_best_passage_word(colbert_path: Path) -> None:
     from evirank.score.families.colbert import ColBERT
 
-    scorer = ColBERT(colbert_path, device="cpu")
+    scorer = ColBERT(colbert_path, Runtime(device="cpu"))
     text = "A cat sat on the mat, and the dog sat too!"
     found = scorer.matches("cats and dogs", [text])[0]
     assert [m.query for m in found] == ["cats", "and", "dogs"]
@@ -222,7 +224,7 @@ def test_the_attention_view_is_the_token_cosines_whose_row_maxima_are_the_matche
     from evirank.errors import UsageError
     from evirank.score.families.colbert import ColBERT
 
-    scorer = ColBERT(colbert_path, device="cpu")
+    scorer = ColBERT(colbert_path, Runtime(device="cpu"))
     text = "A cat sat on the mat, and the dog sat too!"
     view = scorer.attention("cats and dogs", text)
     assert view.kind == "similarity" and not view.heads and "MaxSim" in view.note
@@ -246,17 +248,17 @@ def test_the_store_keeps_scores_and_token_vectors(tmp_path: Path, colbert_path: 
     from evirank.score.families.colbert import ColBERT
 
     frame = passages()
-    first = ColBERT(colbert_path, device="cpu", store=tmp_path / "scores.sqlite")
+    first = ColBERT(colbert_path, Runtime(device="cpu", store=tmp_path / "scores.sqlite"))
     expected = first(frame)["score"].to_numpy()
     assert first.stats_.computed == frame["query"].nunique() + frame["text"].nunique()
-    again = ColBERT(colbert_path, device="cpu", store=tmp_path / "scores.sqlite")
+    again = ColBERT(colbert_path, Runtime(device="cpu", store=tmp_path / "scores.sqlite"))
     np.testing.assert_array_equal(again(frame)["score"].to_numpy(), expected)
     assert again.stats_.computed == 0 and again.stats_.cached == len(frame)
     # a new query over the same passages encodes only the query: the passages' vectors are stored
     other = frame.assign(qid="3", query="relevant evidence")
     scored = again(other)["score"].to_numpy()
     assert again.stats_.computed == 1 and again.stats_.embeddings_cached == frame["text"].nunique()
-    fresh = ColBERT(colbert_path, device="cpu")(other)["score"].to_numpy()
+    fresh = ColBERT(colbert_path, Runtime(device="cpu"))(other)["score"].to_numpy()
     np.testing.assert_allclose(scored, fresh, atol=1e-6)
 
 
@@ -354,7 +356,7 @@ def test_serve_searches_with_the_colbert_scorer(tmp_path: Path, colbert_path: Pa
     best = result.candidates[0].evidence[0]
     from evirank.score.families.colbert import ColBERT
 
-    alone = ColBERT(colbert_path, device="cpu")
+    alone = ColBERT(colbert_path, Runtime(device="cpu"))
     frame = pd.DataFrame(
         [("q", "cat mat", "x", 0, best.text)], columns=["qid", "query", "docno", "pid", "text"]
     )
@@ -372,4 +374,4 @@ def test_a_marker_the_tokenizer_lacks_is_a_clear_error(tmp_path: Path, colbert_p
     config = json.loads((folder / "config_sentence_transformers.json").read_text())
     (folder / "config_sentence_transformers.json").write_text(json.dumps({**config, "query_prefix": "[QQ] "}))
     with pytest.raises(InputFormatError, match=r"query marker token '\[QQ\] '"):
-        ColBERT(folder, device="cpu").prepare()
+        ColBERT(folder, Runtime(device="cpu")).prepare()

@@ -14,8 +14,9 @@ import pandas as pd
 import pytest
 
 from evirank.cli import main
+from evirank.config import Runtime
 from evirank.frames import SCORE
-from evirank.score.pairwise import (
+from evirank.score.document_pairs import (
     DUO_AGGREGATES,
     Duo,
     duo_aggregate,
@@ -200,7 +201,7 @@ def test_duobert_pair_probabilities_equal_transformers(duo_model: Path) -> None:
     frame = pd.DataFrame(
         {"qid": "1", "query": QUERY, "docno": "", "pid": 0, "text": [join_pair(a, b) for a, b in pairs]}
     )
-    scored = DuoBERT(duo_model, device="cpu", batch_tokens=40)(frame)
+    scored = DuoBERT(duo_model, Runtime(device="cpu", batch_tokens=40))(frame)
     np.testing.assert_allclose(
         scored[SCORE].to_numpy(), reference_probabilities(duo_model, QUERY, pairs), atol=1e-5
     )
@@ -211,7 +212,7 @@ def test_duobert_cuts_both_documents_to_their_share(duo_model: Path) -> None:
     pytest.importorskip("torch")
     from evirank.score.families.duo import DuoBERT
 
-    scorer = DuoBERT(duo_model, device="cpu", max_length=24, query_max_tokens=4)
+    scorer = DuoBERT(duo_model, Runtime(device="cpu", max_length=24), query_max_tokens=4)
     long_a, long_b = " ".join(["cat"] * 40), " ".join(["dog"] * 40)
     batch = scorer.pair_inputs([QUERY], [join_pair(long_a, long_b)])
     ids = batch.input_ids[0].tolist()
@@ -224,7 +225,11 @@ def test_duobert_cuts_both_documents_to_their_share(duo_model: Path) -> None:
     frame = pd.DataFrame(
         {"qid": "1", "query": QUERY, "docno": "", "pid": 0, "text": [join_pair(long_a, long_b)]}
     )
-    assert DuoBERT(duo_model, device="cpu", max_length=24, query_max_tokens=4)(frame)[SCORE].notna().all()
+    assert (
+        DuoBERT(duo_model, Runtime(device="cpu", max_length=24), query_max_tokens=4)(frame)[SCORE]
+        .notna()
+        .all()
+    )
 
 
 def test_duobert_pair_scores_go_to_the_store_and_a_rerun_or_smaller_k_scores_nothing(
@@ -234,7 +239,7 @@ def test_duobert_pair_scores_go_to_the_store_and_a_rerun_or_smaller_k_scores_not
     from evirank.score.families.duo import DuoBERT
 
     store = tmp_path / "duo.sqlite"
-    counted = CountingDuoBERT(DuoBERT(duo_model, device="cpu", store=store))
+    counted = CountingDuoBERT(DuoBERT(duo_model, Runtime(device="cpu", store=store)))
     run = a_run()
     out = Duo(counted, k=4, aggregate="sum")(run)
     assert counted.computed == 4 * 3
@@ -245,9 +250,9 @@ def test_duobert_pair_scores_go_to_the_store_and_a_rerun_or_smaller_k_scores_not
     np.testing.assert_allclose(
         out.set_index("docno").loc[top, "duo_score"], [sums[d] for d in top], atol=1e-5
     )
-    again = CountingDuoBERT(DuoBERT(duo_model, device="cpu", store=store))
+    again = CountingDuoBERT(DuoBERT(duo_model, Runtime(device="cpu", store=store)))
     pd.testing.assert_frame_equal(Duo(again, k=4, aggregate="sum")(run), out)
-    smaller = CountingDuoBERT(DuoBERT(duo_model, device="cpu", store=store))
+    smaller = CountingDuoBERT(DuoBERT(duo_model, Runtime(device="cpu", store=store)))
     Duo(smaller, k=3, aggregate="binary")(run)
     assert again.computed == 0 and smaller.computed == 0
     assert again.stats_.cached == 12 and smaller.stats_.cached == 6
@@ -256,9 +261,9 @@ def test_duobert_pair_scores_go_to_the_store_and_a_rerun_or_smaller_k_scores_not
 def test_a_classifier_given_as_the_duo_model_reads_as_duobert(duo_model: Path) -> None:
     from evirank.score import detect_family, get_family
 
-    assert Duo(duo_model, k=2, device="cpu").scorer.family == "duo"
+    assert Duo(duo_model, k=2, runtime=Runtime(device="cpu")).scorer.family == "duo"
     assert detect_family(duo_model).name == "cross"  # as a passage scorer, a classifier is a cross-encoder
-    assert get_family("duo").pairwise and get_family("duo").objective == "duo-pairs"
+    assert get_family("duo").pairwise and get_family("duo").recipe == "evirank.train.pairwise:DuoRecipe"
 
 
 def test_rerank_with_duobert_through_the_cli_records_the_aggregation(

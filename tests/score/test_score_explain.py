@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from evirank.cli import main
+from evirank.config import Runtime
 from evirank.frames import PID, QID, QUERY, RANK, SCORE, make_passages
 from evirank.score import BiEncoder, CrossEncoder, FingerprintError, NotScoredError, explain
 
@@ -37,7 +38,7 @@ def test_explain_orders_a_frame_best_first_with_pid_breaking_ties() -> None:
 
 def test_explain_from_a_store_matches_the_scored_frame(tiny_cross_encoder_path: Path, tmp_path: Path) -> None:
     store = tmp_path / "s.sqlite"
-    scored = CrossEncoder(tiny_cross_encoder_path, device="cpu", store=store)(passages())
+    scored = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu", store=store))(passages())
     out = explain(store, "7", "d1")
     expected = scored[(scored[QID] == "7") & (scored["docno"] == "d1")].sort_values(SCORE, ascending=False)
     assert out[PID].tolist() == expected[PID].tolist()
@@ -49,9 +50,9 @@ def test_several_scorers_in_one_store_must_be_told_apart(
     tiny_cross_encoder_path: Path, tiny_bi_encoder_path: Path, tmp_path: Path
 ) -> None:
     store = tmp_path / "s.sqlite"
-    cross = CrossEncoder(tiny_cross_encoder_path, device="cpu", store=store)
+    cross = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu", store=store))
     cross(passages())
-    BiEncoder(tiny_bi_encoder_path, device="cpu", store=store)(passages())
+    BiEncoder(tiny_bi_encoder_path, Runtime(device="cpu", store=store))(passages())
     with pytest.raises(FingerprintError, match="fingerprint"):
         explain(store, "7", "d1")
     assert len(explain(store, "7", "d1", fingerprint=cross.fingerprint[:8])) == len(DOC)
@@ -61,7 +62,7 @@ def test_cli_explain_prints_passages_best_first(
     tiny_cross_encoder_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     store = tmp_path / "s.sqlite"
-    scored = CrossEncoder(tiny_cross_encoder_path, device="cpu", store=store)(passages())
+    scored = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu", store=store))(passages())
     best = scored[(scored[QID] == "7") & (scored["docno"] == "d1")].sort_values(SCORE, ascending=False)
     assert main(["explain", "--scores", str(store), "--qid", "7", "--docno", "d1"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -95,5 +96,5 @@ def test_cli_explain_reports_unknown_documents_and_stores(
 ) -> None:
     assert main(["explain", "--scores", str(tmp_path / "absent.sqlite"), "--qid", "1", "--docno", "d"]) == 2
     store = tmp_path / "s.sqlite"
-    CrossEncoder(tiny_cross_encoder_path, device="cpu", store=store)(passages())
+    CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu", store=store))(passages())
     assert main(["explain", "--scores", str(store), "--qid", "7", "--docno", "missing"]) == 2

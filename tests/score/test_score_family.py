@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from evirank.config import Runtime
 from evirank.frames import SCORE, TEXT
 from evirank.score import (
     Family,
@@ -76,7 +77,7 @@ def test_detection_reads_a_model_folder(tmp_path: Path, tiny_cross_encoder_path:
 def test_a_backend_the_family_does_not_run_on_is_refused() -> None:
     register_family(Family("demo-torch-only", scorer=lambda model, **kw: None, summary="demo"))
     with pytest.raises(UnknownFamilyError, match="runs on the torch backend, not 'onnx'"):
-        make_scorer("demo-torch-only", "m", backend="onnx")
+        make_scorer("demo-torch-only", "m", Runtime(backend="onnx"))
 
 
 class WordOverlap:
@@ -85,8 +86,9 @@ class WordOverlap:
     family = "overlap"
     block_columns = ("query", "text")
 
-    def __init__(self, model: Any = None, **options: Any) -> None:
+    def __init__(self, model: Any = None, runtime: Any = None, **options: Any) -> None:
         self.model = model
+        self.runtime = runtime
         self.options = options
 
     def transform(self, frame: pd.DataFrame) -> pd.DataFrame:

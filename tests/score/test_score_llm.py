@@ -16,6 +16,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from evirank.cli import main
+from evirank.config import Runtime
 from evirank.frames import QUERY, SCORE, make_passages
 from evirank.score import detect_family, make_scorer, open_store
 from evirank.score.backends import TorchBackend
@@ -121,7 +122,7 @@ def pairs_frame(queries: list[str], texts: list[str]) -> pd.DataFrame:
 
 def test_scores_are_the_model_cards_p_yes_computed_independently(tiny_llm: Path) -> None:
     frame = pairs_frame(QUERIES, TEXTS)
-    scorer = YesNoReranker(tiny_llm, device="cpu", batch_tokens=300)  # several padded batches
+    scorer = YesNoReranker(tiny_llm, Runtime(device="cpu", batch_tokens=300))  # several padded batches
     got = scorer(frame)[SCORE].to_numpy()
     prompt = PROMPTS["qwen3"]
     texts = [prompt.text(q, t) for q, t in zip(frame[QUERY], frame["text"], strict=True)]
@@ -135,10 +136,10 @@ def test_scores_are_the_model_cards_p_yes_computed_independently(tiny_llm: Path)
 def test_the_passage_is_cut_first_and_the_query_capped(tiny_llm: Path) -> None:
     long_query = "where did the cat sit on the mat at night"
     long_text = " ".join(["the cat sat on the mat"] * 10)  # each word one token, with its space
-    scorer = YesNoReranker(tiny_llm, device="cpu", query_max_tokens=4)
+    scorer = YesNoReranker(tiny_llm, Runtime(device="cpu"), query_max_tokens=4)
     scorer.prepare()
     room = 12
-    scorer.max_length = scorer.pair_template().n_special + 4 + room
+    scorer.runtime = scorer.runtime.with_changes(max_length=scorer.pair_template().n_special + 4 + room)
     scorer.encoder_ = None  # prepare again with the new max_length
     got = scorer(pairs_frame([long_query, "cat"], [long_text, "cat"]))[SCORE].to_numpy()
     cut_query = " ".join(long_query.split()[:4])
@@ -157,7 +158,7 @@ def test_other_prompts_and_answer_words_are_read_as_their_model_cards_write_them
     tiny_llm: Path, prompt: str
 ) -> None:
     frame = pairs_frame(QUERIES[:2], TEXTS[:3])
-    scorer = YesNoReranker(tiny_llm, prompt=prompt, device="cpu")
+    scorer = YesNoReranker(tiny_llm, Runtime(device="cpu"), prompt=prompt)
     got = scorer(frame)[SCORE].to_numpy()
     chosen = PROMPTS[prompt]
     bos = "<bos>" if chosen.bos else ""
@@ -170,7 +171,7 @@ def test_other_prompts_and_answer_words_are_read_as_their_model_cards_write_them
 def test_the_last_real_token_of_a_right_padded_batch_gives_the_unpadded_logits(tiny_llm: Path) -> None:
     """The head's gather at attention_mask.sum(-1) - 1 equals running each row alone."""
     torch = pytest.importorskip("torch")
-    scorer = YesNoReranker(tiny_llm, device="cpu")
+    scorer = YesNoReranker(tiny_llm, Runtime(device="cpu"))
     module = scorer.load().model
     rows = [[5, 6, 7, 8, 9, 10], [5, 6, 7], [11]]
     width = max(map(len, rows))
@@ -190,7 +191,7 @@ def test_a_byte_level_tokenizer_gets_the_whole_prompts_tokens(tiny_llm: Path, pr
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_llm))
-    scorer = YesNoReranker(tiny_llm, prompt=prompt, device="cpu")
+    scorer = YesNoReranker(tiny_llm, Runtime(device="cpu"), prompt=prompt)
     scorer.prepare()  # tokenizer and config only
     assert scorer.settings()["text_after_space"]
     encoder, chosen = scorer.encoder_, PROMPTS[prompt]
@@ -203,17 +204,19 @@ def test_a_byte_level_tokenizer_gets_the_whole_prompts_tokens(tiny_llm: Path, pr
 
 def test_a_causal_lm_is_told_from_its_config(tiny_llm: Path) -> None:
     assert detect_family(tiny_llm).name == "llm"
-    assert isinstance(make_scorer("auto", tiny_llm, device="cpu"), YesNoReranker)
+    assert isinstance(make_scorer("auto", tiny_llm, Runtime(device="cpu")), YesNoReranker)
     assert choose_prompt("auto", "mixedbread-ai/mxbai-rerank-base-v2", "qwen2") == "mxbai"
     with pytest.raises(ValueError, match="unknown prompt 'monot5'"):
         YesNoReranker(tiny_llm, prompt="monot5")
 
 
 def test_the_instruction_and_the_prompt_are_in_the_fingerprint(tiny_llm: Path) -> None:
-    base = YesNoReranker(tiny_llm, device="cpu")
-    same = YesNoReranker(tiny_llm, device="cpu", instruction=PROMPTS["qwen3"].instruction)
-    other = YesNoReranker(tiny_llm, device="cpu", instruction="Given a claim, find passages that support it")
-    suffix = YesNoReranker(tiny_llm, device="cpu", suffix="<|im_end|>\n<|im_start|>assistant\n")
+    base = YesNoReranker(tiny_llm, Runtime(device="cpu"))
+    same = YesNoReranker(tiny_llm, Runtime(device="cpu"), instruction=PROMPTS["qwen3"].instruction)
+    other = YesNoReranker(
+        tiny_llm, Runtime(device="cpu"), instruction="Given a claim, find passages that support it"
+    )
+    suffix = YesNoReranker(tiny_llm, Runtime(device="cpu"), suffix="<|im_end|>\n<|im_start|>assistant\n")
     assert base.fingerprint == same.fingerprint
     assert len({base.fingerprint, other.fingerprint, suffix.fingerprint}) == 3
     assert other.describe()["instruction"].startswith("Given a claim")
@@ -232,7 +235,7 @@ def test_an_interrupted_scoring_resumes_from_the_store(
     tiny_llm: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     frame = pairs_frame(QUERIES, TEXTS)
-    expected = YesNoReranker(tiny_llm, device="cpu")(frame)[SCORE].to_numpy()
+    expected = YesNoReranker(tiny_llm, Runtime(device="cpu"))(frame)[SCORE].to_numpy()
     store = tmp_path / "scores.sqlite"
     real, calls = TorchBackend.forward, []
 
@@ -243,16 +246,16 @@ def test_an_interrupted_scoring_resumes_from_the_store(
         return real(self, batch)
 
     monkeypatch.setattr(TorchBackend, "forward", dying)
-    first = YesNoReranker(tiny_llm, device="cpu", store=store, batch_tokens=200, commit_every=1)
+    first = YesNoReranker(tiny_llm, Runtime(device="cpu", store=store, batch_tokens=200, commit_every=1))
     with pytest.raises(KeyboardInterrupt):
         first(frame)
     monkeypatch.setattr(TorchBackend, "forward", real)
-    again = YesNoReranker(tiny_llm, device="cpu", store=store, batch_tokens=200)
+    again = YesNoReranker(tiny_llm, Runtime(device="cpu", store=store, batch_tokens=200))
     got = again(frame)[SCORE].to_numpy()
     assert again.stats_.cached == sum(calls) > 0
     assert again.stats_.computed == len(frame) - sum(calls)
     np.testing.assert_allclose(got, expected, atol=1e-6, rtol=0)
-    third = YesNoReranker(tiny_llm, device="cpu", store=store)
+    third = YesNoReranker(tiny_llm, Runtime(device="cpu", store=store))
     np.testing.assert_array_equal(third(frame)[SCORE].to_numpy(), got)
     assert third.stats_.computed == 0 and open_store(store).count_scores(third.fingerprint) == len(frame)
 

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from evirank.config import Runtime
 from evirank.frames import QID, QUERY, SCORE, make_passages
 from evirank.score import BiEncoder, CrossEncoder, ScoreStore, available_backends
 
@@ -55,8 +56,8 @@ def test_openvino_backends_are_listed_and_the_cross_family_offers_them() -> None
 
 def test_fp32_scores_equal_torch_within_1e_4(tiny_cross_encoder_path: Path) -> None:
     frame = passages()
-    expected = CrossEncoder(tiny_cross_encoder_path, device="cpu")(frame)[SCORE].to_numpy()
-    scorer = CrossEncoder(tiny_cross_encoder_path, backend="openvino")
+    expected = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu"))(frame)[SCORE].to_numpy()
+    scorer = CrossEncoder(tiny_cross_encoder_path, Runtime(backend="openvino"))
     got = scorer(frame)[SCORE].to_numpy()
     assert scorer.precision_ == "fp32"
     np.testing.assert_allclose(got, expected, atol=1e-4, rtol=0)
@@ -65,8 +66,8 @@ def test_fp32_scores_equal_torch_within_1e_4(tiny_cross_encoder_path: Path) -> N
 
 def test_two_logit_head_gives_the_same_log_odds(tiny_two_logit_path: Path) -> None:
     frame = passages()
-    expected = CrossEncoder(tiny_two_logit_path, device="cpu")(frame)[SCORE].to_numpy()
-    got = CrossEncoder(tiny_two_logit_path, backend="openvino")(frame)[SCORE].to_numpy()
+    expected = CrossEncoder(tiny_two_logit_path, Runtime(device="cpu"))(frame)[SCORE].to_numpy()
+    got = CrossEncoder(tiny_two_logit_path, Runtime(backend="openvino"))(frame)[SCORE].to_numpy()
     np.testing.assert_allclose(got, expected, atol=1e-4, rtol=0)
 
 
@@ -78,7 +79,7 @@ def test_scores_do_not_depend_on_the_number_of_streams(
     for streams in ("1", "2", "3"):
         monkeypatch.setenv("EVIRANK_NUM_THREADS", "3")
         monkeypatch.setenv("EVIRANK_STREAMS", streams)
-        scorer = CrossEncoder(tiny_cross_encoder_path, backend="openvino")
+        scorer = CrossEncoder(tiny_cross_encoder_path, Runtime(backend="openvino"))
         by_streams[streams] = scorer(frame)[SCORE].to_numpy()
         assert scorer.backend_ is not None and len(scorer.backend_.requests) == int(streams)
     # each group is padded to its own longest row, so only float rounding may differ
@@ -88,8 +89,8 @@ def test_scores_do_not_depend_on_the_number_of_streams(
 
 def test_bi_encoder_embeddings_equal_torch(tiny_bi_encoder_path: Path) -> None:
     texts = [t for t in TEXTS if t] + list(QUERIES.values())
-    expected = BiEncoder(tiny_bi_encoder_path, device="cpu").embed(texts)
-    got = BiEncoder(tiny_bi_encoder_path, backend="openvino").embed(texts)
+    expected = BiEncoder(tiny_bi_encoder_path, Runtime(device="cpu")).embed(texts)
+    got = BiEncoder(tiny_bi_encoder_path, Runtime(backend="openvino")).embed(texts)
     np.testing.assert_allclose(got, expected, atol=1e-5, rtol=0)
     np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
 
@@ -101,8 +102,8 @@ def test_bf16_runs_where_the_cpu_has_it_and_is_refused_elsewhere(
 
     frame = passages()
     if openvino_backend.native_bf16():
-        fp32 = CrossEncoder(tiny_cross_encoder_path, backend="openvino")(frame)[SCORE].to_numpy()
-        scorer = CrossEncoder(tiny_cross_encoder_path, backend="openvino", dtype="bf16")
+        fp32 = CrossEncoder(tiny_cross_encoder_path, Runtime(backend="openvino"))(frame)[SCORE].to_numpy()
+        scorer = CrossEncoder(tiny_cross_encoder_path, Runtime(backend="openvino", dtype="bf16"))
         bf16 = scorer(frame)[SCORE].to_numpy()
         assert scorer.precision_ == "bf16"
         assert not np.allclose(bf16, fp32, atol=1e-7)  # really bf16
@@ -110,7 +111,7 @@ def test_bf16_runs_where_the_cpu_has_it_and_is_refused_elsewhere(
         assert ranks["fp32"].corr(ranks["bf16"]) > 0.9  # Spearman
     monkeypatch.setattr(openvino_backend, "native_bf16", lambda: False)
     with pytest.raises(ValueError, match="does not compute bf16 natively"):
-        _ = CrossEncoder(tiny_cross_encoder_path, backend="openvino", dtype="bf16").fingerprint
+        _ = CrossEncoder(tiny_cross_encoder_path, Runtime(backend="openvino", dtype="bf16")).fingerprint
 
 
 def test_int8_is_static_ranks_like_fp32_and_is_cached(
@@ -118,8 +119,8 @@ def test_int8_is_static_ranks_like_fp32_and_is_cached(
 ) -> None:
     monkeypatch.setenv("EVIRANK_CACHE", str(tmp_path / "cache"))
     frame = passages()
-    fp32 = CrossEncoder(tiny_cross_encoder_path, backend="openvino")(frame)[SCORE].to_numpy()
-    scorer = CrossEncoder(tiny_cross_encoder_path, backend="openvino-int8")
+    fp32 = CrossEncoder(tiny_cross_encoder_path, Runtime(backend="openvino"))(frame)[SCORE].to_numpy()
+    scorer = CrossEncoder(tiny_cross_encoder_path, Runtime(backend="openvino-int8"))
     int8 = scorer(frame)[SCORE].to_numpy()
     assert scorer.precision_.startswith("int8-static-")
     assert scorer.describe()["precision"] == scorer.precision_  # in the fingerprint
@@ -137,7 +138,7 @@ def test_int8_is_static_ranks_like_fp32_and_is_cached(
         raise AssertionError("quantised again instead of reading the cache")
 
     monkeypatch.setattr(nncf, "quantize", no_quantize)
-    again = CrossEncoder(tiny_cross_encoder_path, backend="openvino-int8")(frame)[SCORE].to_numpy()
+    again = CrossEncoder(tiny_cross_encoder_path, Runtime(backend="openvino-int8"))(frame)[SCORE].to_numpy()
     np.testing.assert_array_equal(again, int8)
 
 
@@ -149,7 +150,7 @@ def test_int8_keeps_the_cls_only_last_layer_and_head_in_floating_point(
     from evirank.score import cls_only
 
     monkeypatch.setenv("EVIRANK_CACHE", str(tmp_path / "cache"))
-    CrossEncoder(tiny_cross_encoder_path, backend="openvino-int8").load()
+    CrossEncoder(tiny_cross_encoder_path, Runtime(backend="openvino-int8")).load()
     (xml,) = (tmp_path / "cache" / "openvino").glob("*/model.xml")
     ops = openvino.Core().read_model(str(xml)).get_ops()
     quantised = [op.get_friendly_name() for op in ops if op.get_type_name() == "FakeQuantize"]
@@ -163,14 +164,16 @@ def test_fingerprints_differ_from_the_other_backends_and_stores_never_mix_them(
     tiny_cross_encoder_path: Path, tmp_path: Path
 ) -> None:
     prints = {
-        name: CrossEncoder(tiny_cross_encoder_path, device="auto" if name != "torch" else "cpu", backend=name)
+        name: CrossEncoder(
+            tiny_cross_encoder_path, Runtime(device="auto" if name != "torch" else "cpu", backend=name)
+        )
         for name in ("torch", "onnx", "openvino", "openvino-int8")
     }
     assert len({scorer.fingerprint for scorer in prints.values()}) == 4
     store = tmp_path / "scores.sqlite"
     frame = passages()
-    CrossEncoder(tiny_cross_encoder_path, backend="openvino", store=store)(frame)
-    other = CrossEncoder(tiny_cross_encoder_path, backend="onnx", store=store)
+    CrossEncoder(tiny_cross_encoder_path, Runtime(backend="openvino", store=store))(frame)
+    other = CrossEncoder(tiny_cross_encoder_path, Runtime(backend="onnx", store=store))
     other(frame)
     assert other.stats_.cached == 0 and other.stats_.computed == len(frame)
     with ScoreStore(store) as opened:
@@ -179,8 +182,8 @@ def test_fingerprints_differ_from_the_other_backends_and_stores_never_mix_them(
 
 def test_openvino_refuses_a_gpu_device_and_an_unknown_dtype(tiny_cross_encoder_path: Path) -> None:
     with pytest.raises(ValueError, match="runs on the CPU"):
-        _ = CrossEncoder(tiny_cross_encoder_path, backend="openvino", device="cuda").fingerprint
+        _ = CrossEncoder(tiny_cross_encoder_path, Runtime(backend="openvino", device="cuda")).fingerprint
     with pytest.raises(ValueError, match="fp32 or bf16"):
-        _ = CrossEncoder(tiny_cross_encoder_path, backend="openvino", dtype="fp16").fingerprint
+        _ = CrossEncoder(tiny_cross_encoder_path, Runtime(backend="openvino", dtype="fp16")).fingerprint
     with pytest.raises(ValueError, match="computes in int8"):
-        _ = CrossEncoder(tiny_cross_encoder_path, backend="openvino-int8", dtype="fp32").fingerprint
+        _ = CrossEncoder(tiny_cross_encoder_path, Runtime(backend="openvino-int8", dtype="fp32")).fingerprint

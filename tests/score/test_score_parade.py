@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from evirank.cli import main
+from evirank.config import Runtime
 from evirank.frames import DOCUMENT_SCORE, SCORE
 
 torch = pytest.importorskip("torch")
@@ -133,7 +134,9 @@ def test_document_scores_equal_an_independent_computation(
     parade_models: dict[str, Path], aggregation: str
 ) -> None:
     folder = parade_models[aggregation]
-    scored = Parade(folder, device="cpu", batch_tokens=50)(passages())  # small batches, mixed lengths
+    scored = Parade(folder, Runtime(device="cpu", batch_tokens=50))(
+        passages()
+    )  # small batches, mixed lengths
     assert scored[DOCUMENT_SCORE].nunique() == len(QUERIES) * len(DOCS)
     for (qid, docno), rows in scored.groupby(["qid", "docno"]):
         vectors = cls_vectors(folder, QUERIES[str(qid)], DOCS[str(docno)])
@@ -148,7 +151,7 @@ def test_only_the_first_passages_make_the_score(
     tmp_path: Path, tiny_bert_builder: Callable[..., Path]
 ) -> None:
     folder = build_parade(tmp_path / "m", "transformer", tiny_bert_builder, max_passages=2)
-    scorer = Parade(folder, device="cpu")
+    scorer = Parade(folder, Runtime(device="cpu"))
     frame = passages()
     scored = scorer(frame.sample(frac=1.0, random_state=0))  # order of rows does not matter
     doc = scored[(scored["qid"] == "1") & (scored["docno"] == "c")]
@@ -161,22 +164,22 @@ def test_passage_vectors_go_through_the_store_and_a_rerun_encodes_nothing(
     parade_models: dict[str, Path], tmp_path: Path
 ) -> None:
     store = tmp_path / "scores.sqlite"
-    first_scorer = Parade(parade_models["attn"], device="cpu", store=store)
+    first_scorer = Parade(parade_models["attn"], Runtime(device="cpu", store=store))
     first = first_scorer(passages())
     n_pairs = len(passages())
     assert first_scorer.stats_.computed == n_pairs and first_scorer.stats_.embeddings_cached == 0
-    again = Parade(parade_models["attn"], device="cpu", store=store)
+    again = Parade(parade_models["attn"], Runtime(device="cpu", store=store))
     second = again(passages())
     assert again.stats_.computed == 0 and again.stats_.embeddings_cached == n_pairs
     pd.testing.assert_frame_equal(first, second)
     # a subset (another depth) is read from the store too, with the same document scores
     subset = passages()[passages()["docno"] != "b"]
-    part = Parade(parade_models["attn"], device="cpu", store=store)(subset)
+    part = Parade(parade_models["attn"], Runtime(device="cpu", store=store))(subset)
     np.testing.assert_allclose(
         part[DOCUMENT_SCORE].to_numpy(), first.loc[subset.index, DOCUMENT_SCORE].to_numpy(), atol=1e-6
     )
     # another model's vectors are its own
-    other = Parade(parade_models["max"], device="cpu", store=store)
+    other = Parade(parade_models["max"], Runtime(device="cpu", store=store))
     other(passages())
     assert other.stats_.computed == n_pairs
     from evirank.score import ScoreStore
@@ -190,7 +193,7 @@ def test_passage_vectors_go_through_the_store_and_a_rerun_encodes_nothing(
 
 def test_a_parade_folder_is_told_from_its_files(parade_models: dict[str, Path]) -> None:
     assert detect_family(parade_models["avg"]).name == "parade"
-    described = Parade(parade_models["max"], device="cpu").describe()
+    described = Parade(parade_models["max"], Runtime(device="cpu")).describe()
     assert described["aggregation"] == "max" and described["kind"] == "parade"
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from evirank.aggregate import MaxP
+from evirank.config import Runtime
 from evirank.frames import DOCNO, QID, QUERY, RANK, SCORE, TEXT
 from evirank.score import BiEncoder, CrossEncoder, ScoreStore, explain
 from evirank.segment import Sentences
@@ -30,8 +31,8 @@ def test_sentences_then_scorer_then_maxp_gives_a_run(
 ) -> None:
     store = tmp_path / "s.sqlite"
     for scorer in (
-        CrossEncoder(tiny_cross_encoder_path, device="cpu", store=store),
-        BiEncoder(tiny_bi_encoder_path, device="cpu", store=store),
+        CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu", store=store)),
+        BiEncoder(tiny_bi_encoder_path, Runtime(device="cpu", store=store)),
     ):
         run = (Sentences() >> scorer >> MaxP(normalise="none"))(candidate_run())
         assert sorted(zip(run[QID], run[DOCNO], strict=True)) == [("1", "d1"), ("1", "d2"), ("2", "d1")]

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from evirank.cli import main
+from evirank.config import Runtime
 from evirank.frames import SCORE
 from evirank.score import ModelInfo, detect_family, get_family, make_scorer
 from evirank.score.families.seq2seq import (
@@ -64,7 +65,7 @@ class Counting(MonoT5):
 
 def test_monot5_scores_equal_transformers_on_the_whole_prompt(t5: Path) -> None:
     frame = passages()
-    scored = MonoT5(t5, device="cpu", batch_tokens=40)(frame)
+    scored = MonoT5(t5, Runtime(device="cpu", batch_tokens=40))(frame)
     prompts = [
         f"Query: {q} Document: {t} Relevant:" for q, t in zip(frame["query"], frame["text"], strict=True)
     ]
@@ -78,7 +79,7 @@ def test_the_document_is_cut_first_and_the_prompt_kept(t5: Path) -> None:
     frame = pd.DataFrame(
         {"qid": ["1"], "query": ["what is bm25"], "docno": ["a"], "pid": [0], "text": [long_doc]}
     )
-    scorer = MonoT5(t5, device="cpu", max_length=32, query_max_tokens=8)
+    scorer = MonoT5(t5, Runtime(device="cpu", max_length=32), query_max_tokens=8)
     room = scorer.passage_budget()[1]
     assert room == 32 - 4 - 8  # Query: Document: Relevant: </s>
     shown = " ".join(["evidence"] * (32 - 4 - 3))  # the 3-token query leaves the rest to the document
@@ -88,8 +89,8 @@ def test_the_document_is_cut_first_and_the_prompt_kept(t5: Path) -> None:
 
 def test_the_true_and_false_words_are_settings(t5: Path) -> None:
     plain, swapped = (
-        MonoT5(t5, device="cpu"),
-        MonoT5(t5, device="cpu", true_token="false", false_token="true"),
+        MonoT5(t5, Runtime(device="cpu")),
+        MonoT5(t5, Runtime(device="cpu"), true_token="false", false_token="true"),
     )
     frame = passages().head(3)
     a, b = plain(frame)[SCORE].to_numpy(), swapped(frame)[SCORE].to_numpy()
@@ -97,7 +98,7 @@ def test_the_true_and_false_words_are_settings(t5: Path) -> None:
     assert plain.fingerprint != swapped.fingerprint
     assert plain.settings()["prompt"] == ["Query:", "Document:", "Relevant:"]
     with pytest.raises(ValueError, match="not one token"):
-        MonoT5(t5, device="cpu", true_token="very true").prepare()
+        MonoT5(t5, Runtime(device="cpu"), true_token="very true").prepare()
 
 
 def test_detection_and_the_registry(t5: Path) -> None:
@@ -105,16 +106,16 @@ def test_detection_and_the_registry(t5: Path) -> None:
     assert detect_family(ModelInfo({"architectures": ["MT5ForConditionalGeneration"]})).name == "seq2seq"
     generic = {"architectures": ["FooForConditionalGeneration"], "is_encoder_decoder": True}
     assert detect_family(ModelInfo(generic)).name == "seq2seq"
-    assert isinstance(make_scorer("auto", str(t5), device="cpu"), MonoT5)
-    assert get_family("duo-seq2seq").pairwise and get_family("seq2seq").objective
+    assert isinstance(make_scorer("auto", str(t5), Runtime(device="cpu")), MonoT5)
+    assert get_family("duo-seq2seq").pairwise and get_family("seq2seq").recipe
 
 
 def test_the_store_serves_a_second_run_without_the_model(t5: Path, tmp_path: Path) -> None:
     store = tmp_path / "scores.sqlite"
     Counting.scored = 0
-    first = Counting(t5, device="cpu", store=store)(passages())
+    first = Counting(t5, Runtime(device="cpu", store=store))(passages())
     assert Counting.scored == len(first)
-    again = Counting(t5, device="cpu", store=store)
+    again = Counting(t5, Runtime(device="cpu", store=store))
     second = again(passages())
     assert Counting.scored == len(first) and again.stats_.cached == len(first)
     np.testing.assert_array_equal(first[SCORE].to_numpy(), second[SCORE].to_numpy())
@@ -242,7 +243,7 @@ def test_duot5_pair_probabilities_equal_transformers(duo_t5: Path) -> None:
             "text": [join_pair(a, b) for a, b in pairs],
         }
     )
-    scored = DuoT5(duo_t5, device="cpu")(frame)
+    scored = DuoT5(duo_t5, Runtime(device="cpu"))(frame)
     prompts = [f"Query: what is bm25 Document0: {a} Document1: {b} Relevant:" for a, b in pairs]
     expected = [p for _, p in reference_true_false(duo_t5, prompts)]
     np.testing.assert_allclose(scored[SCORE].to_numpy(), expected, atol=1e-5)
@@ -283,7 +284,7 @@ def test_duo_reranks_the_top_k_by_the_symmetric_sum_and_reuses_the_store(
     store = tmp_path / "duo.sqlite"
     CountingDuo.scored = 0
     run = a_run()
-    out = Duo(CountingDuo(duo_t5, device="cpu", store=store), k=3)(run)
+    out = Duo(CountingDuo(duo_t5, Runtime(device="cpu", store=store)), k=3)(run)
     assert CountingDuo.scored == 3 * 2
     top = list(DOCS)[:3]
     prompts = {
@@ -304,17 +305,17 @@ def test_duo_reranks_the_top_k_by_the_symmetric_sum_and_reuses_the_store(
     )
     assert out["rank"].tolist() == [1, 2, 3, 4]
     assert out["score"].is_monotonic_decreasing and out["score"].iloc[3] == 7.0
-    again = Duo(CountingDuo(duo_t5, device="cpu", store=store), k=3)(run)
+    again = Duo(CountingDuo(duo_t5, Runtime(device="cpu", store=store)), k=3)(run)
     assert CountingDuo.scored == 6  # every pair from the store
     pd.testing.assert_frame_equal(again, out)
-    smaller = Duo(CountingDuo(duo_t5, device="cpu", store=store), k=2)(run)
+    smaller = Duo(CountingDuo(duo_t5, Runtime(device="cpu", store=store)), k=2)(run)
     assert CountingDuo.scored == 6 and len(smaller) == 4
 
 
 def test_duo_reads_best_passages_and_needs_text(duo_t5: Path) -> None:
     run = a_run().drop(columns="text")
     with pytest.raises(ValueError, match="text"):
-        Duo(duo_t5, k=2, device="cpu")(run)
+        Duo(duo_t5, k=2, runtime=Runtime(device="cpu"))(run)
     passages_frame = pd.DataFrame(
         {
             "qid": "1",
@@ -360,7 +361,7 @@ def test_monot5_attention_is_its_encoders_self_attention_over_the_whole_prompt(t
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     query, text = "what is bm25", "bm25 ranks documents"
-    view = MonoT5(t5, device="cpu").attention(query, text, layers=[-1])
+    view = MonoT5(t5, Runtime(device="cpu")).attention(query, text, layers=[-1])
     tokenizer = AutoTokenizer.from_pretrained(str(t5))
     model = AutoModelForSeq2SeqLM.from_pretrained(str(t5), attn_implementation="eager").eval()
     enc = tokenizer(f"Query: {query} Document: {text} Relevant:", return_tensors="pt")

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from evirank.config import Runtime
 from evirank.errors import InputFormatError
 from evirank.frames import PID, QID, QUERY, SCORE, TEXT, make_passages
 from evirank.score import CrossEncoder, FingerprintError, ScoreStore
@@ -65,9 +66,9 @@ def test_opening_something_else_fails_clearly(tmp_path: Path) -> None:
 
 def test_second_run_reads_everything_from_the_store(tiny_cross_encoder_path: Path, tmp_path: Path) -> None:
     frame = passages()
-    first = CrossEncoder(tiny_cross_encoder_path, device="cpu", store=tmp_path / "s.sqlite")
+    first = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu", store=tmp_path / "s.sqlite"))
     scored = first(frame)
-    second = CrossEncoder(tiny_cross_encoder_path, device="cpu", store=tmp_path / "s.sqlite")
+    second = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu", store=tmp_path / "s.sqlite"))
     again = second(frame)
     assert first.stats_.computed == len(frame) and second.stats_.computed == 0
     assert getattr(second, "backend_", None) is None  # the model was never loaded
@@ -78,7 +79,7 @@ def test_an_interrupted_run_resumes_and_scores_only_what_is_missing(
     tiny_cross_encoder_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     frame = passages()
-    reference = CrossEncoder(tiny_cross_encoder_path, device="cpu")(frame)
+    reference = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu"))(frame)
     forward = TorchBackend.forward
     calls = {"n": 0}
 
@@ -92,13 +93,13 @@ def test_an_interrupted_run_resumes_and_scores_only_what_is_missing(
     monkeypatch.setattr(TorchBackend, "forward", interrupted)
     with pytest.raises(KeyboardInterrupt):
         CrossEncoder(
-            tiny_cross_encoder_path, device="cpu", batch_tokens=128, commit_every=2, store=store_path
+            tiny_cross_encoder_path, Runtime(device="cpu", batch_tokens=128, commit_every=2, store=store_path)
         )(frame)
     monkeypatch.setattr(TorchBackend, "forward", forward)
     with ScoreStore(store_path) as store:
         kept = store.count_scores()
     assert 0 < kept < len(frame)  # the three finished batches were kept, even though 3 % 2 != 0
-    resumed = CrossEncoder(tiny_cross_encoder_path, device="cpu", batch_tokens=128, store=store_path)
+    resumed = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu", batch_tokens=128, store=store_path))
     out = resumed(frame)
     assert resumed.stats_.cached == kept
     assert resumed.stats_.computed == len(frame) - kept
@@ -108,6 +109,7 @@ def test_an_interrupted_run_resumes_and_scores_only_what_is_missing(
 _KILLED_CHILD = """
 import os, signal, sys
 import pandas as pd
+from evirank.config import Runtime
 from evirank.score import CrossEncoder
 from evirank.score.backends import TorchBackend
 model, store, frame_path = sys.argv[1:4]
@@ -119,7 +121,8 @@ def dying(self, batch):
         os.kill(os.getpid(), signal.SIGKILL)  # no cleanup, no flush: like kill -9 or the OOM killer
     return forward(self, batch)
 TorchBackend.forward = dying
-CrossEncoder(model, device="cpu", batch_tokens=128, commit_every=2, store=store)(pd.read_pickle(frame_path))
+runtime = Runtime(device="cpu", batch_tokens=128, commit_every=2, store=store)
+CrossEncoder(model, runtime)(pd.read_pickle(frame_path))
 """
 
 
@@ -147,32 +150,34 @@ def test_a_killed_process_keeps_its_committed_scores(tiny_cross_encoder_path: Pa
     with ScoreStore(store_path) as store:
         kept = store.count_scores()
     assert kept > 0  # the two committed chunks (four batches) survived
-    resumed = CrossEncoder(tiny_cross_encoder_path, device="cpu", batch_tokens=128, store=store_path)
+    resumed = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu", batch_tokens=128, store=store_path))
     out = resumed(frame)
     assert resumed.stats_.computed == len(frame) - kept
-    reference = CrossEncoder(tiny_cross_encoder_path, device="cpu")(frame)
+    reference = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu"))(frame)
     np.testing.assert_allclose(out[SCORE], reference[SCORE], atol=1e-5, rtol=0)
 
 
 def test_fingerprint_follows_weights_and_settings_not_location(
     tiny_cross_encoder_path: Path, tmp_path: Path, tiny_bert_builder: Callable[..., Path]
 ) -> None:
-    base = CrossEncoder(tiny_cross_encoder_path, device="cpu").fingerprint
+    base = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu")).fingerprint
     moved = tmp_path / "moved"
     shutil.copytree(tiny_cross_encoder_path, moved)
-    assert CrossEncoder(moved, device="cpu").fingerprint == base
+    assert CrossEncoder(moved, Runtime(device="cpu")).fingerprint == base
     retrained = tiny_bert_builder(tmp_path / "retrained", num_labels=1, seed=99)  # same vocab and config
-    assert CrossEncoder(retrained, device="cpu").fingerprint != base
-    assert CrossEncoder(tiny_cross_encoder_path, device="cpu", max_length=96).fingerprint != base
-    assert CrossEncoder(tiny_cross_encoder_path, device="cpu", query_max_tokens=32).fingerprint != base
-    assert CrossEncoder(tiny_cross_encoder_path, device="cpu", batch_tokens=999).fingerprint == base
+    assert CrossEncoder(retrained, Runtime(device="cpu")).fingerprint != base
+    assert CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu", max_length=96)).fingerprint != base
+    assert (
+        CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu"), query_max_tokens=32).fingerprint != base
+    )
+    assert CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu", batch_tokens=999)).fingerprint == base
     # weights changed in place (same path): the size/mtime-keyed hash cache notices
     weights = moved / "model.safetensors"
     data = bytearray(weights.read_bytes())
     data[-1] ^= 0xFF
     weights.write_bytes(bytes(data))
     os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 1_000_000))
-    assert CrossEncoder(moved, device="cpu").fingerprint != base
+    assert CrossEncoder(moved, Runtime(device="cpu")).fingerprint != base
 
 
 def test_randomly_initialised_heads_get_their_own_fingerprint(
@@ -180,10 +185,12 @@ def test_randomly_initialised_heads_get_their_own_fingerprint(
 ) -> None:
     frame = passages(4)
     store_path = tmp_path / "s.sqlite"
-    first = CrossEncoder(tiny_bi_encoder_path, device="cpu", store=store_path)  # no classifier in the files
+    first = CrossEncoder(
+        tiny_bi_encoder_path, Runtime(device="cpu", store=store_path)
+    )  # no classifier in the files
     first(frame)
     assert "initialised at random" in caplog.text
-    second = CrossEncoder(tiny_bi_encoder_path, device="cpu", store=store_path)
+    second = CrossEncoder(tiny_bi_encoder_path, Runtime(device="cpu", store=store_path))
     second(frame)
     assert first.fingerprint != second.fingerprint  # two different random heads never share scores
     assert second.stats_.computed == len(frame)
@@ -194,7 +201,7 @@ def test_randomly_initialised_heads_get_their_own_fingerprint(
 def test_passages_scores_reads_a_whole_run_back(tiny_cross_encoder_path: Path, tmp_path: Path) -> None:
     frame = passages()
     store_path = tmp_path / "s.sqlite"
-    scorer = CrossEncoder(tiny_cross_encoder_path, device="cpu", store=store_path)
+    scorer = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu", store=store_path))
     scored = scorer(frame)
     with ScoreStore(store_path, readonly=True) as store:
         back = store.passages_scores(scorer.fingerprint[:10])
@@ -211,7 +218,7 @@ def test_passages_scores_reads_a_whole_run_back(tiny_cross_encoder_path: Path, t
 
 def test_resegmenting_a_document_replaces_its_segments(tiny_cross_encoder_path: Path, tmp_path: Path) -> None:
     store_path = tmp_path / "s.sqlite"
-    scorer = CrossEncoder(tiny_cross_encoder_path, device="cpu", store=store_path)
+    scorer = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu", store=store_path))
     three = make_passages([("1", "d1", i, t) for i, t in enumerate(["A cat.", "A dog.", "A mat."])]).assign(
         query="cat"
     )
@@ -227,7 +234,9 @@ def test_a_pickled_scorer_reloads_and_reuses_the_store(tiny_cross_encoder_path: 
     import pickle
 
     frame = passages(8)
-    scorer = CrossEncoder(tiny_cross_encoder_path, device="cpu", store=ScoreStore(tmp_path / "s.sqlite"))
+    scorer = CrossEncoder(
+        tiny_cross_encoder_path, Runtime(device="cpu", store=ScoreStore(tmp_path / "s.sqlite"))
+    )
     scored = scorer(frame)
     clone = pickle.loads(pickle.dumps(scorer))
     again = clone(frame)

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from evirank.cli import main
+from evirank.config import Runtime
 from evirank.errors import InputFormatError
 from evirank.frames import make_passages
 from evirank.score import CrossEncoder, ParquetScoreStore, ScoreStore, Store, explain, open_store, text_hash
@@ -97,8 +98,8 @@ def test_a_scorer_resumes_from_a_parquet_store_and_explain_reads_it(
         [("1", "d1", 0, "cats purr"), ("1", "d1", 1, "dogs bark"), ("2", "d2", 0, "cats purr")]
     )
     passages["query"] = passages["qid"].map({"1": "cats", "2": "pets"})
-    first = CrossEncoder(tiny_cross_encoder_path, device="cpu", store=location)(passages)
-    again = CrossEncoder(tiny_cross_encoder_path, device="cpu", store=str(location))
+    first = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu", store=location))(passages)
+    again = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu", store=str(location)))
     second = again(passages)
     assert again.stats_.cached == 3 and again.stats_.computed == 0
     np.testing.assert_array_equal(first["score"], second["score"])
@@ -113,7 +114,7 @@ def test_store_commands_convert_sqlite_to_shards_and_back_and_merge(
 ) -> None:
     sqlite = tmp_path / "a.sqlite"
     passages = make_passages([("1", "d1", 0, "cats purr"), ("1", "d1", 1, "dogs bark")]).assign(query="cats")
-    scored = CrossEncoder(tiny_cross_encoder_path, device="cpu", store=sqlite)(passages)
+    scored = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu", store=sqlite))(passages)
     other = ScoreStore(tmp_path / "b.sqlite")
     other.put_scores(other.register(FP, kind="bi", description={"model": "m"}), ["q"], ["p"], [0.5])
     other.close()

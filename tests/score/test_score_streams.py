@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from evirank.config import Runtime
 from evirank.score.backends import TokenBatch
 from evirank.score.streams import default_streams, default_threads, feeds, mean_pooled_numpy, split_batch
 
@@ -74,7 +75,7 @@ def test_onnx_scores_do_not_depend_on_streams(
     scores = {}
     for streams in ("1", "2"):
         monkeypatch.setenv("EVIRANK_STREAMS", streams)
-        scorer = CrossEncoder(tiny_cross_encoder_path, backend="onnx")
+        scorer = CrossEncoder(tiny_cross_encoder_path, Runtime(backend="onnx"))
         scores[streams] = scorer(frame)[SCORE].to_numpy()
         assert scorer.backend_ is not None and scorer.backend_.streams == int(streams)
     np.testing.assert_allclose(scores["2"], scores["1"], atol=1e-5, rtol=0)

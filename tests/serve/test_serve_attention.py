@@ -12,6 +12,7 @@ pytest.importorskip("torch")
 
 from fastapi.testclient import TestClient
 
+from evirank.config import Runtime
 from evirank.segment.spans import document_spans
 from evirank.serve.app import create_app
 from evirank.serve.config import ServeConfig
@@ -26,7 +27,7 @@ def model_searcher(model: Path) -> Searcher:
     return Searcher(
         index.retrieve,
         ToySentences(),
-        CrossEncoder(str(model), device="cpu"),
+        CrossEncoder(str(model), Runtime(device="cpu")),
         ToyMaxP(),
         index.lookup,
         info={"index": "toy", "model": "tiny cross-encoder"},
@@ -55,7 +56,7 @@ def test_attention_of_a_results_best_evidence_is_the_scorers_word_view(
     assert body["text"] == best["text"] and body["family"] == "cross" and body["level"] == "word"
     assert body["score"] == pytest.approx(best["score"], abs=1e-4)  # the passage the search scored
     expected = (
-        CrossEncoder(str(tiny_cross_encoder_path), device="cpu")
+        CrossEncoder(str(tiny_cross_encoder_path), Runtime(device="cpu"))
         .attention("cats purr", best["text"])
         .by_word()
     )

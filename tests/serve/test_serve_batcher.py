@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from evirank.config import Runtime
 from evirank.serve.batcher import BatcherClosed, MicroBatcher
 
 
@@ -224,7 +225,7 @@ def test_exact_embeddings_equal_embedding_each_text_alone(tiny_bi_encoder_path: 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        scorer = BiEncoder(str(tiny_bi_encoder_path), device="cpu")
+        scorer = BiEncoder(str(tiny_bi_encoder_path), Runtime(device="cpu"))
         texts = [*QUERIES, "cat", "dog", "the cat"]
         alone = np.stack([scorer.embed([t])[0] for t in texts])
         together: Sequence[Any] = scorer.embed_exact(texts)

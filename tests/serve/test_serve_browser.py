@@ -34,6 +34,7 @@ pytest.importorskip("fastapi")
 if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
     pytest.skip(f"no Chromium at {CHROMIUM}: apt-get install -y chromium (as root)", allow_module_level=True)
 
+from evirank.config import Runtime  # noqa: E402
 from evirank.serve.app import create_app  # noqa: E402
 from evirank.serve.config import ServeConfig  # noqa: E402
 from evirank.serve.testing import toy_searcher  # noqa: E402
@@ -195,7 +196,8 @@ def test_the_attention_toggle_shades_the_best_sentences_words_by_what_the_model_
 
     index = ToyIndex()
     searcher = Searcher(
-        index.retrieve, ToySentences(), CrossEncoder(str(tiny_cross_encoder_path), device="cpu"), ToyMaxP(),
+        index.retrieve, ToySentences(), CrossEncoder(str(tiny_cross_encoder_path), Runtime(device="cpu")),
+        ToyMaxP(),
         index.lookup, info={"index": "toy", "model": "tiny cross-encoder"},
     )  # fmt: skip
 

@@ -19,7 +19,7 @@ def test_defaults_serve_the_offline_bi_encoder_on_localhost() -> None:
     args = parse("--index", "idx")
     assert (args.scorer, args.model, args.host, args.port) == (None, None, "127.0.0.1", 8080)  # None: auto
     assert (args.depth, args.top, args.timeout) == (20, 10, 30.0)
-    assert (args.aggregate, args.segment, args.title) == ("birch:3", None, None)  # None: the vectors decide
+    assert (args.aggregate, args.segment) == ("birch:3", None)  # None: the vectors decide
     config = config_from_args(args)
     assert (config.default_depth, config.default_k, config.timeout_s) == (20, 10, 30.0)
 
@@ -30,13 +30,13 @@ def test_flags_reach_the_service_config() -> None:
     assert (config.default_depth, config.default_k, config.timeout_s, config.max_depth) == (5, 5, 2.5, 50)
 
 
-def test_earlier_spellings_still_work_and_say_what_to_write(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level("WARNING"):
-        args = parse("--index", "idx", "--k", "7", "--evidence", "2", "--evidence-scorer", "bi")
-    assert (args.top, args.show_passages, args.scorer) == (7, 2, ["bi"])
-    assert "--k is deprecated: write --top N" in caplog.text
-    assert "--evidence is deprecated: write --show-passages N" in caplog.text
-    assert "--evidence-scorer is deprecated: write --scorer SPEC" in caplog.text
+def test_earlier_spellings_are_unknown_flags_named_with_the_nearest_one(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for old in (["--evidence", "2"], ["--evidence-scorer", "bi"], ["--title", "prepend"]):
+        with pytest.raises(SystemExit):
+            main(["serve", "--index", "idx", *old])
+        assert f"unrecognized arguments: {old[0]}" in capsys.readouterr().err
 
 
 def test_index_is_required() -> None:

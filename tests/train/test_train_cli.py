@@ -106,7 +106,7 @@ def test_train_cli_kind_bi_trains_a_bi_encoder_and_refuses_a_cross_encoder_loss(
 ) -> None:
     base = ["-q", "train", "--model", str(tiny_encoder), "--pairs", str(pairs), *QUICK]
     out = tmp_path / "bi"
-    assert main([*base, "--output", str(out), "--kind", "bi", "--group-size", "2", "--scale", "10"]) == 0
+    assert main([*base, "--output", str(out), "--scorer", "bi", "--group-size", "2", "--scale", "10"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["steps"] == 2 * 3  # 6 training queries x 4 positives: 24 items, 3 batches of 8; 2 epochs
     meta = json.loads((out / TRAIN_JSON).read_text())
@@ -115,9 +115,9 @@ def test_train_cli_kind_bi_trains_a_bi_encoder_and_refuses_a_cross_encoder_loss(
     assert (out / "modules.json").is_file()
 
     for extra, message in (
-        (["--kind", "bi", "--loss", "listwise"], "bi-encoder trains with --loss contrastive"),
-        (["--loss", "contrastive"], "add --kind bi"),
-        (["--kind", "bi", "--init", str(tiny_encoder)], "a bi-encoder starts from --model"),
+        (["--scorer", "bi", "--loss", "listwise"], "bi-encoder trains with --loss contrastive"),
+        (["--loss", "contrastive"], "add --scorer bi"),
+        (["--scorer", "bi", "--init", str(tiny_encoder)], "a bi-encoder starts from --model"),
     ):
         args = [a for a in base if a not in ("--model", str(tiny_encoder))] if "--init" in extra else base
         assert main([*args, "--output", str(tmp_path / "refused"), *extra]) == 2

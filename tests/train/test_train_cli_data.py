@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from evirank.cli._training import add_data_arguments, build_data
+from evirank.cli._training import add_training_flags, build_data
 from evirank.io import read_qrels
+from evirank.train.config import TrainConfig
 
 
 def test_train_cli_evidence_gold_only_keeps_relevant_documents_free_of_negatives(
@@ -20,7 +21,7 @@ def test_train_cli_evidence_gold_only_keeps_relevant_documents_free_of_negatives
         "".join(f"{q} Q0 {d} 1 1.0 x\n" for q, d in zip(first["qid"], first["docno"], strict=True))
     )
     parser = argparse.ArgumentParser()
-    add_data_arguments(parser)
+    add_training_flags(parser, TrainConfig())
     files = [str(sf / "queries.jsonl"), str(sf / "evidence" / "train.jsonl"), str(sf / "qrels" / "train.tsv")]
     common = ["--evidence", *files, str(run), str(sf), "--validation-fraction", "0"]
     with_same_doc, _, _ = build_data(parser.parse_args(common))

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from train_helpers import toy_examples
 
+from evirank.config import Runtime
 from evirank.train import TrainConfig, split_by_query, train_bi_encoder, train_cross_encoder
 from evirank.train.contrastive import Contrastive
 from evirank.train.listwise import NEGATIVES
@@ -99,7 +100,7 @@ def test_a_tiny_bi_encoder_learns_the_toy_order_resumes_exactly_and_loads_as_a_s
     passages = make_passages([("1", "d1", 0, "apple good fruit"), ("1", "d2", 0, "apple bad fruit")]).assign(
         query="apple"
     )
-    scorer = BiEncoder(str(tmp_path / "m"), device="cpu")
+    scorer = BiEncoder(str(tmp_path / "m"), Runtime(device="cpu"))
     scores = scorer(passages)["score"].tolist()
     assert scorer.max_length_ == 16
     assert scores[0] > scores[1]

@@ -12,8 +12,9 @@ import pytest
 from train_helpers import toy_examples
 
 from evirank.cli import main
+from evirank.config import Runtime
 from evirank.frames import SCORE
-from evirank.score.pairwise import Duo, join_pair, split_pair
+from evirank.score.document_pairs import Duo, join_pair, split_pair
 from evirank.train import TrainConfig, split_by_query, train_model
 from evirank.train.examples import write_examples
 from evirank.train.pairwise import pair_items, validation_texts
@@ -67,11 +68,13 @@ def test_a_trained_duo_prefers_the_relevant_text_first_and_reranks_through_duo(
                           "text": [join_pair(good, bad), join_pair(bad, good)]})  # fmt: skip
     from evirank.score.families.duo import DuoBERT
 
-    p = DuoBERT(out, device="cpu", max_length=32, query_max_tokens=8)(pairs)[SCORE].to_numpy()
+    p = DuoBERT(out, Runtime(device="cpu", max_length=32), query_max_tokens=8)(pairs)[SCORE].to_numpy()
     assert p[0] > p[1]  # the relevant text first is the likelier order
     run = pd.DataFrame({"qid": "1", "query": "apple", "docno": ["x", "y", "z"], "score": [3.0, 2.0, 1.0],
                         "text": [bad, "banana bad fruit", good]})  # fmt: skip
-    reranked = Duo(DuoBERT(out, device="cpu", max_length=32, query_max_tokens=8), k=3, aggregate="sum")(run)
+    reranked = Duo(
+        DuoBERT(out, Runtime(device="cpu", max_length=32), query_max_tokens=8), k=3, aggregate="sum"
+    )(run)
     assert reranked["docno"].iloc[0] == "z"
     assert np.isfinite(reranked["duo_score"]).all()
 

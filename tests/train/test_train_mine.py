@@ -10,9 +10,11 @@ import pandas as pd
 import pytest
 from train_helpers import toy_collection
 
-from evirank.cli._training import add_data_arguments, build_data
+from evirank.cli._training import add_training_flags, build_data
+from evirank.config import Runtime
 from evirank.errors import InputPathError, UsageError
 from evirank.frames import Document, make_run
+from evirank.train.config import TrainConfig
 from evirank.train.mine import NegativeSource, dense_ranking, mine_negatives
 
 
@@ -71,7 +73,7 @@ def test_dense_ranking_ranks_documents_by_their_best_stored_passage(
         Document("d3", "Birds", "Birds sing. Birds fly. Some swim."),
         Document("d4", "", "Snakes hiss quietly."),
     ]
-    scorer = BiEncoder(tiny_bi_encoder_path, device="cpu")
+    scorer = BiEncoder(tiny_bi_encoder_path, Runtime(device="cpu"))
     vectors = VectorBuilder(tmp_path / "v", scorer, "sentences:prepend", block_size=2).build(docs)
     queries = {"1": "cats sleep", "2": "birds that swim"}
     run = dense_ranking(vectors, queries, 3, device="cpu")  # the model is the manifest's
@@ -89,8 +91,7 @@ def test_dense_ranking_ranks_documents_by_their_best_stored_passage(
 # --- the data flags ----------------------------------------------------------------------
 def data_args(files: dict[str, Path], *more: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    add_data_arguments(parser)
-    parser.add_argument("--seed", type=int, default=42)
+    add_training_flags(parser, TrainConfig())
     documents = [str(files[k]) for k in ("topics", "qrels", "given", "corpus")]
     return parser.parse_args(["--documents", *documents, "--negatives-per-query", "2", *more])
 
@@ -142,8 +143,7 @@ def test_mining_flags_without_a_source_or_for_other_data_are_refused(tmp_path: P
     with pytest.raises(UsageError, match="apply to --hard-negatives"):
         build_data(data_args(files, "--negative-skip", "2"))
     parser = argparse.ArgumentParser()
-    add_data_arguments(parser)
-    parser.add_argument("--seed", type=int, default=42)
+    add_training_flags(parser, TrainConfig())
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text("apple\tgood fruit\t1\napple\tbad fruit\t0\n")
     args = parser.parse_args(

@@ -14,6 +14,7 @@ import pytest
 from train_helpers import WORDS
 
 from evirank.cli import main
+from evirank.config import Runtime
 from evirank.frames import DOCUMENT_SCORE
 from evirank.train import TrainConfig, make_examples, split_by_query, train_model
 from evirank.train.parade import PASSAGES, document_items
@@ -80,7 +81,7 @@ def test_each_aggregation_learns_a_separable_toy_set_and_scores_as_validated(
     assert history[-1] < history[0]  # it learns
     assert result.best is not None and result.best["AP"] == 1.0  # every relevant document first
     # the saved folder, through the scorer, gives the validation documents the scores training saw
-    scored = Parade(out, device="cpu")(val)
+    scored = Parade(out, Runtime(device="cpu"))(val)
     per_doc = scored.drop_duplicates(["qid", "docno"])
     relevant = per_doc.groupby("qid").apply(
         lambda g: g.sort_values(DOCUMENT_SCORE, ascending=False)["label"].iloc[0], include_groups=False

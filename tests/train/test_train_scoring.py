@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from evirank.config import Runtime
 from evirank.evaluate import evaluate
 from evirank.frames import DOCNO, LABEL, PID, QID, QUERY, SCORE, TEXT, make_qrels
 from evirank.score import CrossEncoder, relevance_from_logits
@@ -41,7 +42,7 @@ def test_validation_scores_are_the_cross_encoders_scores_of_the_saved_model(
     frame = pd.DataFrame(
         {QID: [str(i) for i in range(len(queries))], QUERY: queries, DOCNO: "d", PID: 0, TEXT: texts}
     )
-    saved = CrossEncoder(folder, max_length=48, query_max_tokens=24, device="cpu")(frame)[SCORE]
+    saved = CrossEncoder(folder, Runtime(max_length=48, device="cpu"), query_max_tokens=24)(frame)[SCORE]
     np.testing.assert_allclose(in_memory, saved.to_numpy(), rtol=1e-5, atol=1e-5)
 
 

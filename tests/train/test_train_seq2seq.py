@@ -11,6 +11,7 @@ import pytest
 from train_helpers import WORDS, toy_examples
 
 from evirank.cli import main
+from evirank.config import Runtime
 from evirank.frames import SCORE
 from evirank.train.examples import write_examples
 from seq2seq_helpers import build_tiny_t5
@@ -56,7 +57,7 @@ def test_evirank_train_kind_seq2seq_lowers_the_loss_and_saves_a_monot5(
             "text": ["banana good fruit", "banana bad fruit"],
         }
     )
-    scores = make_scorer("auto", str(out), device="cpu")(frame)[SCORE].tolist()
+    scores = make_scorer("auto", str(out), Runtime(device="cpu"))(frame)[SCORE].tolist()
     assert scores[0] > scores[1]
 
 
@@ -70,5 +71,5 @@ def test_a_family_without_a_recipe_or_an_unknown_one_is_refused(tiny_t5: Path, t
     with pytest.raises(ValueError, match="trains with loss"):
         TrainConfig(encoder="seq2seq", loss="listwise")
     pairs = write_examples(toy_examples(n_queries=2), tmp_path / "pairs.jsonl")
-    args = ["-q", "train", "--kind", "seq2seq", "--output", str(tmp_path / "m"), "--pairs", str(pairs)]
+    args = ["-q", "train", "--scorer", "seq2seq", "--output", str(tmp_path / "m"), "--pairs", str(pairs)]
     assert main([*args, "--loss", "listwise"]) == 2

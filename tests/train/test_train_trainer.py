@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from train_helpers import toy_examples
 
+from evirank.config import Runtime
 from evirank.errors import OutputExistsError
 from evirank.train import TrainConfig, split_by_query, train_cross_encoder
 from evirank.train.trainer import CHECKPOINT_DIR, TRAIN_JSON, TRAIN_LOG
@@ -226,7 +227,7 @@ def test_evirank_cross_encoder_reads_the_trained_head(
     train_cross_encoder(toy_examples(), config(tiny_encoder, epochs=2, num_labels=num_labels), tmp_path / "m")
     passages = make_passages([("1", "d1", 0, "mango good fruit"), ("1", "d2", 0, "mango bad fruit")])
     passages = passages.assign(query="apple")
-    scored = CrossEncoder(tmp_path / "m", device="cpu", max_length=16, query_max_tokens=4)(passages)
+    scored = CrossEncoder(tmp_path / "m", Runtime(device="cpu", max_length=16), query_max_tokens=4)(passages)
     model = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path / "m")
     tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "m")
     ours = predict_relevance(model, tokenizer, ["apple"] * 2, passages["text"].tolist(), max_length=16)
@@ -240,7 +241,8 @@ def test_fine_tuned_cross_encoder_is_a_pipeline_stage(tiny_encoder: Path, tmp_pa
     stage = FineTunedCrossEncoder(
         tmp_path / "m",
         config(tiny_encoder, epochs=4),
-        scorer={"device": "cpu", "max_length": 16, "query_max_tokens": 4},
+        runtime=Runtime(device="cpu", max_length=16),
+        query_max_tokens=4,
     )
     with pytest.raises(RuntimeError, match="fit"):
         stage.transform(make_passages([("1", "d1", 0, "x")]))

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from evirank.config import Runtime
 from evirank.errors import InputFormatError, OutputExistsError
 from evirank.frames import Document
 from evirank.vectors import (
@@ -201,9 +202,9 @@ def test_stored_vectors_equal_the_bi_encoders_own_embeddings(
 ) -> None:
     from evirank.score import BiEncoder
 
-    scorer = BiEncoder(tiny_bi_encoder_path, device="cpu")
+    scorer = BiEncoder(tiny_bi_encoder_path, Runtime(device="cpu"))
     vectors = VectorBuilder(tmp_path / "v", scorer, "sentences:prepend", block_size=2).build(DOCS)
-    vectors.check_scorer(BiEncoder(tiny_bi_encoder_path, device="cpu"), "sentences:prepend")
+    vectors.check_scorer(BiEncoder(tiny_bi_encoder_path, Runtime(device="cpu")), "sentences:prepend")
     rows = np.arange(len(vectors))
     expected = scorer.embed(vectors.texts(rows).tolist())
     np.testing.assert_allclose(vectors.vectors(rows), expected, atol=2e-3)
@@ -213,7 +214,7 @@ def test_stored_vectors_equal_the_bi_encoders_own_embeddings(
 def test_stored_segments_read_passages_and_split_only_documents_not_stored(tmp_path: Path) -> None:
     import pandas as pd
 
-    from evirank.segment.spec import parse_segment
+    from evirank.segment.segment_spec import parse_segment
     from evirank.vectors.segments import StoredSegments
 
     vectors = build(tmp_path / "v")

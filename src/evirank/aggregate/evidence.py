@@ -44,7 +44,7 @@ import pandas as pd
 from evirank.aggregate.aggregators import RUN_ORDER, Aggregator
 from evirank.aggregate.core import ArrayLike, Normalise, PassageTable, minmax_by_group, top_passage_matrix
 from evirank.frames import DOCNO, FIRST_STAGE_RANK, FIRST_STAGE_SCORE, QID, QUERY, SCORE, sort_run
-from evirank.spec import SpecError
+from evirank.grammar import SpecError
 from evirank.stage import Stage
 
 logger = logging.getLogger(__name__)

@@ -58,7 +58,7 @@ from evirank.aggregate.evidence import (
     evidence_tables,
     split_evidence,
 )
-from evirank.spec import SpecError, parse_spec
+from evirank.grammar import SpecError, parse_spec
 
 logger = logging.getLogger(__name__)
 

@@ -14,13 +14,14 @@ Example:
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
 
-from evirank import __version__
 from evirank.cli.interrupts import (
     Terminated,
     caused_by_interrupt,
@@ -29,7 +30,9 @@ from evirank.cli.interrupts import (
     stop_on_termination,
     stop_ray,
 )
+from evirank.config import SETTINGS
 from evirank.errors import EvirankError
+from evirank.version import __version__
 
 SUBCOMMANDS = (
     "index",
@@ -56,17 +59,32 @@ def build_parser() -> argparse.ArgumentParser:
         prog="evirank", description="Rank documents by the evidence their sentences and passages hold."
     )
     parser.add_argument("--version", action="version", version=f"evirank {__version__}")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)")
-    parser.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only, no progress")
+    SETTINGS.add_flags(parser, COMMON)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in SUBCOMMANDS:
         module = importlib.import_module(f"evirank.cli.{name}")
         sub = module.add_parser(subparsers)
         sub.set_defaults(_run=module.run)
+        _add_common_flags(sub)
     from evirank.cli.numbers import harden_numbers
 
     harden_numbers(parser)  # every numeric flag: finite, and within a 32-bit integer
     return parser
+
+
+#: The settings every command takes, before or after its name (``evirank -q rerank`` or ``evirank
+#: rerank ... -q``).
+COMMON = ("verbose", "quiet")
+
+
+def _add_common_flags(parser: argparse.ArgumentParser) -> None:
+    """:data:`COMMON` on a command's parser and on its own actions' (``store info``); their default
+    is the top-level parser's, so ``-q`` anywhere on the line counts."""
+    SETTINGS.add_flags(parser, COMMON, defaults=dict.fromkeys(COMMON, argparse.SUPPRESS))
+    for action in parser._actions:  # argparse keeps a command's actions only here
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                _add_common_flags(sub)
 
 
 class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -108,12 +126,42 @@ class _Formatter(logging.Formatter):
 
 
 def configure_logging(verbose: int, quiet: bool) -> None:
-    """Handlers are configured here, in the CLI, never in library code."""
+    """Handlers are configured here, in the CLI, never in library code.
+
+    ``quiet`` also hides the progress bars and notices of the libraries evirank loads (tqdm's,
+    transformers' and Hugging Face Hub's, through the variables they read when imported).
+    """
     level = logging.WARNING if quiet else (logging.DEBUG if verbose > 1 else logging.INFO)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_Formatter(LOG_FORMAT))
     logging.basicConfig(level=level, handlers=[handler])
     logging.getLogger("evirank").setLevel(level)
+    if quiet:
+        quiet_libraries()
+
+
+#: What the libraries evirank loads read to stay quiet: tqdm's bars, Hugging Face Hub's bars (which
+#: transformers' weight loading uses) and transformers' notices.
+QUIET_ENVIRONMENT = {
+    "TQDM_DISABLE": "1",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "TRANSFORMERS_VERBOSITY": "error",
+}
+
+
+def quiet_libraries() -> None:
+    """Silence the progress bars and notices of tqdm, Hugging Face Hub and transformers.
+
+    Set in the environment (read when a library is imported, here or in a worker process), and
+    applied to the libraries already imported.
+    """
+    os.environ.update(QUIET_ENVIRONMENT)
+    if "huggingface_hub" in sys.modules:
+        sys.modules["huggingface_hub"].utils.disable_progress_bars()
+    if "transformers" in sys.modules:
+        logging_module = importlib.import_module("transformers.utils.logging")
+        logging_module.set_verbosity_error()
+        logging_module.disable_progress_bar()
 
 
 def fail(command: str, error: BaseException | str) -> int:
@@ -174,7 +222,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     (with its type, and the traceback under ``-vv``): a user never sees a bare traceback.
     """
     parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    refuse_unknown_flags(parser, words)
+    args = parser.parse_args(words)
     configure_logging(args.verbose, args.quiet)
     previous = stop_on_termination()
     try:
@@ -210,6 +260,56 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
+
+
+def refuse_unknown_flags(parser: argparse.ArgumentParser, words: Sequence[str]) -> None:
+    """Stop with a usage error naming every flag the command does not know, with its nearest spelling.
+
+    argparse reports a missing required flag before an unknown one, so a typo (``--qeury``) would
+    read "the following arguments are required: --query"; this looks first. Abbreviations argparse
+    accepts (a unique prefix) pass, and so does anything after ``--``.
+
+    Example:
+        >>> refuse_unknown_flags(build_parser(), ["rank", "--qeury", "cats", "--docs", "d.jsonl"])
+        Traceback (most recent call last):
+        ...
+        SystemExit: 2
+    """
+    command_parser, rest = _command_of(parser, words)
+    known = [s for action in command_parser._actions for s in action.option_strings]
+    unknown = []
+    for word in rest:
+        if word == "--":
+            break
+        if not word.startswith("-") or _is_number(word) or word == "-":
+            continue
+        flag = word.split("=", 1)[0]
+        if flag in known or (flag.startswith("--") and any(k.startswith(flag) for k in known)):
+            continue
+        near = difflib.get_close_matches(flag, known, n=1, cutoff=0.6)
+        unknown.append(f"{flag} (did you mean {near[0]}?)" if near else flag)
+    if unknown:
+        command_parser.error(f"unrecognized arguments: {', '.join(unknown)}")
+
+
+def _command_of(
+    parser: argparse.ArgumentParser, words: Sequence[str]
+) -> tuple[argparse.ArgumentParser, list[str]]:
+    """The parser of the (sub)command ``words`` name, and the words after its name."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for i, word in enumerate(words):
+                if word in action.choices:
+                    return _command_of(action.choices[word], words[i + 1 :])
+    return parser, list(words)
+
+
+def _is_number(word: str) -> bool:
+    try:
+        float(word)
+    except ValueError:
+        return False
+    return True
 
 
 def java_exception_message(exc: BaseException) -> str | None:

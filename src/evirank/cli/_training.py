@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -33,223 +34,84 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_KINDS = (
-    (
-        "short_texts",
-        "short-texts",
-        ("TOPICS", "QRELS", "RUN", "CORPUS"),
-        "judged candidates of a run over short texts (graded labels collapsed to binary)",
-    ),
-    (
-        "documents",
-        "documents",
-        ("TOPICS", "QRELS", "RUN", "CORPUS"),
-        "documents with document-level qrels: passages of relevant documents are relevant",
-    ),
-    (
-        "evidence",
-        "evidence",
-        ("TOPICS", "EVIDENCE", "QRELS", "RUN", "CORPUS"),
-        "sentence-level gold (JSONL query-id, corpus-id, evidence); negatives from the run",
-    ),
-)
+#: The training data settings (each repeatable, with a ``val_`` twin for validation).
+DATA = ["short_texts", "documents", "evidence", "pairs"]
+#: The settings of the example builders.
+EXAMPLE_BUILDERS = [
+    "unjudged",
+    "depth",
+    "val_depth",
+    "passage_words",
+    "passage_stride",
+    "segment",
+    "max_passages",
+    "negative_depth",
+    "negatives_per_query",
+    "hard_negatives",
+    "negative_skip",
+    "negative_pick",
+    "no_title",
+    "evidence_title",
+    "evidence_gold_only",
+    "relevant_grade",
+    "examples_out",
+]
+#: The optimisation settings (:class:`~evirank.train.config.TrainConfig`'s, by the same names).
+OPTIMISATION = [
+    "epochs",
+    "batch_size",
+    "gradient_accumulation",
+    "learning_rate",
+    "head_learning_rate",
+    "weight_decay",
+    "warmup_fraction",
+    "dropout",
+    "max_length",
+    "max_steps",
+    "seed",
+    "device",
+    "no_bf16",
+    "eval_batch_size",
+    "measures",
+    "validate_every_steps",
+    "patience",
+    "save_every_steps",
+    "keep_checkpoints",
+    "model_threads",
+    "overwrite",
+    "resume",
+]
+#: What the shared settings mean, and their defaults, in training.
+HELPS = {
+    "depth": "short texts: candidates ranked at most this deep (default: all)",
+    "segment": "documents: the passages as a segmenter spec, as rerank's --segment (sentences:prepend, "
+    "windows:150:75, whole); overrides --passage-words, and the spec's title rule replaces --no-title",
+    "max_passages": "documents: passages per document (0: all)",
+    "max_length": "tokens per (query, text) pair",
+    "seed": "seed of the head, the shuffling and the negatives",
+    "measures": "validation measures (ir_measures names); the first selects the best checkpoint",
+    "model_threads": "torch CPU threads (default: torch's choice)",
+    "overwrite": "replace an existing output folder",
+}
 
 
-def add_data_arguments(parser: argparse.ArgumentParser) -> None:
-    """The training/validation data flags and the builders' options."""
-    data = parser.add_argument_group("training data (repeatable; all are concatenated)")
-    for prefix, help_prefix in (("", ""), ("val-", "validation: ")):
-        group = data if not prefix else parser.add_argument_group("validation data (default: split by query)")
-        for dest, flag, metavar, text in _KINDS:
-            group.add_argument(
-                f"--{prefix}{flag}",
-                dest=f"{prefix.replace('-', '_')}{dest}",
-                nargs=len(metavar),
-                metavar=metavar,
-                action="append",
-                default=[],
-                help=help_prefix + text,
-            )
-        group.add_argument(
-            f"--{prefix}pairs",
-            dest=f"{prefix.replace('-', '_')}pairs",
-            metavar="FILE",
-            action="append",
-            default=[],
-            help=help_prefix + "a pair file: TSV query<TAB>text<TAB>label, or JSONL examples",
-        )
-    parser.add_argument(
-        "--validation-fraction",
-        type=float,
-        default=0.25,
-        help="without --val-* data: share of training queries held out (0: no validation)",
-    )
-    options = parser.add_argument_group("example builders")
-    options.add_argument(
-        "--unjudged",
-        choices=("skip", "negative"),
-        default="skip",
-        help="short texts: unjudged candidates skipped (default; Birch trained on judged "
-        "tweets) or used as negatives",
-    )
-    options.add_argument(
-        "--depth", type=int, default=None, help="short texts: candidates ranked at most this deep"
-    )
-    options.add_argument(
-        "--val-depth",
-        type=int,
-        default=None,
-        help="validation short texts: candidates ranked at most this deep",
-    )
-    options.add_argument(
-        "--passage-words",
-        type=int,
-        default=0,
-        help="documents: passages of this many words (0: the whole document; Dai & Callan: 150)",
-    )
-    options.add_argument(
-        "--passage-stride", type=int, default=75, help="documents: words between passage starts"
-    )
-    options.add_argument(
-        "--segment",
-        metavar="SPEC",
-        default=None,
-        help="documents: the passages as a segmenter spec, as rerank's --segment (sentences:prepend, "
-        "windows:150:75, whole); overrides --passage-words, and the spec's title rule replaces --no-title",
-    )
-    options.add_argument(
-        "--max-passages", type=int, default=4, help="documents: passages per document (0: all)"
-    )
-    options.add_argument(
-        "--negative-depth",
-        type=int,
-        default=100,
-        help="documents/evidence: negatives from the run's top this many documents",
-    )
-    options.add_argument(
-        "--negatives-per-query",
-        type=int,
-        default=10,
-        help="documents/evidence: negative documents per query (0: all within the depth)",
-    )
-    options.add_argument(
-        "--hard-negatives",
-        metavar="SOURCE",
-        default=None,
-        help="documents/evidence: mine the negatives from this ranking instead of the data flags' "
-        "RUN: run:FILE (any TREC run, e.g. a first-round cross-encoder's) or vectors:PATH (the "
-        "bi-encoder's ranking over an index's stored passage vectors); judged-relevant documents "
-        "and gold evidence are never negatives; validation keeps the data flags' runs",
-    )
-    options.add_argument(
-        "--negative-skip",
-        type=int,
-        default=0,
-        metavar="N",
-        help="with --hard-negatives: leave out the top N ranks (likely unjudged positives)",
-    )
-    options.add_argument(
-        "--negative-pick",
-        choices=("top", "random"),
-        default="top",
-        help="with --hard-negatives: the best-ranked --negatives-per-query documents of the window, "
-        "or a seeded random sample of it",
-    )
-    options.add_argument("--no-title", action="store_true", help="documents: do not prepend the title")
-    options.add_argument(
-        "--evidence-title", action="store_true", help="evidence: prepend the document title to each sentence"
-    )
-    options.add_argument(
-        "--evidence-gold-only",
-        action="store_true",
-        help="evidence: the relevant documents' other sentences are not negatives (only other "
-        "documents' sentences are): for models that rank documents by their best sentences",
-    )
-    options.add_argument("--relevant-grade", type=int, default=1, help="the lowest grade counted as relevant")
-    options.add_argument(
-        "--examples-out",
-        metavar="FILE",
-        help="also write the training examples as JSONL (inspect them, or reuse with --pairs)",
-    )
+def add_training_flags(parser: argparse.ArgumentParser, defaults: TrainConfig) -> None:
+    """The training/validation data flags, the builders' options and the optimisation flags
+    (their defaults: ``defaults``, a :class:`TrainConfig`)."""
+    from evirank.pipeline.flags import add_flags
 
-
-def add_optimisation_arguments(parser: argparse.ArgumentParser, defaults: TrainConfig) -> None:
-    """Flags that mirror :class:`TrainConfig`."""
-    opt = parser.add_argument_group("optimisation (defaults from the papers)")
-    opt.add_argument("--epochs", type=int, default=defaults.epochs, help="passes over the training examples")
-    opt.add_argument(
-        "--batch-size",
-        type=int,
-        default=defaults.batch_size,
-        help="examples per forward pass (--loss listwise: groups, each --group-size pairs)",
-    )
-    opt.add_argument(
-        "--grad-accum",
-        type=int,
-        default=defaults.gradient_accumulation,
-        help="forward passes per optimizer step",
-    )
-    opt.add_argument("--lr", type=float, default=defaults.learning_rate, help="AdamW's peak learning rate")
-    opt.add_argument(
-        "--head-lr",
-        type=float,
-        default=None,
-        help="the peak learning rate of a family's new head (PARADE's aggregation network; default: --lr)",
-    )
-    opt.add_argument("--weight-decay", type=float, default=defaults.weight_decay, help="AdamW's weight decay")
-    opt.add_argument(
-        "--warmup",
-        type=float,
-        default=defaults.warmup_fraction,
-        help="share of steps with linear warmup (then linear decay)",
-    )
-    opt.add_argument(
-        "--dropout", type=float, default=defaults.dropout, help="dropout of the encoder and the head"
-    )
-    opt.add_argument(
-        "--max-length", type=int, default=defaults.max_length, help="tokens per (query, text) pair"
-    )
-    opt.add_argument("--max-steps", type=int, default=None, help="stop after this many optimizer steps")
-    opt.add_argument(
-        "--seed", type=int, default=defaults.seed, help="seed of the head, the shuffling and the negatives"
-    )
-    opt.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: cuda when available)")
-    opt.add_argument("--no-bf16", action="store_true", help="no bf16 autocast on GPU")
-    opt.add_argument(
-        "--eval-batch-size", type=int, default=defaults.eval_batch_size, help="pairs per validation batch"
-    )
-    opt.add_argument(
-        "--measures",
-        nargs="+",
-        default=list(defaults.validation_measures),
-        metavar="M",
-        help="validation measures (ir_measures names); the first selects the best checkpoint",
-    )
-    opt.add_argument(
-        "--validate-every",
-        type=int,
-        default=None,
-        help="also validate every this many steps (default: each epoch's end)",
-    )
-    opt.add_argument(
-        "--patience",
-        type=int,
-        default=None,
-        help="early stopping: validations without improvement (default: never)",
-    )
-    opt.add_argument(
-        "--save-every",
-        type=int,
-        default=defaults.save_every_steps,
-        help="steps between resumable checkpoints",
-    )
-    opt.add_argument(
-        "--keep-checkpoints", action="store_true", help="keep the resumable checkpoint at the end"
-    )
-    opt.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
-    parser.add_argument(
-        "--resume", action="store_true", help="continue an interrupted run in the output folder"
+    add_flags(
+        parser,
+        DATA + [f"val_{name}" for name in DATA] + ["validation_fraction"] + EXAMPLE_BUILDERS + OPTIMISATION,
+        defaults={
+            "depth": None,
+            "segment": None,
+            "max_passages": 4,
+            **{name: getattr(defaults, name) for name in OPTIMISATION if hasattr(defaults, name)},
+            "measures": defaults.validation_measures,
+            "device": defaults.device,
+        },
+        helps=HELPS,
     )
 
 
@@ -266,36 +128,22 @@ def optimisation_config(args: argparse.Namespace, **fixed: Any) -> TrainConfig:
 
 
 def _optimisation_config(args: argparse.Namespace, **fixed: Any) -> TrainConfig:
+    named = {f.name for f in fields(TrainConfig)}
+    given = {name: getattr(args, name) for name in OPTIMISATION if name in named}
     return TrainConfig(
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        gradient_accumulation=args.grad_accum,
-        learning_rate=args.lr,
-        head_learning_rate=getattr(args, "head_lr", None),
-        weight_decay=args.weight_decay,
-        warmup_fraction=args.warmup,
-        dropout=args.dropout,
-        max_length=args.max_length,
-        max_steps=args.max_steps,
-        seed=args.seed,
+        **given,
         bf16=not args.no_bf16,
-        device=args.device,
-        eval_batch_size=args.eval_batch_size,
         validation_measures=tuple(args.measures),
-        validate_every_steps=args.validate_every,
-        patience=args.patience,
-        save_every_steps=args.save_every,
-        keep_checkpoints=args.keep_checkpoints,
         **fixed,
     )
 
 
 def set_threads(args: argparse.Namespace) -> None:
-    """Apply ``--threads`` to torch."""
-    if args.threads:
-        from evirank._extras import require
+    """Apply ``--model-threads`` to torch."""
+    if args.model_threads:
+        from evirank.extras import require
 
-        require("torch", "torch").set_num_threads(args.threads)
+        require("torch", "torch").set_num_threads(args.model_threads)
 
 
 def hard_negatives_of(args: argparse.Namespace, source: str | None = None) -> HardNegatives | None:
@@ -340,7 +188,7 @@ def _load(
     frames: list[pd.DataFrame] = []
     records: list[dict[str, Any]] = []
     depth = args.val_depth if prefix == "val_" else args.depth
-    for topics, qrels, run, corpus in getattr(args, f"{prefix}short_texts"):
+    for topics, qrels, run, corpus in getattr(args, f"{prefix}short_texts") or ():
         frame, record = load_short_texts(
             topics,
             qrels,
@@ -352,7 +200,7 @@ def _load(
         )
         frames.append(frame)
         records.append(record)
-    for topics, qrels, run, corpus in getattr(args, f"{prefix}documents"):
+    for topics, qrels, run, corpus in getattr(args, f"{prefix}documents") or ():
         windows = args.passage_words > 0
         segment: Any = Windows(args.passage_words, args.passage_stride, title=True) if windows else None
         name = (
@@ -380,7 +228,7 @@ def _load(
         )
         frames.append(frame)
         records.append(record)
-    for topics, evidence, qrels, run, corpus in getattr(args, f"{prefix}evidence"):
+    for topics, evidence, qrels, run, corpus in getattr(args, f"{prefix}evidence") or ():
         frame, record = load_evidence(
             topics,
             evidence,
@@ -395,7 +243,7 @@ def _load(
         )
         frames.append(frame)
         records.append(record)
-    for path in getattr(args, f"{prefix}pairs"):
+    for path in getattr(args, f"{prefix}pairs") or ():
         frame = read_pairs(path, relevant_grade=args.relevant_grade)
         frames.append(frame)
         records.append({"builder": "read_pairs", "files": {"pairs": str(path)}, "rows": len(frame)})

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 _EPILOG = """\
@@ -51,10 +50,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "first when it is neither in the datasets folder nor in the data home.",
     )
     get.add_argument("name", help="the collection (see `evirank data list`)")
-    get.add_argument("--home", type=Path, help="the data home (default: $EVIRANK_HOME or the cache folder)")
-    get.add_argument(
-        "--force", action="store_true", help="download again into the data home even if it is already there"
-    )
+    from evirank.pipeline.flags import add_flags
+
+    add_flags(get, ["home", "force"])
     return parser
 
 

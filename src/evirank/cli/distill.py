@@ -22,8 +22,7 @@ from collections.abc import Sequence
 
 from evirank.cli import DefaultsHelpFormatter
 from evirank.cli._training import (
-    add_data_arguments,
-    add_optimisation_arguments,
+    add_training_flags,
     build_data,
     optimisation_config,
     set_threads,
@@ -43,31 +42,29 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "trained to reproduce the teacher's logits (MSE) or margins (MarginMSE).",
         formatter_class=DefaultsHelpFormatter,
     )
-    parser.add_argument("--teacher", required=True, help="the teacher relevance model (folder or Hub id)")
-    parser.add_argument("--output", "-o", required=True, help="the student's model folder")
-    depth = parser.add_mutually_exclusive_group()
-    depth.add_argument(
-        "--num-layers",
-        type=int,
-        default=None,
-        help="keep the teacher's first N layers (default: half of them)",
+    from evirank.pipeline.flags import add_flags
+
+    add_flags(
+        parser,
+        [
+            "teacher",
+            "output",
+            "num_layers",
+            "layers",
+            "loss",
+            "pairs_per_positive",
+            "speed_pairs",
+            "speed_rounds",
+        ],
+        required={"teacher", "output"},
+        defaults={"loss": "mse"},
+        helps={
+            "output": "the student's model folder",
+            "loss": "mse on logits, or MarginMSE on (positive, negative) pairs of a query",
+        },
+        changes={"loss": {"choices": ("mse", "margin-mse")}, "output": {"metavar": "DIR"}},
     )
-    depth.add_argument(
-        "--layers", nargs="+", metavar="L", help="teacher layers to keep, e.g. 0 2 4, or a range 0-2"
-    )
-    parser.add_argument(
-        "--loss",
-        choices=("mse", "margin-mse"),
-        default="mse",
-        help="mse on logits, or MarginMSE on (positive, negative) pairs of a query",
-    )
-    parser.add_argument(
-        "--pairs-per-positive", type=int, default=4, help="margin-mse: negatives per positive"
-    )
-    parser.add_argument("--speed-pairs", type=int, default=512, help="pairs timed per model (0: no timing)")
-    parser.add_argument("--speed-rounds", type=int, default=3, help="alternating timing rounds (best kept)")
-    add_data_arguments(parser)
-    add_optimisation_arguments(parser, DistillConfig().train)
+    add_training_flags(parser, DistillConfig().train)
     return parser
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from evirank.segment.spec import GRAMMAR
+from evirank.segment.segment_spec import GRAMMAR
 
 logger = logging.getLogger(__name__)
 
@@ -51,56 +51,32 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=CommandHelpFormatter,
     )
-    from evirank.pipeline.flags import add_text_source
+    from evirank.pipeline import flags
 
-    add_text_source(parser, missing=False)
-    add_embedding_flags(parser)
-    parser.add_argument(
-        "--output", metavar="VDIR", help="the vector folder to create (default with --index: INDEX/vectors)"
+    flags.add_flags(
+        parser,
+        ["index", "corpus", "corpus_format", *EMBEDDING, "output", "overwrite", *flags.RAY],
+        required={"source"},
+        helps={
+            **EMBEDDING_HELPS,
+            "output": "the vector folder to create (default with --index: INDEX/vectors)",
+            "overwrite": "replace an existing vector folder",
+        },
+        defaults={"segment": DEFAULT_SEGMENT},
+        changes={"scorer": {"action": None, "metavar": "FAMILY"}, "output": {"metavar": "VDIR"}},
     )
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing vector folder")
-    from evirank.scale.flags import add_ray_arguments
-
-    add_ray_arguments(parser, query_block=False)
     return parser
 
 
-def add_embedding_flags(parser: Any) -> None:
-    """The flags that choose what is embedded and how (shared with ``evirank index --embed``); the
-    model flags are the pipeline's (:mod:`evirank.pipeline.flags`), with their meaning in rerank."""
-    from evirank.pipeline.flags import device_flag, max_length_flag, model_flag, positive_int
-
-    parser.add_argument(
-        "--segment",
-        default=DEFAULT_SEGMENT,
-        metavar="SPEC",
-        help=f"{GRAMMAR}; rerank and serve must use the same (default: {DEFAULT_SEGMENT})",
-    )
-    parser.add_argument(
-        "--scorer",
-        default="auto",
-        metavar="FAMILY",
-        help="the model family whose passage representations are stored (auto: told from --model's "
-        "files; without --model the offline all-MiniLM-L6-v2 bi-encoder)",
-    )
-    model_flag(parser)
-    max_length_flag(parser)
-    parser.add_argument(
-        "--batch-tokens", type=positive_int, metavar="N", help="token budget per batch (default: by device)"
-    )
-    device_flag(parser)
-    parser.add_argument(
-        "--scores",
-        metavar="STORE",
-        help="a score store (evirank rerank --scores) whose cached embeddings are reused, and filled",
-    )
-    parser.add_argument(
-        "--block-size",
-        type=positive_int,
-        default=None,
-        metavar="N",
-        help="documents per resumable block (default: 1000)",
-    )
+#: The settings that choose what is embedded and how (``embed``, and ``index --embed``).
+EMBEDDING = ["segment", "scorer", "model", "max_length", "batch_tokens", "device", "scores", "block_size"]
+#: What they mean when passages are embedded.
+EMBEDDING_HELPS = {
+    "segment": f"{GRAMMAR}; rerank and serve must use the same",
+    "scorer": "the model family whose passage representations are stored (auto: told from --model's "
+    "files; without --model the offline all-MiniLM-L6-v2 bi-encoder)",
+    "scores": "a score store (evirank rerank --scores) whose cached embeddings are reused, and filled",
+}
 
 
 def passage_encoder(args: argparse.Namespace) -> Any:
@@ -196,7 +172,7 @@ def embed_collection(
 def run(args: argparse.Namespace) -> int:
     """Embed the collection; with --index and the default output, record the vectors in the index."""
     from evirank.rerank import parse_segment
-    from evirank.scale.flags import ray_options
+    from evirank.scale.options import RayOptions
     from evirank.vectors.index import default_vectors_path, record_vectors
 
     try:
@@ -216,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         total=total,
         source=source,
-        ray=ray_options(args),
+        ray=RayOptions.from_mapping(vars(args)),
     )
     if args.index is not None and output.resolve() == default_vectors_path(args.index).resolve():
         record_vectors(args.index, vectors)

@@ -15,12 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evirank.pipeline.flags import non_negative_int
-
 logger = logging.getLogger(__name__)
-
-# Kept in step with evirank.evaluate.measures.DEFAULT_MEASURES (not imported: the parser stays light).
-DEFAULT_METRICS = ("AP", "P@20", "nDCG@20", "nDCG@10", "RR@10", "R@1000")
 
 _NAME = re.compile(r"^[^=/\\]+$")
 
@@ -39,126 +34,54 @@ missing from a run are skipped (trec_eval's default); --missing zero counts them
 examples:
   evirank evaluate --qrels qrels.txt --run run.bm25.txt
   evirank evaluate --qrels qrels.txt --run bm25=a.txt --run birch=b.txt --baseline bm25 \\
-      --metrics AP P@20 nDCG@20 --correction holm --significance 0.01 --format json --output report.json
+      --measures AP P@20 nDCG@20 --correction holm --significance 0.01 --format json --output report.json
 """
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``evaluate`` and its flags."""
+    from evirank.cli import CommandHelpFormatter
+
     parser = subparsers.add_parser(
         "evaluate",
         help="evaluate runs against qrels (trec_eval semantics), with paired t-tests",
         description="Evaluate TREC runs against qrels: a table of means, per-query values, and paired "
         "t-tests of each run against a baseline with Bonferroni (or Holm) correction.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=CommandHelpFormatter,
     )
-    parser.add_argument("--qrels", required=True, metavar="Q", help="TREC qrels or BEIR qrels TSV")
-    parser.add_argument(
-        "--run",
-        dest="runs",
-        action="append",
-        required=True,
-        metavar="R",
-        help="a TREC run, PATH or NAME=PATH (repeat for several runs)",
+    from evirank.pipeline.flags import add_flags
+
+    add_flags(
+        parser,
+        [
+            "qrels",
+            "run",
+            "measures",
+            "per_query",
+            "baseline",
+            *SIGNIFICANCE,
+            "ties",
+            "format",
+            "digits",
+            "output",
+            "overwrite",
+        ],
+        required={"qrels", "run"},
+        defaults={"format": "markdown"},
+        helps={
+            "run": "a TREC run, PATH or NAME=PATH (repeat for several runs)",
+            "output": "write here instead of standard output",
+            "overwrite": "replace an existing --output file",
+        },
+        changes={"run": {"action": "append", "metavar": "R"}, "format": {"choices": ("markdown", "json")}},
     )
-    parser.add_argument(
-        "--metrics",
-        "--measures",
-        dest="metrics",
-        nargs="+",
-        default=list(DEFAULT_METRICS),
-        metavar="M",
-        help=f"measures (default: {' '.join(DEFAULT_METRICS)})",
-    )
-    parser.add_argument("--per-query", action="store_true", help="also report each query's values")
-    parser.add_argument(
-        "--baseline",
-        metavar="R",
-        help="test every run against this one: a run's name or path, or another PATH / NAME=PATH",
-    )
-    add_significance_arguments(parser)
-    parser.add_argument(
-        "--ties",
-        choices=("trec_eval", "rank"),
-        default="trec_eval",
-        help="order of tied scores: trec_eval's (docno descending, default) or the run's own rank column",
-    )
-    parser.add_argument(
-        "--format", choices=("markdown", "json"), default="markdown", help="output format (default: markdown)"
-    )
-    parser.add_argument(
-        "--digits", type=non_negative_int, default=4, help="decimals in Markdown tables (default: 4)"
-    )
-    parser.add_argument("--output", metavar="FILE", help="write here instead of standard output")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     return parser
 
 
-def add_significance_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags ``evaluate`` and ``report`` share: relevance level, missing queries, the t-tests'
-    correction, family and significance level (``--alpha`` is kept as a hidden, deprecated alias)."""
-    parser.add_argument(
-        "--relevance-level",
-        type=int,
-        default=None,
-        metavar="N",
-        help="minimum label counted relevant by binary measures, like trec_eval -l (default: 1)",
-    )
-    parser.add_argument(
-        "--missing",
-        choices=("skip", "zero"),
-        default="skip",
-        help="qrels queries missing from a run: skip (trec_eval's default) or zero (trec_eval -c)",
-    )
-    parser.add_argument(
-        "--correction",
-        choices=("bonferroni", "holm", "none"),
-        default="bonferroni",
-        help="multiple-comparison correction (default: bonferroni)",
-    )
-    parser.add_argument(
-        "--family",
-        choices=("all", "measure"),
-        default="all",
-        help="what the correction counts: all runs x measures (default), or runs within each measure",
-    )
-    parser.add_argument(
-        "--significance",
-        type=_level,
-        default=0.05,
-        metavar="LEVEL",
-        help="significance level: a difference is significant when its adjusted p <= LEVEL (default: 0.05)",
-    )
-    parser.add_argument(
-        "--alpha",
-        dest="significance",
-        type=_level,
-        default=argparse.SUPPRESS,
-        action=_Deprecated,
-        help=argparse.SUPPRESS,
-    )
-
-
-def _level(text: str) -> float:
-    """An argparse type: a significance level in (0, 1)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"expected a level between 0 and 1, found {text!r}")
-    return value
-
-
-class _Deprecated(argparse.Action):
-    """``--alpha`` in evaluate and report: still read, with a warning to use ``--significance``."""
-
-    def __call__(
-        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: Any = None
-    ) -> None:
-        sys.stderr.write(f"{parser.prog}: warning: {option} is deprecated; use --significance {values}\n")
-        setattr(namespace, self.dest, values)
+#: The settings ``evaluate`` and ``report`` share: relevance level, missing queries, and the t-tests'
+#: correction, family and significance level.
+SIGNIFICANCE = ["relevance_level", "missing", "correction", "family", "significance"]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -172,8 +95,8 @@ def run(args: argparse.Namespace) -> int:
     if args.output:
         check_output(args.output, args.overwrite)  # fail before any work
         check_output(sidecar(args.output), args.overwrite)
-    measures = parse_measures(args.metrics, args.relevance_level)
-    specs = [parse_run_spec(text) for text in args.runs]
+    measures = parse_measures(args.measures, args.relevance_level)
+    specs = [parse_run_spec(text) for text in args.run]
     baseline_name = None
     if args.baseline:
         baseline_name, extra = resolve_baseline(args.baseline, specs)
@@ -188,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
 
     for _, path in specs:
         if not str(path).startswith("irds:"):
-            from evirank.io._common import input_file
+            from evirank.io.files import input_file
 
             input_file(path, "a TREC run file")
     qrels = read_qrels(args.qrels)

@@ -33,81 +33,47 @@ TOP_WORDS = 3
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``explain`` and its flags."""
+    from evirank.cli import DefaultsHelpFormatter
+
     parser = subparsers.add_parser(
         "explain",
         help="show a document's passages with their scores, best first",
         description="Show the passages of one document for one query, with the scores a re-ranking "
         "run stored (evirank rerank --scores STORE), best first.",
+        formatter_class=DefaultsHelpFormatter,
     )
-    parser.add_argument("--scores", required=True, metavar="STORE", help="the score store of the run")
-    parser.add_argument("--qid", required=True, help="the query id")
-    parser.add_argument("--docno", required=True, help="the document id")
-    parser.add_argument(
-        "--fingerprint",
-        metavar="PREFIX",
-        help="which scorer's results, when the store holds several for this document (a prefix is enough)",
-    )
-    parser.add_argument(
-        "--no-matches",
-        action="store_true",
-        help="do not show each passage's matched words (shown for scorers that tell them, such as "
-        "late interaction; they load the model)",
-    )
-    from evirank.pipeline.flags import Deprecated, positive_int
+    from evirank.pipeline.flags import add_flags
 
-    parser.add_argument(
-        "--show-passages",
-        type=positive_int,
-        metavar="N",
-        help="show only the N best passages (default: all)",
+    add_flags(
+        parser,
+        [
+            "scores",
+            "qid",
+            "docno",
+            "fingerprint",
+            "no_matches",
+            "show_passages",
+            "format",
+            "attention",
+            "attention_output",
+            "pid",
+            "attention_model",
+            "heads",
+            "attention_level",
+            "device",
+            "overwrite",
+        ],
+        required={"scores", "qid", "docno"},
+        defaults={"show_passages": None, "format": "table", "device": "cpu"},
+        helps={
+            "scores": "the score store of the run",
+            "show_passages": "show only the N best passages (default: all)",
+            "device": "where the model runs for the attention: cpu (a stored scorer's precision is part "
+            "of its fingerprint, so it is rebuilt where it ran), cuda, mps",
+            "overwrite": "replace existing PREFIX.png and PREFIX.html",
+        },
+        changes={"format": {"choices": ("table", "tsv", "jsonl")}},
     )
-    parser.add_argument(
-        "--top", dest="show_passages", type=positive_int, action=Deprecated, instead="--show-passages N"
-    )
-    parser.add_argument(
-        "--format", choices=("table", "tsv", "jsonl"), default="table", help="output format (default: table)"
-    )
-    look = parser.add_argument_group(
-        "attention", "look inside the model: what each query token attends to in one passage"
-    )
-    look.add_argument(
-        "--attention",
-        nargs="*",
-        type=int,
-        metavar="LAYER",
-        help="draw the attention from each query token to the passage's tokens at these layers (0-based; "
-        "-1 is the last; none given: the last), mean over heads; needs --attention-output. A "
-        "bi-encoder or ColBERT has no cross attention: their view is of the score itself (docs/attention.md)",
-    )
-    look.add_argument(
-        "--attention-output",
-        metavar="PREFIX",
-        help="write PREFIX.png (the heat map) and PREFIX.html (the heat map and the passage shaded per "
-        "query word, words and tokens)",
-    )
-    look.add_argument("--pid", type=int, help="the passage to look inside (default: the best)")
-    look.add_argument(
-        "--attention-model",
-        metavar="[FAMILY:]MODEL",
-        help="look inside this model instead of the one that made the scores (a scorer spec: cross:DIR, "
-        "seq2seq:DIR, bi, ...), for the same passage",
-    )
-    look.add_argument(
-        "--heads", action="store_true", help="also draw every attention head, not only their mean"
-    )
-    look.add_argument(
-        "--attention-level",
-        choices=("word", "token"),
-        default="word",
-        help="the PNG's units: words (word pieces merged; default) or tokens; the HTML has both",
-    )
-    look.add_argument(
-        "--device",
-        default="cpu",
-        help="where the model runs for the attention: cpu (default; a stored scorer's precision is part of "
-        "its fingerprint, so it is rebuilt where it ran), cuda, mps",
-    )
-    look.add_argument("--overwrite", action="store_true", help="replace existing PREFIX.png and PREFIX.html")
     return parser
 
 
@@ -144,7 +110,8 @@ def _check_attention_flags(args: argparse.Namespace) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     """Print the explanation to stdout."""
     from evirank.score.explain import explain, passage_attention, passage_matches, store_descriptions
-    from evirank.score.store import FINGERPRINT, open_store
+    from evirank.score.store import FINGERPRINT
+    from evirank.score.stores import open_store
 
     attention_paths = _check_attention_flags(args)
     view = None
@@ -216,11 +183,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _other_model_attention(args: argparse.Namespace, query: str, text: str) -> Any:
     """The attention view of ``--attention-model`` (a scorer spec) for the chosen passage."""
+    from evirank.config import Runtime
     from evirank.score.attention import attention_hook
     from evirank.score.multi import ScorerSpec
 
     spec = ScorerSpec.parse(args.attention_model)
-    hook = attention_hook(spec.build(device=args.device))
+    hook = attention_hook(spec.build(Runtime(device=args.device)))
     logger.info("the attention of %s, for the passage the stored scores chose", spec)
     return hook(query, text, args.attention)
 

@@ -10,15 +10,13 @@ import argparse
 import logging
 from typing import Any
 
-from evirank.pipeline.flags import positive_int
-
 logger = logging.getLogger(__name__)
 
 
 EPILOG = """\
 The corpus is a BEIR folder (corpus.jsonl), a BEIR or Pyserini JSONL file (.gz too),
 irds:<dataset-id>, or a collection as distributed, one file or a folder of them (nested folders,
-plain or .gz), its --format told from the files when they show it:
+plain or .gz), its --corpus-format told from the files when they show it:
   trec          TREC SGML <DOC> files (Robust04: TREC disks 4 and 5; cr/ and dtd/ are skipped)
   nyt           New York Times NITF .xml files or their .tgz archives (Core17)
   wapo          Washington Post JSON lines with a "contents" list (Core18)
@@ -45,7 +43,7 @@ its missing vectors are computed).
 examples:
   evirank index --corpus ../shared/datasets/scifact --index indexes/scifact
   evirank index --corpus corpus.jsonl.gz --index indexes/mine --threads 2 --overwrite
-  evirank index --corpus disk45/ --format trec --index indexes/robust04 --threads 2
+  evirank index --corpus disk45/ --corpus-format trec --index indexes/robust04 --threads 2
   evirank index --corpus ../shared/datasets/scifact --index indexes/scifact --embed
 """
 
@@ -59,41 +57,35 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--corpus",
-        required=True,
-        metavar="PATH",
-        help="BEIR folder, JSONL file, irds:<id>, or a collection file or folder (see --format)",
-    )
-    from evirank.pipeline.flags import add_corpus_format
+    from evirank.cli.embed import DEFAULT_SEGMENT, EMBEDDING, EMBEDDING_HELPS
+    from evirank.pipeline import flags
 
-    add_corpus_format(parser, "--format")
-    parser.add_argument(
-        "--name",
-        default=None,
-        help="the collection's name, shown by the search page (default: the corpus folder's or file's name)",
+    flags.add_flags(
+        parser,
+        [
+            "corpus",
+            "corpus_format",
+            "name",
+            "index",
+            "threads",
+            "empty_documents",
+            "overwrite",
+            "embed",
+            *EMBEDDING,
+        ],
+        required={"corpus", "index"},
+        exclusive=False,
+        helps={
+            **EMBEDDING_HELPS,
+            "corpus": "BEIR folder, JSONL file, irds:<id>, or a collection file or folder (see "
+            "--corpus-format)",
+            "index": "the index folder to create",
+            "threads": "indexing threads",
+            "overwrite": "replace an existing index folder",
+        },
+        defaults={"segment": DEFAULT_SEGMENT},
+        changes={"scorer": {"action": None, "metavar": "FAMILY"}},
     )
-    parser.add_argument("--index", required=True, metavar="DIR", help="the index folder to create")
-    parser.add_argument(
-        "--threads", type=positive_int, default=1, metavar="N", help="indexing threads (default: 1)"
-    )
-    parser.add_argument(
-        "--empty-documents",
-        choices=("skip", "error"),
-        default="skip",
-        help="a document with neither title nor text is skipped with a warning naming its line "
-        "(default, as Anserini does: it can never be retrieved) or stops the indexing",
-    )
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing index folder")
-    from evirank.cli.embed import add_embedding_flags
-
-    embed = parser.add_argument_group("passage vectors (--embed)")
-    embed.add_argument(
-        "--embed",
-        action="store_true",
-        help="also embed every passage with a bi-encoder into DIR/vectors (see evirank embed)",
-    )
-    add_embedding_flags(embed)
     return parser
 
 

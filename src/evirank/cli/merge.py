@@ -28,15 +28,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "files come from the first model.",
         formatter_class=DefaultsHelpFormatter,
     )
-    parser.add_argument(
-        "--model",
-        action="append",
-        required=True,
-        metavar="MODEL=WEIGHT",
-        help="a model folder or Hugging Face id with its weight; repeat (at least twice)",
+    from evirank.pipeline.flags import add_flags
+
+    add_flags(
+        parser,
+        ["model", "output", "overwrite"],
+        required={"model", "output"},
+        helps={
+            "model": "a model folder or Hugging Face id with its weight; repeat (at least twice)",
+            "output": "the new model folder",
+            "overwrite": "replace an earlier merge at --output",
+        },
+        changes={"model": {"action": "append", "metavar": "MODEL=WEIGHT"}, "output": {"metavar": "DIR"}},
     )
-    parser.add_argument("--output", "-o", required=True, help="the new model folder")
-    parser.add_argument("--overwrite", action="store_true", help="replace an earlier merge at --output")
     return parser
 
 

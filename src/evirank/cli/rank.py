@@ -21,10 +21,8 @@ from typing import Any
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``rank`` and its flags (the pipeline's shared ones, as in ``rerank`` and ``serve``)."""
-    from evirank.aggregate.registry import GRAMMAR as AGGREGATE_GRAMMAR
     from evirank.cli import DefaultsHelpFormatter
     from evirank.pipeline import flags
-    from evirank.segment.spec import GRAMMAR as SEGMENT_GRAMMAR
 
     parser = subparsers.add_parser(
         "rank",
@@ -34,29 +32,21 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "best passages are shown with their character offsets and the terms of the document's score.",
         formatter_class=DefaultsHelpFormatter,
     )
-    parser.add_argument("--query", required=True, help="the query text")
-    parser.add_argument(
-        "--docs",
-        required=True,
-        metavar="FILE",
-        help="a JSONL file of documents (plain or .gz), or - for stdin",
+    flags.add_flags(
+        parser,
+        ["query", "docs", "scorer", "model", "device", "segment", "aggregate", *flags.DISPLAY, "json"],
+        defaults={"segment": "sentences", "aggregate": "maxp"},
+        required={"query", "docs"},
+        helps={"top": "results shown (0: all)"},
+        changes={"scorer": {"action": None}},
     )
-    scoring = parser.add_argument_group("scoring")
-    flags.scorer_flag(scoring, repeat=False)
-    flags.model_flag(scoring)
-    flags.device_flag(scoring)
-    passages = parser.add_argument_group("passages and aggregation")
-    passages.add_argument("--segment", default="sentences", help=SEGMENT_GRAMMAR)
-    passages.add_argument("--aggregate", default="maxp", help=AGGREGATE_GRAMMAR)
-    flags.add_display(parser, top=10, top_help=" (0: all)")
-    parser.add_argument("--json", action="store_true", help="one JSON object per ranked document")
     return parser
 
 
 def read_documents(path: str) -> list[dict[str, Any]]:
     """Documents from a JSONL file or ``-`` (stdin), checked line by line (file:line), metadata kept."""
-    from evirank.io._common import iter_lines
     from evirank.io.corpus import parse_document
+    from evirank.io.files import iter_lines
 
     source = Path("<stdin>") if path == "-" else Path(path)
     lines = enumerate(sys.stdin, start=1) if path == "-" else iter_lines(source)

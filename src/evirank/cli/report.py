@@ -12,7 +12,7 @@ import logging
 import sys
 from typing import Any
 
-from evirank.cli.evaluate import add_significance_arguments
+from evirank.cli.evaluate import SIGNIFICANCE
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +35,8 @@ output folder: report.md, report.html (self-contained, plots embedded), report.j
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``report`` and its flags."""
+    from evirank.cli import CommandHelpFormatter
+
     parser = subparsers.add_parser(
         "report",
         help="a report of runs against a baseline: significance, plots, query-length and pruned analyses",
@@ -42,52 +44,40 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "plots, JSON): significance table, per-query differences, breakdown by query length, and the "
         "pruned analysis of passages without query terms.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=CommandHelpFormatter,
     )
-    parser.add_argument("--qrels", required=True, metavar="Q", help="TREC qrels or BEIR qrels TSV")
-    parser.add_argument(
-        "--run",
-        dest="runs",
-        action="append",
-        required=True,
-        metavar="R",
-        help="a run (PATH or NAME=PATH; PATH may be a tune folder); repeat",
+    from evirank.pipeline.flags import add_flags
+
+    add_flags(
+        parser,
+        [
+            "qrels",
+            "run",
+            "baseline",
+            "measures",
+            *SIGNIFICANCE,
+            "plot_measures",
+            "topics",
+            "length_buckets",
+            "length_measure",
+            "pruned",
+            "exact_terms",
+            "no_plots",
+            "title",
+            "output",
+            "overwrite",
+        ],
+        required={"qrels", "run", "output"},
+        defaults={"measures": DEFAULT_MEASURES},
+        helps={
+            "run": "a run (PATH or NAME=PATH; PATH may be a tune folder); repeat",
+            "baseline": "the run every other is compared with",
+            "topics": "topics, for the breakdown by query length",
+            "output": "output folder",
+            "overwrite": "replace an existing output folder",
+        },
+        changes={"run": {"action": "append", "metavar": "R"}, "baseline": {"metavar": "NAME"}},
     )
-    parser.add_argument("--baseline", metavar="NAME", help="the run every other is compared with")
-    parser.add_argument(
-        "--metrics",
-        "--measures",
-        dest="metrics",
-        nargs="+",
-        default=list(DEFAULT_MEASURES),
-        metavar="M",
-        help=f"measures (default: {' '.join(DEFAULT_MEASURES)})",
-    )
-    add_significance_arguments(parser)
-    parser.add_argument(
-        "--plot-measures", nargs="+", metavar="M", help="measures plotted per query (default: first)"
-    )
-    parser.add_argument("--topics", metavar="T", help="topics, for the breakdown by query length")
-    parser.add_argument(
-        "--length-buckets", metavar="SPEC", help="e.g. 1,2,3,4+ or 1-5,6-10,11+ (default: automatic)"
-    )
-    parser.add_argument(
-        "--length-measure", metavar="M", help="the measure by query length (default: the first)"
-    )
-    parser.add_argument(
-        "--pruned",
-        action="append",
-        default=[],
-        metavar="NAME=DIR",
-        help="re-tune this tune folder on passages without query terms; repeat",
-    )
-    parser.add_argument(
-        "--exact-terms", action="store_true", help="pruning matches exact tokens (default: plurals folded)"
-    )
-    parser.add_argument("--no-plots", action="store_true", help="tables only (no matplotlib needed)")
-    parser.add_argument("--title", default="evirank report", help="the report's title")
-    parser.add_argument("--output", required=True, metavar="DIR", help="output folder")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
     return parser
 
 
@@ -99,14 +89,14 @@ def run(args: argparse.Namespace) -> int:
     from evirank.report.build import RECORD_FILE
 
     check_output(args.output, args.overwrite, marker=RECORD_FILE)
-    runs = tuple(parse_run_spec(text) for text in args.runs)
+    runs = tuple(parse_run_spec(text) for text in args.run)
     names = [name for name, _ in runs]
     if len(set(names)) != len(names):
         raise ReportError("several runs have the same name; name them with NAME=PATH")
     if args.baseline is not None and args.baseline not in names:
         raise ReportError(f"--baseline {args.baseline!r} is not one of the runs ({', '.join(names)})")
     pruned = []
-    for text in args.pruned:
+    for text in args.pruned or ():
         name, sep, folder = text.partition("=")
         if not sep or not name or not folder:
             raise ReportError(f"--pruned {text!r}: expected NAME=TUNE_DIR")
@@ -115,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
         qrels=args.qrels,
         runs=runs,
         baseline=args.baseline,
-        measures=tuple(args.metrics),
+        measures=tuple(args.measures),
         correction=args.correction,
         alpha=args.significance,
         family=args.family,

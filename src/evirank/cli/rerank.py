@@ -12,7 +12,7 @@ import argparse
 import logging
 from typing import Any
 
-from evirank.rerank.runner import RerankConfig
+from evirank.pipeline.runner import RerankConfig
 
 logger = logging.getLogger(__name__)
 
@@ -20,7 +20,7 @@ EPILOG = """\
 inputs: --run (a TREC run; without it, --index is searched with BM25 for the top --k) with
 document text from --index (a Lucene index with stored documents, `evirank index`) or --corpus
 (a BEIR folder or JSONL corpus: {_id, title, text} or {id, contents}, e.g. TREC DL passages; or
-a collection as distributed, read as `evirank index --format` reads it: TREC disks, NYT, WaPo,
+a collection as distributed, read as `evirank index --corpus-format` reads it: TREC disks, NYT, WaPo,
 WARC, MS MARCO documents; --corpus-format);
 --topics in any format `evirank search` reads (--field, --split).
 
@@ -70,6 +70,7 @@ examples:
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``rerank`` and its flags (the pipeline's, declared once in :mod:`evirank.pipeline.flags`)."""
     from evirank.cli import CommandHelpFormatter
+    from evirank.config import SETTINGS
     from evirank.pipeline import flags
 
     parser = subparsers.add_parser(
@@ -81,39 +82,34 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=CommandHelpFormatter,
     )
-    flags.add_topics(parser)
-    flags.add_text_source(parser)
-    flags.add_first_stage(parser)
-    flags.add_scoring(parser, deprecated_evidence=True, scores="OUT.scores.sqlite beside the run")
-    flags.add_cascade(parser)
-    flags.add_passages(parser, segment="sentences", depth=100)
-    flags.add_duo(parser)
-    _add_outputs(parser.add_argument_group("outputs"))
-    from evirank.scale.flags import add_ray_arguments
-
-    add_ray_arguments(parser)
+    flags.add_flags(
+        parser,
+        flags.TOPICS
+        + flags.TEXT_SOURCE
+        + flags.FIRST_STAGE
+        + flags.SCORING
+        + ["commit_every"]
+        + flags.CASCADE
+        + flags.PASSAGES
+        + flags.DUO
+        + ["output", "no_scores", "tag", "save_passages", "overwrite"]
+        + flags.RAY
+        + ["query_block"],
+        defaults={"segment": "sentences"},
+        required={"topics", "source", "output"},
+        helps={
+            "scores": SETTINGS["scores"].help + " (default: OUT.scores.sqlite beside the run)",
+            "output": "the TREC run to write (.gz allowed); RUN.json beside it records how it was made",
+            "tag": "run tag (default: evirank-SCORER-AGGREGATE)",
+            "overwrite": "replace existing outputs (the score store is kept)",
+        },
+        changes={"output": {"metavar": "RUN"}},
+    )
     return parser
 
 
-def _add_outputs(out: Any) -> None:
-    out.add_argument(
-        "--output",
-        required=True,
-        metavar="RUN",
-        help="the TREC run to write (.gz allowed); RUN.json beside it records how it was made",
-    )
-    out.add_argument("--no-scores", action="store_true", help="keep no score store (nothing resumes)")
-    out.add_argument("--tag", help="run tag (default: evirank-SCORER-AGGREGATE)")
-    out.add_argument(
-        "--save-passages", metavar="FILE", help="Parquet of the scored passages (for evirank tune --passages)"
-    )
-    out.add_argument(
-        "--overwrite", action="store_true", help="replace existing outputs (the score store is kept)"
-    )
-
-
 def config_from_args(args: argparse.Namespace) -> RerankConfig:
-    """The :class:`~evirank.rerank.runner.RerankConfig` of the parsed flags."""
+    """The :class:`~evirank.pipeline.runner.RerankConfig` of the parsed flags."""
     from evirank.pipeline.flags import spec_from_args
 
     return RerankConfig(
@@ -132,8 +128,8 @@ def config_from_args(args: argparse.Namespace) -> RerankConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Turn the flags into a config and run it (:func:`evirank.rerank.runner.run_rerank`)."""
-    from evirank.rerank.runner import run_rerank
+    """Turn the flags into a config and run it (:func:`evirank.pipeline.runner.run_rerank`)."""
+    from evirank.pipeline.runner import run_rerank
 
     run_rerank(config_from_args(args))  # a RerankConfigError is a UsageError: `evirank rerank: error: ...`
     return 0

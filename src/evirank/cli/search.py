@@ -71,25 +71,33 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=CommandHelpFormatter,
     )
-    flags.add_text_source(parser, corpus=False)
-    flags.add_topics(parser)
-    flags.add_first_stage(parser, run=False, deprecated_search=True)
-    flags.add_query_encoder(parser)
-    out = parser.add_argument_group("outputs")
-    out.add_argument(
-        "--output",
-        required=True,
-        metavar="RUN",
-        help="the TREC run to write (.gz allowed); RUN.json beside it records how it was made",
+    flags.add_flags(
+        parser,
+        [
+            "index",
+            *flags.TOPICS,
+            "first_stage",
+            "k",
+            "bm25",
+            "rm3",
+            "threads",
+            "model",
+            "device",
+            "max_length",
+            "vectors",
+            "output",
+            "save_fusion",
+            "tag",
+            "overwrite",
+        ],
+        required={"source", "topics", "output"},
+        helps={
+            "output": "the TREC run to write (.gz allowed); RUN.json beside it records how it was made",
+            "tag": "the run tag (default: bm25, bm25+rm3, dense, ...)",
+            "overwrite": "replace an existing RUN (and RUN.json)",
+        },
+        changes={"output": {"metavar": "RUN"}},
     )
-    out.add_argument(
-        "--save-fusion",
-        metavar="FILE",
-        help="with a fused first stage: both lists' scores per document (Parquet), for evirank tune "
-        "--passages",
-    )
-    out.add_argument("--tag", default=None, help="the run tag (default: bm25, bm25+rm3, dense, ...)")
-    out.add_argument("--overwrite", action="store_true", help="replace an existing RUN (and RUN.json)")
     return parser
 
 

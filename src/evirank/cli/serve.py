@@ -19,6 +19,7 @@ logger = logging.getLogger(__name__)
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``serve`` and its flags (the pipeline's, declared once in :mod:`evirank.pipeline.flags`)."""
     from evirank.cli import CommandHelpFormatter
+    from evirank.config import SETTINGS
     from evirank.pipeline import flags
 
     defaults = ServeConfig()
@@ -32,72 +33,36 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         ),
         formatter_class=CommandHelpFormatter,
     )
-    flags.add_text_source(parser, corpus=False)
-    flags.add_first_stage(parser, run=False, k=False)
-    flags.add_scoring(parser, deprecated_serve=True)
-    flags.add_cascade(parser)
-    flags.add_passages(
+    flags.add_flags(
         parser,
-        segment=None,
-        depth=defaults.default_depth,
-        depth_help="; what a request gets when it names none (it may ask for up to --max-depth)",
-    )
-    flags.add_display(
-        parser,
-        top=defaults.default_k,
-        show_passages=3,
-        top_help=" per request when it names no number (it may ask for more)",
-        deprecated_serve=True,
-    )
-    service = parser.add_argument_group("service")
-    service.add_argument(
-        "--max-depth",
-        type=flags.positive_int,
-        default=defaults.max_depth,
-        help="largest depth a request may ask",
-    )
-    service.add_argument("--host", default="127.0.0.1", help="interface to listen on")
-    from evirank.cli.numbers import port_number
-
-    service.add_argument("--port", type=port_number, default=8080, help="port (0: any free port)")
-    service.add_argument(
-        "--timeout",
-        type=float,
-        default=defaults.timeout_s,
-        metavar="S",
-        help="seconds before a search gets 503",
-    )
-    service.add_argument(
-        "--workers", type=flags.positive_int, default=defaults.workers, help="searches running at once"
-    )
-    service.add_argument(
-        "--max-pending",
-        type=flags.positive_int,
-        default=defaults.max_pending,
-        help="searches admitted at once; more get 503",
-    )
-    service.add_argument(
-        "--model-threads",
-        type=int,
-        default=None,
-        metavar="N",
-        help="CPU threads of one model call (default: 1 when only queries are embedded, from stored "
-        "vectors: a few tokens gain nothing from more, and spinning threads slow every other request; "
-        "else torch's)",
-    )
-    service.add_argument(
-        "--batch",
-        type=int,
-        default=32,
-        metavar="N",
-        help="with stored vectors (bi-encoder): the most queries of concurrent requests embedded in one "
-        "model call (each answer is bitwise the one it gets alone)",
-    )
-    service.add_argument(
-        "--no-warmup", action="store_true", help="do not run a first search before listening"
-    )
-    service.add_argument(
-        "--title", choices=("prepend", "segment", "skip"), default=None, help=argparse.SUPPRESS
+        [
+            "index",
+            "first_stage",
+            "bm25",
+            "rm3",
+            *flags.SCORING,
+            *flags.CASCADE,
+            *flags.PASSAGES,
+            *flags.DISPLAY,
+            "max_depth",
+            "host",
+            "port",
+            "timeout",
+            "workers",
+            "max_pending",
+            "batch",
+            "no_warmup",
+        ],
+        defaults={"depth": defaults.default_depth, "top": defaults.default_k},
+        required={"source"},
+        helps={
+            "segment": SETTINGS["segment"].help
+            + " (default: the stored passage vectors' segmenter when the index has some, else "
+            "sentences:prepend)",
+            "depth": SETTINGS["depth"].help
+            + "; what a request gets when it names none (it may ask for up to --max-depth)",
+            "top": "results shown per request when it names no number (it may ask for more)",
+        },
     )
     return parser
 
@@ -119,21 +84,16 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
 def searcher_from_args(args: argparse.Namespace, max_depth: int) -> Any:
     """The :class:`~evirank.serve.Searcher` of the parsed flags (nothing heavy loaded yet)."""
     from evirank.pipeline.flags import spec_from_args
-    from evirank.serve.build import DEFAULT_SEGMENT, searcher_from_spec, serve_segmenter
+    from evirank.serve.build import DEFAULT_SEGMENT, searcher_from_spec
 
-    spec = spec_from_args(
-        args,
-        segment=serve_segmenter(args.segment, args.title),
-        default_segment=DEFAULT_SEGMENT,
-        depth=min(args.depth, max_depth),
-    )
+    spec = spec_from_args(args, default_segment=DEFAULT_SEGMENT, depth=min(args.depth, max_depth))
     return searcher_from_spec(spec, scores=args.scores, show_passages=args.show_passages, batch=args.batch)
 
 
 def run(args: argparse.Namespace) -> int:
     """Build the searcher (the model loads once, here), then serve until interrupted."""
-    from evirank._extras import require
     from evirank.errors import UsageError
+    from evirank.extras import require
     from evirank.serve.app import create_app
     from evirank.serve.limits import bind_socket, limited_http_protocol
 

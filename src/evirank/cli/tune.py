@@ -7,7 +7,8 @@ Example:
     $ evirank tune --scores runs/scores.sqlite --run runs/bm25.txt --depth 100 \\
         --qrels qrels/test.tsv --aggregate birch:3 --k-folds 5 --seed 1 --metric AP \\
         --grid alpha=0:1:0.1 w2=0:1:0.1 w3=0:1:0.1 --output runs/birch3-cv
-    $ evirank tune --evidence cross=runs/scores.sqlite#3fa2 --evidence bi=runs/bi.passages.parquet \\
+    $ evirank tune --scorer-scores cross=runs/scores.sqlite#3fa2 \\
+        --scorer-scores bi=runs/bi.passages.parquet \\
         --run runs/bm25.txt --depth 20 --qrels qrels/test.tsv --aggregate birch:3 --output runs/two-cv
 """
 
@@ -28,7 +29,7 @@ inputs: --scores STORE with --run (the first-stage run that was re-ranked; --fin
 the scorer when the store holds several), or --passages FILE (Parquet, TSV with a header, or JSON
 lines: qid, docno, pid, score, first_stage_score; --run supplies first-stage scores and the tail).
 
-several scorers: --evidence LABEL=STORE[#FINGERPRINT] or LABEL=FILE, once per scorer (each a
+several scorers: --scorer-scores LABEL=STORE[#FINGERPRINT] or LABEL=FILE, once per scorer (each a
 score store with --run, or a passages file; a file with a score_LABEL column gives that column).
 Each scorer's passage scores are normalised and aggregated alone; the document's score is
 alpha * first-stage + (1 - alpha) * sum_k lambda_k * E_k, the lambdas summing to 1: the first
@@ -53,6 +54,8 @@ fold), folds.json, tune.json (config, versions, timings, choices, evaluation of 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``tune`` and its flags."""
+    from evirank.cli import CommandHelpFormatter
+
     parser = subparsers.add_parser(
         "tune",
         help="cross-validated grid search of aggregation parameters from cached passage scores",
@@ -60,55 +63,51 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "interpolation of MaxP/FirstP/SumP/MeanP) by k-fold cross-validation over cached passage "
         "scores, and write the cross-validated run. No model is run.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=CommandHelpFormatter,
     )
-    source = parser.add_argument_group("scored passages")
-    source.add_argument("--scores", metavar="STORE", help="the score store of evirank rerank --scores")
-    source.add_argument("--fingerprint", metavar="PREFIX", help="the scorer's fingerprint in the store")
-    source.add_argument("--passages", metavar="FILE", help="a file of scored passages instead of a store")
-    source.add_argument(
-        "--evidence",
-        action="append",
-        metavar="LABEL=SOURCE",
-        help="one scorer's passage scores, repeated for several scorers: LABEL=STORE[#FINGERPRINT] "
-        "or LABEL=FILE (instead of --scores/--passages)",
+    from evirank.pipeline.flags import add_flags
+
+    add_flags(
+        parser,
+        [
+            "scores",
+            "fingerprint",
+            "passages",
+            "scorer_scores",
+            "run",
+            "depth",
+            "qrels",
+            "aggregate",
+            "normalise",
+            "folds",
+            "tune_on",
+            "k_folds",
+            "seed",
+            "metric",
+            "relevance_level",
+            "grid",
+            "measures",
+            "tag",
+            "output",
+            "overwrite",
+        ],
+        required={"qrels", "output"},
+        defaults={"depth": None, "measures": DEFAULT_MEASURES},
+        helps={
+            "scores": "the score store of evirank rerank --scores",
+            "fingerprint": "the scorer's fingerprint in the store (a prefix is enough)",
+            "run": "the first-stage run that was re-ranked (TREC run)",
+            "depth": "use the run's top N documents per query (default: every document the store scored)",
+            "normalise": "per-query min-max of first-stage and passage scores (default, as rerank and "
+            "serve), or raw scores as Birch",
+            "seed": "seed of the random folds",
+            "measures": "measures reported for the cross-validated run",
+            "tag": "run tag of run.txt (default: the folder name)",
+            "output": "output folder",
+            "overwrite": "replace an existing output folder",
+        },
+        changes={"output": {"metavar": "DIR"}},
     )
-    source.add_argument("--run", metavar="RUN", help="the first-stage run that was re-ranked (TREC run)")
-    source.add_argument("--depth", type=int, metavar="N", help="use the run's top N documents per query")
-    parser.add_argument("--qrels", required=True, metavar="Q", help="TREC qrels or BEIR qrels TSV")
-    parser.add_argument("--aggregate", default="birch:3", help="birch:N, maxp, firstp, sump or meanp")
-    parser.add_argument(
-        "--normalise",
-        "--normalize",
-        choices=("minmax", "none"),
-        default=None,
-        help="per-query min-max of first-stage and passage scores (default, as rerank and serve), "
-        "or raw scores as Birch",
-    )
-    folds = parser.add_argument_group("folds")
-    folds.add_argument("--folds", metavar="FILE", help="Robust04 JSON folds or qid<TAB>fold TSV")
-    folds.add_argument(
-        "--tune-on",
-        nargs="+",
-        choices=("train", "dev"),
-        default=["train", "dev"],
-        help="JSON folds: the lists that tune a fold (default: train dev)",
-    )
-    folds.add_argument("--k-folds", type=int, default=5, metavar="K", help="random folds (default 5)")
-    folds.add_argument("--seed", type=int, default=0, help="seed of the random folds (default 0)")
-    parser.add_argument("--metric", default="AP", help="the measure maximised (default AP)")
-    parser.add_argument("--relevance-level", type=int, metavar="N", help="like trec_eval -l (default 1)")
-    parser.add_argument("--grid", nargs="+", metavar="AXIS", help="e.g. alpha=0:1:0.1 w2=0:1:0.1 w3=0:1:0.1")
-    parser.add_argument(
-        "--measures",
-        nargs="+",
-        default=list(DEFAULT_MEASURES),
-        metavar="M",
-        help=f"measures reported for the cross-validated run (default: {' '.join(DEFAULT_MEASURES)})",
-    )
-    parser.add_argument("--tag", default=None, help="run tag of run.txt (default: the folder name)")
-    parser.add_argument("--output", required=True, metavar="DIR", help="output folder")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
     return parser
 
 
@@ -119,14 +118,16 @@ def run(args: argparse.Namespace) -> int:
     from evirank.tune.runner import RECORD_FILE, TuneConfig, run_tune
 
     check_output(args.output, args.overwrite, marker=RECORD_FILE)
-    if args.evidence:
+    if args.scorer_scores:
         if args.scores or args.passages or args.fingerprint:
             raise UsageError(
-                "give the scorers either as --evidence LABEL=SOURCE (with LABEL=STORE#FINGERPRINT) "
+                "give the scorers either as --scorer-scores LABEL=SOURCE (with LABEL=STORE#FINGERPRINT) "
                 "or as --scores/--passages/--fingerprint, not both"
             )
     elif bool(args.scores) == bool(args.passages):
-        raise UsageError("give exactly one of --scores STORE or --passages FILE (or --evidence LABEL=SOURCE)")
+        raise UsageError(
+            "give exactly one of --scores STORE or --passages FILE (or --scorer-scores LABEL=SOURCE)"
+        )
     if args.scores and not args.run:
         raise UsageError("--scores needs --run (the first-stage run that was re-ranked)")
     config = TuneConfig(
@@ -147,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
         grid=tuple(args.grid) if args.grid else None,
         measures=tuple(args.measures),
         tag=args.tag,
-        evidence=tuple(args.evidence) if args.evidence else None,
+        evidence=tuple(args.scorer_scores) if args.scorer_scores else None,
     )
     outcome = run_tune(config, Path(args.output), overwrite=args.overwrite)
     sys.stdout.write(outcome.summary_markdown())

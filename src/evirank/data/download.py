@@ -43,12 +43,12 @@ import zipfile
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
-from evirank import __version__
 from evirank.data.registry import Dataset, RemoteFile, registry
 from evirank.datasets import DEFAULT, ENVIRONMENT, datasets_folder
 from evirank.errors import EvirankError
 from evirank.outputs import atomic_output, replace_output
 from evirank.progress import progress_bar
+from evirank.version import __version__
 
 logger = logging.getLogger(__name__)
 

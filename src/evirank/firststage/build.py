@@ -17,7 +17,7 @@ import os
 from typing import Any
 
 from evirank.firststage.fusion import Fusion
-from evirank.spec import SpecError, parse_spec
+from evirank.grammar import SpecError, parse_spec
 from evirank.stage import Stage
 
 #: The first-stage names besides the fusion specs.

@@ -49,7 +49,7 @@ from evirank.frames import (
     require_columns,
     sort_run,
 )
-from evirank.spec import SpecError, parse_spec
+from evirank.grammar import SpecError, parse_spec
 from evirank.stage import Stage
 
 logger = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ from typing import IO, Any
 import pandas as pd
 
 from evirank.errors import InputFormatError
-from evirank.io._common import GZIP_ERRORS, PathLike, iter_lines, shorten
+from evirank.io.files import GZIP_ERRORS, PathLike, iter_lines, shorten
 
 logger = logging.getLogger(__name__)
 

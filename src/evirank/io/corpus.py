@@ -32,7 +32,9 @@ from typing import Any, Literal
 
 from evirank.errors import InputFormatError
 from evirank.frames import Document
-from evirank.io._common import (
+from evirank.io.collections import FORMATS, count_collection, detect_format, read_collection
+from evirank.io.collections.base import Located
+from evirank.io.files import (
     PathLike,
     check_docno,
     iter_lines,
@@ -41,8 +43,6 @@ from evirank.io._common import (
     shorten,
     type_name,
 )
-from evirank.io.collections import FORMATS, count_collection, detect_format, read_collection
-from evirank.io.collections.base import Located
 from evirank.io.irds import irds_id, load_irds
 from evirank.outputs import atomic_output
 from evirank.progress import progress

@@ -19,9 +19,9 @@ from typing import Any
 
 import pandas as pd
 
-from evirank._extras import require
+from evirank.extras import require
 from evirank.frames import Document, make_qrels, make_topics
-from evirank.io.topics import field_text, parse_field
+from evirank.io.fields import field_text, parse_field
 
 logger = logging.getLogger(__name__)
 

@@ -31,7 +31,6 @@ import pandas as pd
 
 from evirank.errors import InputFormatError
 from evirank.frames import DOCNO, LABEL, QID, QRELS_COLUMNS, make_qrels, natural_key, require_columns
-from evirank.io._common import PathLike, input_file, iter_lines, shorten
 from evirank.io._table import (
     fast_read,
     first_content_line,
@@ -41,6 +40,7 @@ from evirank.io._table import (
     slow_read,
     split_fields,
 )
+from evirank.io.files import PathLike, input_file, iter_lines, shorten
 from evirank.io.irds import irds_id, load_irds
 from evirank.outputs import atomic_output
 

@@ -30,8 +30,8 @@ import pandas as pd
 
 from evirank.errors import InputFormatError
 from evirank.frames import DOCNO, QID, RANK, SCORE, make_run, require_columns, sort_run
-from evirank.io._common import PathLike, input_file, shorten
 from evirank.io._table import fast_read, float_converter, has_whitespace, open_text_for_write, slow_read
+from evirank.io.files import PathLike, input_file, shorten
 from evirank.outputs import atomic_output
 
 logger = logging.getLogger(__name__)

@@ -6,9 +6,9 @@ Formats:
   ``Description:``/``Narrative:`` prefixes), Core17/18 (closing tags, titles on their own
   lines), Microblog (``<title>`` or ``<query>``, ids ``MB001``). Fields ``title``,
   ``description`` and ``narrative`` are selectable, alone or joined (``"title+description"``),
-  and so are the query variants of Dai & Callan's Table 3 (:data:`DERIVED_FIELDS`):
-  ``description-keywords`` and ``narrative-keywords`` (:func:`keywords`) and
-  ``narrative-positive`` (:func:`positive_narrative`).
+  and so are the query variants of Dai & Callan's Table 3 (:data:`evirank.io.fields.DERIVED_FIELDS`):
+  ``description-keywords`` and ``narrative-keywords`` (:func:`~evirank.io.fields.keywords`) and
+  ``narrative-positive`` (:func:`~evirank.io.fields.positive_narrative`).
 - TREC Web track XML (``<topic number="..."><query>...<description>...``).
 - TSV: ``qid<TAB>query`` per line (an optional header line ``qid<TAB>query`` is skipped).
 - BEIR ``queries.jsonl``: ``{"_id": ..., "text": ...}`` per line.
@@ -40,18 +40,12 @@ import pandas as pd
 
 from evirank.errors import InputFormatError
 from evirank.frames import QID, QUERY, make_topics, require_columns
-from evirank.io._common import PathLike, iter_lines, json_error, read_text, shorten, type_name
+from evirank.io.fields import TOPIC_FIELDS, field_text, parse_field
+from evirank.io.files import PathLike, iter_lines, json_error, read_text, shorten, type_name
 from evirank.outputs import atomic_output
 
 logger = logging.getLogger(__name__)
 
-TOPIC_FIELDS = ("title", "description", "narrative")
-#: Query variants made from a field (Dai & Callan, SIGIR 2019, Table 3): name -> (field, how).
-DERIVED_FIELDS = {
-    "description-keywords": ("description", "keywords"),
-    "narrative-keywords": ("narrative", "keywords"),
-    "narrative-positive": ("narrative", "positive"),
-}
 TOPIC_FORMATS = (
     "TREC <top> topics (Robust04, Core17/18, Microblog)",
     "TREC Web track XML (<topic number=...>)",
@@ -59,23 +53,6 @@ TOPIC_FORMATS = (
     'BEIR queries.jsonl ({"_id", "text"} per line)',
     "a BEIR folder with queries.jsonl (and qrels/<split>.tsv)",
 )
-_FIELD_ALIASES = {
-    "title": "title",
-    "t": "title",
-    "query": "title",
-    "description": "description",
-    "desc": "description",
-    "d": "description",
-    "narrative": "narrative",
-    "narr": "narrative",
-    "n": "narrative",
-    "description-keywords": "description-keywords",
-    "desc-keywords": "description-keywords",
-    "narrative-keywords": "narrative-keywords",
-    "narr-keywords": "narrative-keywords",
-    "narrative-positive": "narrative-positive",
-    "narr-positive": "narrative-positive",
-}
 # TREC tag names -> our field names; other tags (querytime, dom, con, ...) are ignored.
 _TREC_TAGS = {"num": "num", "title": "title", "query": "title", "desc": "description", "narr": "narrative"}
 _TAG = re.compile(r"<\s*(/?)\s*([A-Za-z][\w-]*)\s*>")
@@ -106,105 +83,6 @@ def normalize_qid(raw: str) -> str:
     if match:
         return str(int(match.group(1)))
     return qid
-
-
-def parse_field(field: str) -> tuple[str, ...]:
-    """Parse a field selection such as ``"title"``, ``"desc"``, ``"title+description"`` or
-    ``"narrative-positive"``.
-
-    Example:
-        >>> parse_field("title+desc")
-        ('title', 'description')
-        >>> parse_field("desc-keywords")
-        ('description-keywords',)
-    """
-    parts = [p.strip().lower() for p in re.split(r"[+,]", field)]
-    out: list[str] = []
-    for part in parts:
-        if part not in _FIELD_ALIASES:
-            raise ValueError(
-                f"unknown topic field {part!r} in {field!r}; expected one of "
-                f"{', '.join((*TOPIC_FIELDS, *DERIVED_FIELDS))} or a combination such as 'title+description'"
-            )
-        name = _FIELD_ALIASES[part]
-        if name not in out:
-            out.append(name)
-    return tuple(out)
-
-
-# --- query variants (Dai & Callan, Table 3) ---------------------------------------------
-
-_ABBREVIATION = re.compile(r"\b(?:[^\W\d_]\.){2,}")
-_WORD = re.compile(r"[^\W_]+")
-_SENTENCE_END = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"')]))\s+(?=[\"'(]?[A-Z])|(?<=[a-z])\s+(?=Documents\b)")
-_CLAUSE_BREAK = re.compile(r";\s*|:\s+(?=[a-z])|,\s*(?=(?:but|except|however)\b)", re.IGNORECASE)
-_NEGATIVE = re.compile(
-    r"\b(?:irrelevant|non-?relevant|nonrelevance)\b"
-    r"|(?:\bnot|n't|\bnever)\s+(?:\w+\s+){0,2}?relevan",
-    re.IGNORECASE,
-)
-
-
-def keywords(text: str) -> str:
-    """``text`` without punctuation and stopwords (Dai & Callan's keyword queries).
-
-    Words are runs of letters and digits; an abbreviation such as ``U.S.`` keeps its letters
-    (``US``); words in evirank's stopword list (:data:`evirank.report.terms.STOPWORDS`, 130
-    common English function words: articles, pronouns, prepositions, auxiliaries) are removed,
-    whatever their case; the others keep their case and order.
-
-    Example:
-        >>> keywords("What are the effects of U.S. air-traffic controllers' pay?")
-        'effects US air traffic controllers pay'
-    """
-    from evirank.report.terms import STOPWORDS
-
-    text = _ABBREVIATION.sub(lambda m: m.group(0).replace(".", "") + " ", text)
-    return " ".join(w for w in _WORD.findall(text) if w.lower() not in STOPWORDS)
-
-
-def positive_narrative(text: str) -> str:
-    """A narrative without the sentences that state what is not relevant (Dai & Callan's
-    "positive" narratives).
-
-    The narrative is split into sentences (at ``.``, ``!`` or ``?`` before a capital, and before
-    "Documents" after a word without punctuation, where a narrative's list ends), and each
-    sentence into clauses at semicolons, at a colon before a lower-case word, and before
-    ``, but``, ``, except`` and ``, however``. A clause is dropped when it says "irrelevant",
-    "non-relevant" or "nonrelevant", or has "not" (or "n't", "never") followed within three
-    words by "relevant"/"relevance" ("would not be relevant", "should not be considered
-    relevant", "does not constitute relevance"); the other clauses are kept, in order, a
-    clause cut short ending with a period. A narrative that only says what is not relevant
-    gives an empty text (:func:`read_topics` then uses the topic's title).
-
-    Example:
-        >>> positive_narrative("Relevant documents tell about pay for American controllers. "
-        ...                    "Documents about foreign controllers are not relevant.")
-        'Relevant documents tell about pay for American controllers.'
-        >>> positive_narrative("Cases are relevant, except that letters are not relevant.")
-        'Cases are relevant.'
-    """
-    kept = [
-        clause.strip(" ,;:")
-        for sentence in _SENTENCE_END.split(text)
-        for clause in _CLAUSE_BREAK.split(sentence)
-        if clause.strip(" ,;:") and _NEGATIVE.search(clause) is None
-    ]
-    return " ".join(c if c[-1] in ".!?\"')" else c + "." for c in kept)
-
-
-def field_text(fields: dict[str, str], name: str) -> str:
-    """The text of one field (:data:`TOPIC_FIELDS`) or query variant (:data:`DERIVED_FIELDS`) of a topic.
-
-    Example:
-        >>> field_text({"description": "Where are wind power installations located?"}, "description-keywords")
-        'wind power installations located'
-    """
-    if name not in DERIVED_FIELDS:
-        return fields.get(name, "")
-    source, how = DERIVED_FIELDS[name]
-    value = fields.get(source, "")
-    return keywords(value) if how == "keywords" else positive_narrative(value)
 
 
 @dataclass
@@ -534,7 +412,7 @@ def read_topics(
         field: which text is the query: ``title`` (the short query; the only text of TSV and
             JSONL topics), ``description``, ``narrative``, a query variant of Dai & Callan's
             Table 3 (``description-keywords``, ``narrative-keywords``, ``narrative-positive``:
-            :func:`keywords`, :func:`positive_narrative`; a narrative that says only what is not
+            :mod:`evirank.io.fields`; a narrative that says only what is not
             relevant gives the title, with a warning), or several joined by ``+``.
         split: for a BEIR folder, keep only the qids of ``qrels/<split>.tsv``.
         normalize_ids: normalise TREC ids as Anserini does (``MB001`` -> ``1``).

@@ -39,8 +39,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from evirank._extras import require
 from evirank.errors import EvirankError
+from evirank.extras import require
 
 logger = logging.getLogger(__name__)
 

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from evirank.config import SETTINGS
 from evirank.errors import EvirankError, InputFormatError
 from evirank.frames import DOCNO, QID, QUERY, RANK, SCORE, TEXT, TITLE, URL, require_columns, sort_run
 from evirank.lucene._owner import SearcherOwner
@@ -42,6 +43,9 @@ from evirank.progress import progress_bar
 from evirank.stage import Stage
 
 logger = logging.getLogger(__name__)
+
+#: BM25's k1 and b when none are given: the settings table's (Anserini's defaults).
+K1, B = SETTINGS.default("bm25")
 
 # Queries per Java batch_search call: each holds k loaded documents per query in the JVM heap
 # until the batch returns, so batches stay small enough for a 1 GB heap at k=1000.
@@ -80,6 +84,31 @@ class Rm3:
         if not 0.0 <= float(self.original_weight) <= 1.0:  # NaN fails this too
             raise ValueError(f"original_weight must be within [0, 1], found {self.original_weight!r}")
 
+    @classmethod
+    def parse(cls, words: Sequence[str]) -> Rm3:
+        """RM3 from the words of ``--rm3``: none (Anserini's defaults) or FB_DOCS FB_TERMS ORIG_WEIGHT.
+
+        Raises:
+            ValueError: not zero or three words, or words of the wrong type or range.
+
+        Example:
+            >>> Rm3.parse([])
+            Rm3(fb_docs=10, fb_terms=10, original_weight=0.5)
+            >>> Rm3.parse(["20", "5", "0.3"])
+            Rm3(fb_docs=20, fb_terms=5, original_weight=0.3)
+        """
+        if not words:
+            return cls()
+        if len(words) != 3:
+            raise ValueError(f"takes no value or three (FB_DOCS FB_TERMS ORIG_WEIGHT), found {len(words)}")
+        try:
+            fb_docs, fb_terms, weight = int(words[0]), int(words[1]), float(words[2])
+        except ValueError:
+            raise ValueError(
+                f"expected FB_DOCS FB_TERMS ORIG_WEIGHT as integer integer number, found {list(words)}"
+            ) from None
+        return cls(fb_docs=fb_docs, fb_terms=fb_terms, original_weight=weight)
+
 
 @dataclass(frozen=True, slots=True)
 class Bm25Config:
@@ -90,8 +119,8 @@ class Bm25Config:
         (0.9, None)
     """
 
-    k1: float = 0.9
-    b: float = 0.4
+    k1: float = K1
+    b: float = B
     rm3: Rm3 | None = None
     k: int = 1000
     threads: int = 1
@@ -154,9 +183,7 @@ def _java_errors(index: Path, what: str) -> Iterator[None]:
         raise EvirankError(f"{index}: Lucene failed on {what}: {text}") from None
 
 
-def open_searcher(
-    index: str | os.PathLike[str], k1: float = 0.9, b: float = 0.4, rm3: Rm3 | None = None
-) -> Any:
+def open_searcher(index: str | os.PathLike[str], k1: float = K1, b: float = B, rm3: Rm3 | None = None) -> Any:
     """A Java ``SimpleSearcher`` over ``index`` set to BM25 (``k1``, ``b``) and optionally RM3.
 
     Starts the JVM.
@@ -215,8 +242,8 @@ class Bm25(SearcherOwner, Stage):
     def __init__(
         self,
         index: str | os.PathLike[str],
-        k1: float = 0.9,
-        b: float = 0.4,
+        k1: float = K1,
+        b: float = B,
         rm3: Rm3 | None = None,
         k: int = 1000,
         threads: int = 1,

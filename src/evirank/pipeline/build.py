@@ -24,6 +24,7 @@ from typing import Any
 
 from evirank.pipeline.collection import Collection
 from evirank.pipeline.spec import PipelineSpec, PipelineSpecError
+from evirank.segment.budget import passage_budget
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +131,7 @@ def build_pipeline(
     Raises:
         PipelineSpecError: parts that do not fit together (e.g. stored vectors of another model).
     """
-    from evirank.rerank import FetchText, Rerank, passage_budget
+    from evirank.rerank import FetchText, Rerank
     from evirank.rerank.prune import Cascade
 
     if collection is None and spec.index is not None:
@@ -217,12 +218,13 @@ def _scorers(spec: PipelineSpec, vectors: Any, store: Any) -> tuple[Any, list[An
     """(the scorer stage, the scorers that read stored vectors)."""
     from evirank.score.multi import Scorers
 
-    options = spec.runtime.scorer_options()
+    options = dict(spec.scorer_options)
     built, readers = [], []
     for scorer_spec in spec.scorers:
         reads = vectors if scorer_spec.stores_passages and vectors is not None else None
         extra = {"vectors": reads} if reads is not None else {}
-        scorer = scorer_spec.build(**options, store=None if reads is not None else store, **extra)
+        runtime = spec.runtime.with_changes(store=None if reads is not None else store)
+        scorer = scorer_spec.build(runtime, **options, **extra)
         if reads is not None:
             readers.append(scorer)
         built.append((scorer_spec.label, scorer))
@@ -287,15 +289,16 @@ def query_encoder(spec: PipelineSpec, stored: Any) -> Any:
     family (its model), else the family's default model; another model than the vectors' is refused
     when searching.
     """
+    from evirank.config import Runtime
     from evirank.score.family import make_scorer
 
     made_by = str((stored.manifest.get("model") or {}).get("kind") or "") or None
     own = next((s for s in spec.scorers if s.family == made_by), None)
+    runtime = Runtime(
+        device=spec.runtime.device, max_length=spec.runtime.max_length if own is not None else None
+    )
     return make_scorer(
-        own.family if own is not None else made_by,
-        own.model if own is not None else None,
-        device=spec.runtime.device,
-        max_length=spec.runtime.max_length if own is not None else None,
+        own.family if own is not None else made_by, own.model if own is not None else None, runtime
     )
 
 
@@ -303,23 +306,11 @@ def _duo(spec: PipelineSpec, store: Any) -> Any:
     """The pairwise stage (None without ``duo``), sharing the score store."""
     if spec.duo is None or spec.duo_model is None:
         return None
-    from evirank.score.pairwise import Duo
+    from evirank.score.document_pairs import Duo
 
     family, model = duo_spec(spec.duo_model)
-    runtime = spec.runtime
-    precision: dict[str, Any] = {"dtype": runtime.dtype} if runtime.dtype != "auto" else {}
-    return Duo(
-        model,
-        spec.duo,
-        aggregate=spec.duo_aggregate,
-        family=family,
-        store=store,
-        device=runtime.device,
-        **precision,
-        batch_tokens=runtime.batch_tokens,
-        max_length=runtime.max_length,
-        ray=runtime.ray,
-    )
+    runtime = spec.runtime.with_changes(store=store)
+    return Duo(model, spec.duo, aggregate=spec.duo_aggregate, family=family, runtime=runtime)
 
 
 def duo_spec(text: str) -> tuple[str | None, str]:

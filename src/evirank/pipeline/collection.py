@@ -21,10 +21,12 @@ import threading
 from pathlib import Path
 from typing import Any, Self
 
+from evirank.config import SETTINGS
+
 logger = logging.getLogger(__name__)
 
-#: Anserini's BM25 defaults (k1, b).
-BM25_DEFAULTS = (0.9, 0.4)
+#: BM25's k1 and b when none are given (the settings table's).
+K1, B = SETTINGS.default("bm25")
 
 
 class Collection:
@@ -102,7 +104,7 @@ class Collection:
             out["examples"] = examples
         return out
 
-    def searcher(self, k1: float = BM25_DEFAULTS[0], b: float = BM25_DEFAULTS[1], rm3: Any = None) -> Any:
+    def searcher(self, k1: float = K1, b: float = B, rm3: Any = None) -> Any:
         """The Java searcher with these BM25 (and RM3) settings, opened on first use (starts the JVM)."""
         key = (float(k1), float(b), rm3)
         with self._lock:
@@ -117,8 +119,8 @@ class Collection:
         self,
         k: int = 1000,
         *,
-        k1: float = BM25_DEFAULTS[0],
-        b: float = BM25_DEFAULTS[1],
+        k1: float = K1,
+        b: float = B,
         rm3: Any = None,
         threads: int = 1,
         fetch_text: int = 0,

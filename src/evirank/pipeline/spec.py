@@ -5,7 +5,7 @@ index, depth ``k``), a text source (the index or a corpus), a segmenter, one or 
 families, each ``[LABEL=]FAMILY[:MODEL]``) with their weights, an optional cascade (a cheap scorer
 keeps each document's best passages), an aggregator, the number of documents re-ranked (``depth``)
 and an optional pairwise stage (``duo``). Every part is written in the one spec grammar
-(:mod:`evirank.spec`) and parsed here, when the spec is made, so a bad spec or a model that cannot
+(:mod:`evirank.grammar`) and parsed here, when the spec is made, so a bad spec or a model that cannot
 be read fails before any work. The same spec comes from flags (:mod:`evirank.pipeline.flags`),
 from a mapping (a conditions file) or from Python, and one function builds it
 (:func:`evirank.pipeline.build_pipeline`).
@@ -23,31 +23,26 @@ Example:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from evirank.errors import UsageError
-from evirank.segment.base import DEFAULT_MAX_PASSAGES
+from evirank.config import SETTINGS, Runtime, SettingError
 
 #: The largest first-stage depth Lucene accepts (a Java int).
 MAX_K = 2**31 - 1
-#: Anserini's BM25 defaults (k1, b).
-BM25_DEFAULTS = (0.9, 0.4)
 
 
-class PipelineSpecError(UsageError):
+class PipelineSpecError(SettingError):
     """A pipeline description that cannot run (said before anything is loaded)."""
 
 
-def _check_positive(name: str, value: Any, *, allow_none: bool = False, limit: int | None = None) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise PipelineSpecError(f"{name} must be a positive integer, found {value!r}")
-    if limit is not None and value > limit:
-        raise PipelineSpecError(f"{name} must be at most {limit:,}, found {value:,}")
+def _checked(name: str, value: Any) -> Any:
+    """``value`` of setting ``name``, checked by the settings table (a PipelineSpecError if it is bad)."""
+    try:
+        return SETTINGS.check(name, value)
+    except SettingError as exc:
+        raise PipelineSpecError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -68,12 +63,12 @@ class FirstStageSpec:
         ('interp:0.3', 'bm25')
     """
 
-    method: str = "bm25"
-    k: int = 1000
-    bm25: tuple[float, float] = BM25_DEFAULTS
+    method: str = SETTINGS.default("first_stage")
+    k: int = SETTINGS.default("k")
+    bm25: tuple[float, float] = SETTINGS.default("bm25")
     rm3: Any = None
     run: str | None = None
-    threads: int = 1
+    threads: int = SETTINGS.default("threads")
 
     def __post_init__(self) -> None:
         from evirank.firststage.build import parse_first_stage
@@ -82,10 +77,10 @@ class FirstStageSpec:
             object.__setattr__(self, "method", parse_first_stage(self.method))
         except ValueError as exc:
             raise PipelineSpecError(f"--first-stage: {exc}") from None
-        _check_positive("--k", self.k, limit=MAX_K)
-        _check_positive("--threads", self.threads)
-        k1, b = (float(v) for v in self.bm25)
-        if not (math.isfinite(k1) and k1 >= 0 and math.isfinite(b) and 0 <= b <= 1):
+        _checked("k", self.k)
+        _checked("threads", self.threads)
+        k1, b = _checked("bm25", tuple(self.bm25))
+        if not (k1 >= 0 and 0 <= b <= 1):
             raise PipelineSpecError(f"--bm25 K1 B: expected K1 >= 0 and B in [0, 1], found {k1} {b}")
         object.__setattr__(self, "bm25", (k1, b))
         if self.run is not None and self.method != "bm25":
@@ -121,47 +116,6 @@ class FirstStageSpec:
 
 
 @dataclass(frozen=True)
-class Runtime:
-    """Where and how models run (every scorer of the pipeline).
-
-    Attributes:
-        device: ``auto``, ``cpu``, ``cuda``, ``cuda:1``, ``mps``.
-        backend: a backend the scorers' families run on (``torch``, ``onnx``, ``onnx-int8``, ...).
-        dtype: the precision the models compute in: ``auto`` (each backend's default: bf16 on
-            GPUs, fp32 on CPUs), ``fp32``, ``bf16``, ``fp16``.
-        batch_tokens: token budget per batch (None: by device).
-        max_length: input token cap (None: each scorer's).
-        ray: :class:`~evirank.scale.RayOptions` to run the model on Ray (None: in this process).
-        options: other keyword options of the scorers (a family's own, e.g. an LLM's
-            ``instruction``), as (name, value) pairs.
-    """
-
-    device: str = "auto"
-    backend: str = "torch"
-    dtype: str = "auto"
-    batch_tokens: int | None = None
-    max_length: int | None = None
-    ray: Any = None
-    options: tuple[tuple[str, Any], ...] = ()
-
-    def __post_init__(self) -> None:
-        _check_positive("--batch-tokens", self.batch_tokens, allow_none=True)
-        _check_positive("--max-length", self.max_length, allow_none=True)
-
-    def scorer_options(self) -> dict[str, Any]:
-        """The keyword options every family's scorer takes (None: the family's default)."""
-        return {
-            "device": self.device,
-            "backend": self.backend,
-            **({"dtype": self.dtype} if self.dtype != "auto" else {}),
-            "batch_tokens": self.batch_tokens,
-            "max_length": self.max_length,
-            "ray": self.ray,
-            **dict(self.options),
-        }
-
-
-@dataclass(frozen=True)
 class PipelineSpec:
     """A whole re-ranking pipeline, every part parsed (see the module).
 
@@ -188,31 +142,33 @@ class PipelineSpec:
         duo: a pairwise stage over the top ``duo`` documents (None: none).
         duo_model: its model, ``[FAMILY:]MODEL``.
         duo_aggregate: how its pair probabilities become document scores: ``sum``, ``binary``,
-            ``min``, ``max`` (duoBERT) or ``sym-sum`` (duoT5; :data:`evirank.score.pairwise.DUO_AGGREGATES`).
+            ``min``, ``max`` (duoBERT) or ``sym-sum`` (duoT5;
+            :data:`evirank.score.document_pairs.DUO_AGGREGATES`).
         runtime: devices, backend, batching, Ray (:class:`Runtime`).
     """
 
     index: str | None = None
     corpus: str | None = None
     corpus_format: str | None = None
-    missing_docs: str = "error"
+    missing_docs: str = SETTINGS.default("missing_docs")
     first_stage: FirstStageSpec = field(default_factory=FirstStageSpec)
     scorers: tuple[Any, ...] = ()
     scorer_weights: tuple[tuple[str, float], ...] = ()
-    segment: Any = None
-    default_segment: str = "sentences"
-    max_passages: int = DEFAULT_MAX_PASSAGES
+    scorer_options: tuple[tuple[str, Any], ...] = ()
+    segment: Any = SETTINGS.default("segment")
+    default_segment: str = SETTINGS.default("default_segment")
+    max_passages: int = SETTINGS.default("max_passages")
     vectors: str | None = None
     prune: int | None = None
-    prune_by: str = "bm25"
-    aggregate: Any = "birch:3"
+    prune_by: str = SETTINGS.default("prune_by")
+    aggregate: Any = SETTINGS.default("aggregate")
     alpha: float | None = None
     weights: tuple[float, ...] | None = None
     normalise: str | None = None
-    depth: int = 100
+    depth: int = SETTINGS.default("depth")
     duo: int | None = None
     duo_model: str | None = None
-    duo_aggregate: str = "sym-sum"
+    duo_aggregate: str = SETTINGS.default("duo_aggregate")
     runtime: Runtime = field(default_factory=Runtime)
 
     def __post_init__(self) -> None:
@@ -223,15 +179,18 @@ class PipelineSpec:
 
         if self.index is not None and self.corpus is not None:
             raise PipelineSpecError("give one text source: --index DIR or --corpus PATH, not both")
-        if self.corpus_format is not None:
-            from evirank.io.corpus import CORPUS_FORMATS
-
-            if self.corpus_format not in CORPUS_FORMATS:
-                expected = ", ".join(CORPUS_FORMATS)
-                found = repr(self.corpus_format)
-                raise PipelineSpecError(f"--corpus-format must be one of {expected}, found {found}")
-        if self.missing_docs not in ("error", "keep"):
-            raise PipelineSpecError(f"--missing-docs must be error or keep, found {self.missing_docs!r}")
+        for name in (
+            "corpus_format",
+            "missing_docs",
+            "max_passages",
+            "depth",
+            "prune",
+            "alpha",
+            "duo_aggregate",
+        ):
+            object.__setattr__(self, name, _checked(name, getattr(self, name)))
+        if self.weights is not None:
+            object.__setattr__(self, "weights", tuple(_checked("weights", list(self.weights))))
         try:
             scorers = tuple(s if isinstance(s, ScorerSpec) else ScorerSpec.parse(s) for s in self.scorers)
             object.__setattr__(self, "scorers", scorers or (ScorerSpec.parse("auto"),))
@@ -255,10 +214,9 @@ class PipelineSpec:
                 )
             self.aggregator()  # alpha, weights and the scorer weights checked now
         except ValueError as exc:
+            if isinstance(exc, PipelineSpecError):
+                raise
             raise PipelineSpecError(str(exc)) from exc
-        _check_positive("--depth", self.depth)
-        if not isinstance(self.max_passages, int) or self.max_passages < 0:
-            raise PipelineSpecError(f"--max-passages must be 0 or more, found {self.max_passages!r}")
         self._check_cascade()
         if (self.duo is None) != (self.duo_model is None):
             raise PipelineSpecError("--duo K and --duo-model MODEL go together")
@@ -266,22 +224,20 @@ class PipelineSpec:
             isinstance(self.duo, bool) or not isinstance(self.duo, int) or self.duo < 2
         ):
             raise PipelineSpecError(f"--duo re-ranks at least 2 documents per query, found {self.duo}")
-        from evirank.score.pairwise import duo_aggregate
-
-        try:
-            duo_aggregate(self.duo_aggregate)
-        except ValueError as exc:
-            raise PipelineSpecError(f"--duo-aggregate: {exc}") from None
-        object.__setattr__(self, "duo_aggregate", str(self.duo_aggregate).strip().lower())
         if self.first_stage.run is None and self.index is None and self.first_stage.method != "bm25":
             raise PipelineSpecError("--first-stage retrieves from --index: give --index")
+        from evirank.score.devices import DeviceUnavailableError, check_device
+
+        try:
+            check_device(self.runtime.device)
+        except DeviceUnavailableError as exc:
+            raise PipelineSpecError(str(exc)) from None
 
     def _check_cascade(self) -> None:
         from evirank.rerank.prune import BM25, check_prune
 
         if self.prune is None:
             return
-        _check_positive("--prune", self.prune)
         try:
             check_prune(self.aggregator(), self.prune)
             if self.prune_by != BM25:
@@ -297,74 +253,68 @@ class PipelineSpec:
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any], **overrides: Any) -> PipelineSpec:
         """The spec of flag-like options (a parsed command line's ``vars(args)``, or a mapping read
-        from a conditions file): the keys are the flags' names (``-`` or ``_``), unknown keys are
-        ignored, and ``overrides`` win.
+        from a conditions file): the keys are the settings' names (``-`` or ``_``), a key that is
+        absent or None takes the setting's default (:data:`~evirank.config.SETTINGS`), unknown keys
+        are ignored, and ``overrides`` win.
 
         Raises:
             PipelineSpecError: a bad value, naming the flag.
         """
         given = {str(k).replace("-", "_"): v for k, v in {**options, **overrides}.items()}
 
-        def get(name: str, default: Any = None) -> Any:
-            value = given.get(name)
-            return default if value is None else value
+        def get(name: str) -> Any:
+            try:
+                return SETTINGS.value(given, name)
+            except SettingError as exc:
+                raise PipelineSpecError(str(exc)) from None
 
         scorers = _scorer_texts(get("scorer"), get("model"))
-        bm25 = get("bm25", BM25_DEFAULTS)
-        rm3 = get("rm3")
-        if rm3 is True:
-            from evirank.lucene.search import Rm3
-
-            rm3 = Rm3()
-        elif rm3 is False:
-            rm3 = None
-        ray = get("ray")
-        if isinstance(ray, str):
-            from evirank.scale import RayOptions
+        ray = given.get("ray")
+        if ray is None or isinstance(ray, str):
+            from evirank.scale.options import RayOptions
 
             try:
-                ray = RayOptions(ray, given.get("ray_workers"), get("ray_cpus", 1.0), get("ray_gpus", 0.0))
+                ray = RayOptions.from_mapping(given)
             except ValueError as exc:
-                raise PipelineSpecError(f"--ray: {exc}") from None
+                raise PipelineSpecError(
+                    f"--ray: {exc}" if not isinstance(exc, SettingError) else str(exc)
+                ) from None
+        try:
+            runtime = Runtime.from_mapping(given, ray=ray)
+        except SettingError as exc:
+            raise PipelineSpecError(str(exc)) from None
         weights = get("weights")
         return cls(
-            index=None if get("index") is None else str(get("index")),
-            corpus=None if get("corpus") is None else str(get("corpus")),
+            index=_path(get("index")),
+            corpus=_path(get("corpus")),
             corpus_format=get("corpus_format"),
-            missing_docs=get("missing_docs", "error"),
+            missing_docs=get("missing_docs"),
             first_stage=FirstStageSpec(
-                method=get("first_stage", "bm25"),
-                k=get("k", 1000),
-                bm25=tuple(bm25),
-                rm3=rm3,
-                run=None if get("run") is None else str(get("run")),
-                threads=get("threads", 1),
+                method=get("first_stage"),
+                k=get("k"),
+                bm25=tuple(get("bm25")),
+                rm3=_rm3(given.get("rm3")),
+                run=_path(get("run")),
+                threads=get("threads"),
             ),
             scorers=scorers,
             scorer_weights=_weights(get("scorer_weights")),
+            scorer_options=tuple(dict(given.get("scorer_options") or {}).items()),
             segment=get("segment"),
-            default_segment=get("default_segment", "sentences"),
-            max_passages=get("max_passages", DEFAULT_MAX_PASSAGES),
-            vectors=None if get("vectors") is None else str(get("vectors")),
+            default_segment=get("default_segment"),
+            max_passages=get("max_passages"),
+            vectors=_path(get("vectors")),
             prune=get("prune"),
-            prune_by=get("prune_by", "bm25"),
-            aggregate=get("aggregate", "birch:3"),
+            prune_by=get("prune_by"),
+            aggregate=get("aggregate"),
             alpha=get("alpha"),
-            weights=None if weights is None else tuple(float(w) for w in weights),
+            weights=None if weights is None else tuple(weights),
             normalise=get("normalise"),
-            depth=get("depth", 100),
+            depth=get("depth"),
             duo=get("duo"),
             duo_model=get("duo_model"),
-            duo_aggregate=get("duo_aggregate", "sym-sum"),
-            runtime=Runtime(
-                device=get("device", "auto"),
-                backend=get("backend", "torch"),
-                dtype=get("dtype", "auto") or "auto",
-                batch_tokens=get("batch_tokens"),
-                max_length=get("max_length"),
-                ray=ray,
-                options=tuple(dict(get("scorer_options", {})).items()),
-            ),
+            duo_aggregate=get("duo_aggregate"),
+            runtime=runtime,
         )
 
     def with_changes(self, **changes: Any) -> PipelineSpec:
@@ -447,6 +397,27 @@ class PipelineSpec:
             "max_length": self.runtime.max_length,
             "ray": None if self.runtime.ray is None else self.runtime.ray.to_dict(),
         }
+
+
+def _path(value: Any) -> str | None:
+    """A path given as text or as a path (None stays None)."""
+    return None if value is None else str(value)
+
+
+def _rm3(value: Any) -> Any:
+    """RM3 from a flag's words (``[]``: Anserini's defaults), a switch (True/False) or an Rm3."""
+    if value is None or value is False:
+        return None
+    from evirank.lucene.search import Rm3
+
+    if value is True:
+        return Rm3()
+    if isinstance(value, Rm3):
+        return value
+    try:
+        return Rm3.parse([str(v) for v in (value.split() if isinstance(value, str) else value)])
+    except (TypeError, ValueError) as exc:
+        raise PipelineSpecError(f"--rm3: {exc}") from None
 
 
 def _scorer_texts(scorer: Any, model: Any) -> tuple[str, ...]:

@@ -24,7 +24,7 @@ from evirank.report.analysis import (
 )
 from evirank.report.build import Report, ReportConfig, build_report, run_path
 from evirank.report.html import markdown_to_html
-from evirank.report.terms import STOPWORDS, contains_any, query_length, query_terms, s_stem, tokens
+from evirank.terms import STOPWORDS, contains_any, query_length, query_terms, s_stem, tokens
 
 __all__ = [
     "STOPWORDS",

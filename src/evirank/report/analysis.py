@@ -29,7 +29,7 @@ from evirank.errors import EvirankError
 from evirank.evaluate import Comparison, paired_ttest
 from evirank.evaluate.significance import Correction, Family
 from evirank.frames import MEASURE, QID, RUN, VALUE
-from evirank.report.terms import query_length
+from evirank.terms import query_length
 
 logger = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 Birch removed every sentence that contains a query term and re-ran the aggregation, to see how
 much of the gain comes from semantic rather than exact matching. Here the passages of an earlier
 ``evirank tune`` folder are read again (from its score store or passages file: no model runs),
-every passage holding a query term (:mod:`evirank.report.terms`: stopwords excluded, plurals
+every passage holding a query term (:mod:`evirank.terms`: stopwords excluded, plurals
 folded) is dropped, and the same aggregator is tuned again by cross-validation with the same
 folds, grid and metric.
 
@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from evirank.frames import DOCNO, PID, QID, QUERY, SCORE, TEXT, require_columns
-from evirank.report.terms import contains_any, query_terms
+from evirank.terms import contains_any, query_terms
 from evirank.tune.folds import read_folds
 from evirank.tune.grid import parse_grid
 from evirank.tune.runner import FOLDS_FILE, load_passages, load_record

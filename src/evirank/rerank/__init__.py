@@ -8,7 +8,7 @@
   :func:`rerank` runs it in one call.
 - :func:`parse_segment` / :func:`parse_aggregate` read the ``--segment`` and ``--aggregate`` specs
   (``sentences:prepend``, ``windows:150:75``, ``birch:3``, ``maxp``...); they are defined once, in
-  :mod:`evirank.segment.spec` and :mod:`evirank.aggregate.registry`.
+  :mod:`evirank.segment.segment_spec` and :mod:`evirank.aggregate.registry`.
 
 Importing this package loads neither torch nor the JVM.
 
@@ -30,12 +30,11 @@ from evirank.rerank.pipeline import (
     PASSAGE_FILE_COLUMNS,
     Rerank,
     RerankResult,
-    passage_budget,
     rerank,
     save_passages,
 )
 from evirank.rerank.timing import STAGES, StageTimings
-from evirank.segment.spec import parse_segment
+from evirank.segment.segment_spec import parse_segment
 
 __all__ = [
     "AGGREGATORS",
@@ -50,7 +49,6 @@ __all__ = [
     "StageTimings",
     "parse_aggregate",
     "parse_segment",
-    "passage_budget",
     "rerank",
     "save_passages",
 ]

@@ -7,7 +7,7 @@ one) and aggregated; the documents below ``depth`` follow in first-stage order
 
     Bm25(index, k=1000) % 100 >> FetchText(index=index) >> Sentences() >> CrossEncoder(m) >> Birch()
 
-:func:`parse_segment` (:mod:`evirank.segment.spec`) and :func:`parse_aggregate`
+:func:`parse_segment` (:mod:`evirank.segment.segment_spec`) and :func:`parse_aggregate`
 (:mod:`evirank.aggregate.registry`) turn the command's ``--segment`` and ``--aggregate`` specs into
 stages; they are defined once there and re-exported here.
 
@@ -67,25 +67,6 @@ PASSAGE_FILE_COLUMNS = (
     FIRST_STAGE_SCORE,
     FIRST_STAGE_RANK,
 )
-
-
-def passage_budget(scorer: Any) -> tuple[Any, int] | None:
-    """(tokenizer, tokens left for a passage) of a scorer that has ``passage_budget()``, else None.
-
-    For a cross-encoder: ``max_length - special tokens - query_max_tokens``; for a bi-encoder:
-    ``max_length - special tokens`` (:meth:`evirank.score.BiEncoder.passage_budget`). Loads the
-    tokenizer, not the model weights.
-
-    Example:
-        >>> from evirank.score import BiEncoder
-        >>> passage_budget(BiEncoder())[1]  # doctest: +SKIP
-        254
-    """
-    budget = getattr(scorer, "passage_budget", None)
-    if budget is None:
-        return None
-    tokenizer, room = budget()
-    return tokenizer, int(room)
 
 
 @dataclass
@@ -360,9 +341,9 @@ def describe_stage(stage: Any) -> str:
         >>> describe_stage(Windows(100, 50))
         'Windows(length=100, stride=50, title=True, max_title_words=50, max_passages=1000)'
     """
-    from evirank.stage import Pipeline
+    from evirank.stage import Chain
 
-    if isinstance(stage, Pipeline | Rerank):
+    if isinstance(stage, Chain | Rerank):
         return " >> ".join(describe_stage(s) for s in stage.stages)
     params = []
     for key, value in vars(stage).items():

@@ -240,7 +240,9 @@ class Cascade:
                 cheap = reader
             else:
                 stored = self.vectors if spec.stores_passages else None
-                cheap = spec.build(device=self.device, vectors=stored)
+                from evirank.config import Runtime
+
+                cheap = spec.build(Runtime(device=self.device), vectors=stored)
         checked = reader if reader is not None else cheap
         if checked is not None and (checked is reader or getattr(checked, "vectors", None) is not None):
             self.check(segmenter, checked)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from evirank._extras import require
+from evirank.extras import require
 from evirank.scale.engine import connect, worker_count
 from evirank.scale.options import RayOptions
 

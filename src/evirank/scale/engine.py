@@ -23,12 +23,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from evirank._extras import require
-from evirank.scale.options import RayOptions
+from evirank.extras import require
+
+if TYPE_CHECKING:
+    from evirank.scale.options import RayOptions
 
 logger = logging.getLogger(__name__)
 
@@ -219,6 +221,7 @@ def run_blocks(
     positions: np.ndarray,
     stats: Any,
     desc: str,
+    options: RayOptions,
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Run ``scorer``'s model on Ray over the items at ``positions``, yielding each block's results.
 
@@ -226,11 +229,12 @@ def run_blocks(
     that was stored whole is skipped and the others run exactly as they would have at first.
 
     Args:
-        scorer: a scorer of any family with ``ray`` set (prepared: its settings known).
+        scorer: a scorer of any family (prepared: its settings known).
         columns: input column name -> (item numbers, indices into ``positions``) -> their texts.
         positions: increasing positions of the items in the scorer's own order (all distinct pairs).
         stats: the scorer's :class:`ScoringStats`, updated with the workers' counters.
         desc: progress bar label.
+        options: where and how wide it runs.
 
     Yields:
         ``(items, values)`` per finished block, in completion order: ``items`` index ``positions``
@@ -238,7 +242,6 @@ def run_blocks(
     """
     from evirank.progress import progress_bar
 
-    options: RayOptions = scorer.ray
     ray = connect(options)
     block_items = max(1, int(scorer.chunk_items)) * options.blocks_per_task
     n_items = len(positions)

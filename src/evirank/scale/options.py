@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from evirank.config import SETTINGS
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,37 @@ class RayOptions:
             raise ValueError(f"blocks_per_task must be at least 1, found {self.blocks_per_task}")
         object.__setattr__(self, "cpus_per_worker", float(self.cpus_per_worker))
         object.__setattr__(self, "gpus_per_worker", float(self.gpus_per_worker))
+
+    @classmethod
+    def from_mapping(cls, options: Mapping[str, Any]) -> RayOptions | None:
+        """The options of the ``--ray`` settings in ``options`` (a parsed command line, a conditions
+        entry); None without ``ray``.
+
+        Raises:
+            SettingError: a bad value, naming its flag.
+
+        Example:
+            >>> RayOptions.from_mapping({"ray": "local", "ray_workers": 2}).workers
+            2
+            >>> RayOptions.from_mapping({}) is None
+            True
+        """
+        address = SETTINGS.value(options, "ray")
+        if address is None:
+            return None
+        return cls(
+            address,
+            SETTINGS.value(options, "ray_workers"),
+            SETTINGS.value(options, "ray_cpus"),
+            SETTINGS.value(options, "ray_gpus"),
+        )
+
+    def run_blocks(self, scorer: Any, columns: Any, items: Any, stats: Any, *, desc: str) -> Iterator[Any]:
+        """Run ``scorer.compute_block`` over ``items`` on Ray actors, block by block
+        (:func:`evirank.scale.engine.run_blocks`); yields ``(items, outputs)`` per finished block."""
+        from evirank.scale.engine import run_blocks
+
+        yield from run_blocks(scorer, columns, items, stats, desc=desc, options=self)
 
     def to_dict(self) -> dict[str, Any]:
         """The options as a plain dict (for run records)."""

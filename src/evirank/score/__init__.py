@@ -1,15 +1,18 @@
 """Scoring (query, passage) pairs: model families behind one registry, and a persistent score store.
 
 Every family's scorer is a Stage: Passages in, Passages + ``score`` out. ``make_scorer(family,
-model)`` builds one by the family's name (``cross``, ``bi``, ``seq2seq``, ``llm``, ``colbert``, ...;
-``auto`` tells it from the model's files); ``CrossEncoder(model)`` and ``BiEncoder(model)`` are the
-two classic ones. Torch and transformers are imported on first use, so importing this package stays light.
-With ``store=`` a SQLite file, a folder or a URL of Parquet shards (:func:`open_store`), scores are
-reused across runs and an interrupted run resumes; :func:`explain` shows a document's passages, best first.
+model, runtime)`` builds one by the family's name (``cross``, ``bi``, ``seq2seq``, ``llm``, ``colbert``,
+...; ``auto`` tells it from the model's files); ``CrossEncoder(model, runtime)`` and
+``BiEncoder(model, runtime)`` are the two classic ones. The runtime (:class:`evirank.config.Runtime`)
+says where and how models run; with its ``store`` a SQLite file, a folder or a URL of Parquet shards
+(:func:`open_store`), scores are reused across runs and an interrupted run resumes. Torch and
+transformers are imported on first use, so importing this package stays light; :func:`explain`
+shows a document's passages, best first.
 
 Example:
-    >>> from evirank.score import CrossEncoder, ScoreStore
-    >>> scorer = CrossEncoder("models/minilm-mb", store="runs/scores.sqlite")  # doctest: +SKIP
+    >>> from evirank.config import Runtime
+    >>> from evirank.score import CrossEncoder
+    >>> scorer = CrossEncoder("models/minilm-mb", Runtime(store="runs/scores.sqlite"))  # doctest: +SKIP
     >>> scored = scorer(passages)  # doctest: +SKIP
 """
 
@@ -38,9 +41,10 @@ from evirank.score.family import (
     make_scorer,
     register_family,
 )
-from evirank.score.pairs import PairScorer
-from evirank.score.store import FingerprintError, ScoreStore, Store, open_store, text_hash
+from evirank.score.query_passage import PairScorer
+from evirank.score.store import FingerprintError, ScoreStore, Store, text_hash
 from evirank.score.store_parquet import ParquetScoreStore
+from evirank.score.stores import open_store
 
 __all__ = [
     "DEFAULT_BI_ENCODER_HUB_ID",

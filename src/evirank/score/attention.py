@@ -41,12 +41,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from evirank._extras import require
 from evirank.errors import UsageError
+from evirank.extras import require
 
 if TYPE_CHECKING:
     from evirank.score.backends import TokenBatch
-    from evirank.score.pairs import PairScorer
+    from evirank.score.query_passage import PairScorer
     from evirank.score.tokenize import TokenPieces
 
 logger = logging.getLogger(__name__)
@@ -432,7 +432,7 @@ def joint_attention(
     note: str,
 ) -> AttentionView:
     """The attention view of a joint-input family: the (query, passage) input as scoring builds it
-    (:meth:`~evirank.score.pairs.PairScorer.joint_input`), run by ``run`` (each layer's
+    (:meth:`~evirank.score.query_passage.PairScorer.joint_input`), run by ``run`` (each layer's
     ``[heads, seq, seq]`` attention, and the score when it computes one), sliced to query rows and
     passage columns."""
     joint = scorer.joint_input(query, text)

@@ -26,7 +26,7 @@ from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from evirank._extras import require
+from evirank.extras import require
 from evirank.score.devices import resolve_device, resolve_precision
 
 logger = logging.getLogger(__name__)
@@ -97,8 +97,18 @@ class Backend(ABC):
 
     @classmethod
     @abstractmethod
-    def load(cls, model_dir: Path, task: Task | ModelHead, device: str, precision: str) -> Backend:
-        """Load the model in ``model_dir`` for ``task`` on a resolved device and precision.
+    def load(
+        cls,
+        model_dir: Path,
+        task: Task | ModelHead,
+        device: str,
+        precision: str,
+        *,
+        threads: int | None = None,
+    ) -> Backend:
+        """Load the model in ``model_dir`` for ``task`` on a resolved device and precision, with
+        ``threads`` CPU threads (None: the engine's own choice; :class:`evirank.config.Runtime`'s
+        ``model_threads``).
 
         A backend that cannot run a family's :class:`ModelHead` raises ``ValueError`` saying so.
         """
@@ -208,9 +218,19 @@ class TorchBackend(Backend):
         return cls(model, task, device, precision)
 
     @classmethod
-    def load(cls, model_dir: Path, task: Task | ModelHead, device: str, precision: str) -> TorchBackend:
+    def load(
+        cls,
+        model_dir: Path,
+        task: Task | ModelHead,
+        device: str,
+        precision: str,
+        *,
+        threads: int | None = None,
+    ) -> TorchBackend:
         torch = require("torch", "torch")
         transformers = require("transformers", "torch")
+        if threads is not None:  # torch's intra-op threads are the process's, not the model's
+            torch.set_num_threads(threads)
         if not isinstance(task, str):  # a family's own module
             module, missing_keys = task.load_torch(model_dir)
             module.to(device=device, dtype=torch.float32)

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from evirank._extras import require
+from evirank.extras import require
 
 logger = logging.getLogger(__name__)
 

@@ -7,9 +7,14 @@ Example:
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
+import platform
+import re
+import sys
 
-from evirank._extras import require
+from evirank.errors import UsageError
+from evirank.extras import require
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +33,92 @@ _PRECISIONS = {
 #: batches stay in cache: MiniLM-L6 on 2 idle cores scored 196 pairs/s at 2048 tokens, 191 at
 #: 4096 and 167 at 8192 (benchmarks/scoring.py, docs/speed.md).
 DEFAULT_BATCH_TOKENS = {"cpu": 2048, "mps": 16384, "cuda": 65536}
+
+
+class DeviceUnavailableError(UsageError):
+    """A device this machine does not have (said when the pipeline is described, before any work)."""
+
+
+#: How a device is written: ``auto``, ``cpu``, ``mps``, ``cuda`` or ``cuda:N``.
+DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+
+
+def check_device(device: str) -> str:
+    """``device`` if this machine can run models there, else a clear error; fast (no torch import).
+
+    ``cuda`` needs a CUDA build of torch and a driver that sees a GPU (probed with the driver
+    library itself, in milliseconds); ``cuda:N`` needs more than N GPUs; ``mps`` needs Apple
+    silicon. ``auto`` and ``cpu`` are always available.
+
+    Raises:
+        DeviceUnavailableError: saying what is missing and what to write instead.
+
+    Example:
+        >>> check_device("cpu")
+        'cpu'
+        >>> check_device("gpu")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        evirank.score.devices.DeviceUnavailableError: --device: expected auto, cpu, cuda, ... found 'gpu'
+    """
+    if not DEVICE.match(str(device)):
+        raise DeviceUnavailableError(f"--device: expected auto, cpu, cuda, cuda:N or mps, found {device!r}")
+    if device in ("auto", "cpu"):
+        return device
+    if device == "mps":
+        if sys.platform != "darwin" or platform.machine() != "arm64":
+            raise DeviceUnavailableError(
+                "--device mps: this machine has no Apple GPU; write --device cpu or auto"
+            )
+        return device
+    build = _torch_build()
+    if build is None:
+        raise DeviceUnavailableError(
+            f"--device {device}: torch is not installed (pip install 'evirank[torch]', a CUDA build of torch)"
+        )
+    if "+cpu" in build:
+        raise DeviceUnavailableError(
+            f"--device {device}: the installed torch {build} is a CPU-only build; install a CUDA build, or "
+            "write --device cpu or auto"
+        )
+    count = cuda_device_count()
+    wanted = int(device.partition(":")[2] or 0)
+    if count <= wanted:
+        seen = "no CUDA GPU" if count == 0 else f"{count} CUDA GPU{'s' if count > 1 else ''}"
+        raise DeviceUnavailableError(
+            f"--device {device}: this machine has {seen}; write --device cpu or auto"
+        )
+    return device
+
+
+def _torch_build() -> str | None:
+    """The installed torch's version (``2.13.0+cpu``), read from its metadata, or None."""
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def cuda_device_count() -> int:
+    """The GPUs the CUDA driver sees (0 without a driver), asked of the driver library directly:
+    importing torch to ask would take seconds.
+
+    Example:
+        >>> cuda_device_count() >= 0
+        True
+    """
+    import ctypes
+
+    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll", "libcuda.dylib"):
+        try:
+            driver = ctypes.CDLL(name)
+        except OSError:
+            continue
+        count = ctypes.c_int(0)
+        if driver.cuInit(0) != 0 or driver.cuDeviceGetCount(ctypes.byref(count)) != 0:
+            return 0
+        return int(count.value)
+    return 0
 
 
 def normalise_precision(dtype: str) -> str:

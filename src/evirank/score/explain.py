@@ -24,7 +24,8 @@ import pandas as pd
 
 from evirank.errors import EvirankError
 from evirank.frames import DOCNO, PID, QID, RANK, SCORE, TEXT, require_columns
-from evirank.score.store import FINGERPRINT, FingerprintError, Store, open_store
+from evirank.score.store import FINGERPRINT, FingerprintError, Store
+from evirank.score.stores import open_store
 
 if TYPE_CHECKING:
     from evirank.score.attention import AttentionView
@@ -107,9 +108,7 @@ class ScorerUnavailableError(EvirankError, LookupError):
 
 #: Constructor parameters never taken from a stored description (they do not change a score, or
 #: they name this machine's resources).
-_NOT_REBUILT = frozenset(
-    {"model", "device", "dtype", "store", "ray", "batch_tokens", "commit_every", "vectors"}
-)
+_NOT_REBUILT = frozenset({"model", "runtime", "vectors"})
 
 
 def rebuild_scorer(store: Store, fingerprint: str, *, device: str = "cpu") -> Any:
@@ -125,6 +124,7 @@ def rebuild_scorer(store: Store, fingerprint: str, *, device: str = "cpu") -> An
         >>> rebuild_scorer(store, fp).family  # doctest: +SKIP
         'cross'
     """
+    from evirank.config import Runtime
     from evirank.score.family import get_family, make_scorer
 
     table = store.fingerprints().set_index(FINGERPRINT)
@@ -139,8 +139,13 @@ def rebuild_scorer(store: Store, fingerprint: str, *, device: str = "cpu") -> An
     except (TypeError, ValueError):
         taken = set()
     options = {k: v for k, v in described.items() if k in taken and k not in _NOT_REBUILT}
+    runtime = Runtime(
+        device=device,
+        backend=str(described.get("backend") or "torch"),
+        max_length=described.get("max_length"),
+    )
     try:
-        scorer = make_scorer(family, described["model"], device=device, **options)
+        scorer = make_scorer(family, described["model"], runtime, **options)
         if scorer.fingerprint != fingerprint:
             scorer.load()  # a model with randomly initialised parts knows its fingerprint once loaded
     except (OSError, ValueError) as exc:

@@ -5,7 +5,7 @@ by an ``evirank.families`` entry point) that builds a :class:`Family` and passes
 :func:`register_family`. The family says how its scorer is made (its scorer class: how it loads a
 model, formats inputs, turns outputs into one relevance score per input), which backends it runs
 on, whether a passage's representation can be computed once at indexing time, which training
-objective it has, and how to recognise its models from their files. Everything else (the score
+recipe it has (by name), and how to recognise its models from their files. Everything else (the score
 store and fingerprints, batching, devices, Ray, the cascade, serve, explain, tune) is generic and
 reads only this record and the public :class:`Scorer` protocol.
 
@@ -33,6 +33,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import pandas as pd
 
+from evirank.config import Runtime
 from evirank.errors import UsageError
 
 logger = logging.getLogger(__name__)
@@ -139,7 +140,9 @@ class Family:
 
     Attributes:
         name: the family's name, as written in specs (``--scorer NAME``, ``NAME:MODEL``).
-        scorer: the scorer class (or factory): ``scorer(model, **options)`` gives a :class:`Scorer`.
+        scorer: the scorer class (or factory): ``scorer(model, runtime, **options)`` gives a
+            :class:`Scorer` (``runtime``: a :class:`~evirank.config.Runtime`; ``options``: the
+            family's own).
         summary: one line for listings and help texts.
         claims: how strongly the family recognises a model from its files (0: not at all;
             higher wins; a tie between families is ambiguous and asks for ``--scorer``).
@@ -147,7 +150,10 @@ class Family:
         needs_model: whether a model must be named (False: the scorer has a default model).
         stores_passages: whether a passage's representation can be computed once at indexing time
             and stored beside the index (bi-encoder vectors, late-interaction token vectors).
-        objective: the training objective ``evirank train`` uses for this family (None: not trainable).
+        recipe: how ``evirank train`` fine-tunes the family's models, named as ``"module:factory"``
+            (a :class:`evirank.train.recipe.Recipe` factory, imported only when training; None: not
+            trainable). The family names it and :mod:`evirank.train` looks it up, so scoring never
+            imports training code.
         pairwise: whether the model compares two passages for a query (a ``Duo`` stage's model)
             instead of scoring one.
 
@@ -163,7 +169,7 @@ class Family:
     backends: tuple[str, ...] = ("torch",)
     needs_model: bool = True
     stores_passages: bool = False
-    objective: str | None = None
+    recipe: str | None = None
     pairwise: bool = False
 
 
@@ -298,29 +304,33 @@ def resolve_family(name: str | None, model: str | os.PathLike[str] | None) -> Fa
 def make_scorer(
     family: str | Family | None,
     model: str | os.PathLike[str] | None,
+    runtime: Runtime | None = None,
     **options: Any,
-) -> Any:
+) -> Scorer:
     """Build the scorer of ``family`` (a name, ``auto``/None to detect) for ``model``.
 
-    ``options`` are the scorer's keyword arguments (``store``, ``device``, ``backend``, ...); those
-    left at ``None`` are not passed, so each family keeps its own defaults.
+    ``runtime`` is where and how it runs (:class:`~evirank.config.Runtime`; None: the defaults);
+    ``options`` are the family's own keyword arguments (an LLM's ``instruction``, a bi-encoder's
+    ``vectors``); those left at ``None`` are not passed, so each family keeps its own defaults.
 
     Raises:
         UnknownFamilyError: as :func:`resolve_family`, or a backend the family does not run on.
 
     Example:
-        >>> make_scorer("bi", None, device="cpu").family
+        >>> from evirank.config import Runtime
+        >>> make_scorer("bi", None, Runtime(device="cpu")).family
         'bi'
     """
     chosen = family if isinstance(family, Family) else resolve_family(family, model)
-    backend = options.get("backend")
-    if backend is not None and backend not in chosen.backends:
+    runtime = Runtime() if runtime is None else runtime
+    if runtime.backend not in chosen.backends:
         raise UnknownFamilyError(
             f"the {chosen.name} family runs on the {', '.join(chosen.backends)} backend"
-            f"{'s' if len(chosen.backends) > 1 else ''}, not {backend!r}"
+            f"{'s' if len(chosen.backends) > 1 else ''}, not {runtime.backend!r}"
         )
     given = {key: value for key, value in options.items() if value is not None}
-    return chosen.scorer(model, **given)
+    scorer: Scorer = chosen.scorer(model, runtime, **given)
+    return scorer
 
 
 def family_of(scorer: Any) -> Family:

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from evirank._extras import require
+from evirank.extras import require
 
 logger = logging.getLogger(__name__)
 

@@ -30,8 +30,10 @@ from typing import Any
 import pandas as pd
 
 from evirank.aggregate.evidence import EvidenceSpecError, check_labels, evidence_column
+from evirank.config import Runtime
 from evirank.frames import SCORE
-from evirank.spec import parse_spec
+from evirank.grammar import parse_spec
+from evirank.segment.budget import passage_budget
 from evirank.stage import Stage
 
 logger = logging.getLogger(__name__)
@@ -80,12 +82,12 @@ class ScorerSpec:
     def __str__(self) -> str:
         return f"{self.label}={self.family}" + (f":{self.model}" if self.model else "")
 
-    def build(self, **options: Any) -> Any:
+    def build(self, runtime: Runtime | None = None, **options: Any) -> Any:
         """The scorer of this spec (:func:`~evirank.score.family.make_scorer`; options left None are
         the family's defaults)."""
         from evirank.score.family import make_scorer
 
-        return make_scorer(self.family, self.model, **options)
+        return make_scorer(self.family, self.model, runtime, **options)
 
     @property
     def stores_passages(self) -> bool:
@@ -191,7 +193,6 @@ class Scorers(Stage):
 
     def passage_budget(self) -> tuple[Any, int]:
         """The tightest room for a passage among the scorers (so every scorer sees whole passages)."""
-        from evirank.rerank.pipeline import passage_budget
 
         budgets = [b for b in (passage_budget(s) for s in self.scorers) if b is not None]
         if not budgets:
@@ -200,8 +201,8 @@ class Scorers(Stage):
 
     @property
     def stats_(self) -> Any:
-        """The scorers' counters summed (:class:`~evirank.score._base.ScoringStats`), or None."""
-        from evirank.score._base import ScoringStats
+        """The scorers' counters summed (:class:`~evirank.score.transformer.ScoringStats`), or None."""
+        from evirank.score.transformer import ScoringStats
 
         parts = [getattr(s, "stats_", None) for s in self.scorers]
         parts = [p for p in parts if p is not None]

@@ -18,7 +18,7 @@ parameters (a missing head) is exported afresh each time and never cached.
 
 Example:
     >>> from evirank.score import CrossEncoder
-    >>> fast = CrossEncoder("models/minilm-scifact", backend="onnx-int8")  # doctest: +SKIP
+    >>> fast = CrossEncoder("models/minilm-scifact", Runtime(backend="onnx-int8"))  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from evirank._extras import require
+from evirank.extras import require
 from evirank.score import cls_only
 from evirank.score.backends import Backend, ModelHead, Task, TokenBatch, register_backend
 from evirank.score.fingerprint import file_sha256, weight_files
@@ -425,7 +425,15 @@ class OnnxBackend(Backend):
         return "cpu", wanted
 
     @classmethod
-    def load(cls, model_dir: Path, task: Task | ModelHead, device: str, precision: str) -> OnnxBackend:
+    def load(
+        cls,
+        model_dir: Path,
+        task: Task | ModelHead,
+        device: str,
+        precision: str,
+        *,
+        threads: int | None = None,
+    ) -> OnnxBackend:
         if not isinstance(task, str):
             raise ValueError(
                 f"the {cls.name!r} backend exports classifiers and embedding models only; "
@@ -433,7 +441,7 @@ class OnnxBackend(Backend):
             )
         ort = require("onnxruntime", "onnx")
         export = onnx_export(model_dir, task, quantize=cls.quantize)
-        threads = default_threads()
+        threads = threads or default_threads()
         streams = default_streams(threads)
         try:
             session = _session(export.path, ort, threads=max(1, threads // streams))

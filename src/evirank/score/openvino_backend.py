@@ -24,7 +24,7 @@ Precision:
 
 Example:
     >>> from evirank.score import CrossEncoder
-    >>> fast = CrossEncoder("models/minilm-scifact", backend="openvino-int8")  # doctest: +SKIP
+    >>> fast = CrossEncoder("models/minilm-scifact", Runtime(backend="openvino-int8"))  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from evirank._extras import require
+from evirank.extras import require
 from evirank.score import cls_only
 from evirank.score.backends import Backend, ModelHead, Task, TokenBatch, register_backend
 from evirank.score.calibration import CALIBRATION_PAIRS, calibration_digest
@@ -214,7 +214,15 @@ class OpenVinoBackend(Backend):
         raise ValueError(f"the {cls.name!r} backend computes in fp32 or bf16, found dtype={dtype!r}")
 
     @classmethod
-    def load(cls, model_dir: Path, task: Task | ModelHead, device: str, precision: str) -> OpenVinoBackend:
+    def load(
+        cls,
+        model_dir: Path,
+        task: Task | ModelHead,
+        device: str,
+        precision: str,
+        *,
+        threads: int | None = None,
+    ) -> OpenVinoBackend:
         if not isinstance(task, str):
             raise ValueError(
                 f"the {cls.name!r} backend exports classifiers and embedding models only; "
@@ -229,7 +237,7 @@ class OpenVinoBackend(Backend):
             )
         finally:
             discard(export)  # the model is in memory now
-        threads = default_threads()
+        threads = threads or default_threads()
         streams = default_streams(threads)
         float_precision = "bf16" if precision == "bf16" or precision.endswith("+bf16") else "fp32"
         compiled = _compile(model, float_precision, threads, streams)

@@ -21,8 +21,8 @@ Example:
 from __future__ import annotations
 
 from evirank.segment.base import Segmenter
+from evirank.segment.segment_spec import SegmentSpec, SegmentSpecError, parse_segment, spec_of
 from evirank.segment.sentences import Sentences, count_tokens_with
-from evirank.segment.spec import SegmentSpec, SegmentSpecError, parse_segment, spec_of
 from evirank.segment.whole import Whole
 from evirank.segment.windows import Windows, window_starts
 

@@ -29,7 +29,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from evirank._extras import require
+from evirank.extras import require
 from evirank.segment._units import (
     TokenCounter,
     align_sentences,

@@ -31,9 +31,8 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from evirank import __version__
-from evirank._extras import require
 from evirank.errors import UsageError
+from evirank.extras import require
 from evirank.serve.config import BadRequest, ServeConfig
 from evirank.serve.searcher import (
     DocumentNotFound,
@@ -43,6 +42,7 @@ from evirank.serve.searcher import (
     SearchResult,
     SearchTimeout,
 )
+from evirank.version import __version__
 
 if TYPE_CHECKING:
     from fastapi import FastAPI

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from evirank.frames import Document
-from evirank.segment.spec import SegmentSpec, SegmentSpecError
+from evirank.segment.segment_spec import SegmentSpec, SegmentSpecError
 from evirank.serve.searcher import Searcher
 
 logger = logging.getLogger(__name__)

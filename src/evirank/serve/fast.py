@@ -195,7 +195,7 @@ class BatchedQueries(Stage):
             return list(self.scorer.embed_exact(texts))
 
     def _embed_together(self, texts: list[str]) -> Any:
-        from evirank.score._base import ScoringStats
+        from evirank.score.transformer import ScoringStats
 
         with self._model:
             return self.scorer._embed_distinct(texts, ScoringStats(), None, None)

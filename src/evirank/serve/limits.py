@@ -20,7 +20,7 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-from evirank._extras import require
+from evirank.extras import require
 
 MAX_REQUEST_LINE = 16_384
 """Bytes allowed in a request line; a longer URL is answered 414 (queries are far shorter)."""

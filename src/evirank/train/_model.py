@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from evirank._extras import require
+from evirank.extras import require
 
 if TYPE_CHECKING:
     import torch
@@ -150,13 +150,18 @@ def adopted_scorer(
         >>> from evirank.score import CrossEncoder  # doctest: +SKIP
         >>> scorer = adopted_scorer(CrossEncoder, model, tokenizer, 128, 32, "cpu", False)  # doctest: +SKIP
     """
-    scorer = cls(
-        str(getattr(model.config, "_name_or_path", "") or "in-memory model"),
-        max_length=max_length,
-        query_max_tokens=min(64, max(1, max_length // query_share)),
-        batch_tokens=max(1, batch_size) * max_length,
+    from evirank.config import Runtime
+
+    runtime = Runtime(
         device=device,
         dtype="auto" if bf16 else "fp32",
+        batch_tokens=max(1, batch_size) * max_length,
+        max_length=max_length,
+    )
+    scorer = cls(
+        str(getattr(model.config, "_name_or_path", "") or "in-memory model"),
+        runtime,
+        query_max_tokens=min(64, max(1, max_length // query_share)),
     )
     scorer.adopt(model, tokenizer)
     return scorer

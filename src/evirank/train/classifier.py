@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from evirank._extras import require
+from evirank.extras import require
 from evirank.frames import DOCNO, LABEL, PID, QID, QUERY, TEXT
 from evirank.train import _model
 from evirank.train.listwise import Listwise, listwise_items

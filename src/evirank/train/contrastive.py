@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from evirank._extras import require
+from evirank.extras import require
 from evirank.frames import QID, QUERY, TEXT
 from evirank.score.backends import mean_pooled
 from evirank.train.config import TrainConfig
@@ -199,18 +199,18 @@ def predict_similarity(
 
     The model in memory is used as inference would (eval mode while scoring, its mode restored).
     """
+    from evirank.config import Runtime
     from evirank.frames import DOCNO, PID, SCORE
     from evirank.score import BiEncoder
 
     name = str(getattr(model.config, "_name_or_path", "") or "in-memory model")
-    scorer = BiEncoder(
-        name,
-        max_length=max_length,
-        batch_tokens=max(1, batch_size) * max_length,
+    runtime = Runtime(
         device=device,
         dtype="auto" if bf16 else "fp32",
-        cache_embeddings=False,
+        batch_tokens=max(1, batch_size) * max_length,
+        max_length=max_length,
     )
+    scorer = BiEncoder(name, runtime, cache_embeddings=False)
     scorer.adopt(model, tokenizer)
     ids = [str(i) for i in range(len(queries))]
     frame = pd.DataFrame({QID: ids, QUERY: list(queries), DOCNO: ids, PID: 0, TEXT: list(texts)})

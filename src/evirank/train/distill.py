@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from evirank._extras import require
+from evirank.extras import require
 from evirank.frames import LABEL, QID, QUERY, TEXT, require_columns
 from evirank.outputs import atomic_file
 from evirank.record import write_record

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
+from evirank.config import Runtime
 from evirank.stage import Estimator
 from evirank.train.classifier import train_cross_encoder
 from evirank.train.config import TrainConfig
@@ -33,8 +33,9 @@ class FineTunedCrossEncoder(Estimator):
         config: the training hyper-parameters; ``config.seed`` is the source of randomness.
         overwrite: replace an existing ``output_dir`` when fitting.
         resume: continue an interrupted fit (or reuse a completed one) in ``output_dir``.
-        scorer: keyword arguments of :class:`evirank.score.CrossEncoder` (device, max_length,
-            store...).
+        runtime: where the fitted model scores (:class:`evirank.config.Runtime`: device, input cap,
+            score store, ...).
+        query_max_tokens: the query's token cap when it scores.
 
     Attributes:
         result_: the :class:`TrainResult` of ``fit``.
@@ -48,13 +49,15 @@ class FineTunedCrossEncoder(Estimator):
         *,
         overwrite: bool = False,
         resume: bool = False,
-        scorer: dict[str, Any] | None = None,
+        runtime: Runtime | None = None,
+        query_max_tokens: int = 64,
     ) -> None:
         self.output_dir = output_dir
         self.config = config
         self.overwrite = overwrite
         self.resume = resume
-        self.scorer = scorer
+        self.runtime = runtime
+        self.query_max_tokens = query_max_tokens
 
     def fit(self, examples: pd.DataFrame, validation: pd.DataFrame | None = None) -> FineTunedCrossEncoder:
         """Train on ``examples`` (validated on ``validation``) and keep the model's path."""
@@ -75,4 +78,6 @@ class FineTunedCrossEncoder(Estimator):
             raise RuntimeError("FineTunedCrossEncoder: call fit(examples) before transform")
         from evirank.score import CrossEncoder
 
-        return CrossEncoder(self.model_path_, **(self.scorer or {})).transform(frame)
+        return CrossEncoder(self.model_path_, self.runtime, query_max_tokens=self.query_max_tokens).transform(
+            frame
+        )

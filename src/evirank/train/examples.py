@@ -575,7 +575,7 @@ def read_pairs(
         >>> read_pairs(p)[["query", "label"]].values.tolist()
         [['bbc cuts', 1]]
     """
-    from evirank.io._common import input_file, iter_lines, type_name
+    from evirank.io.files import input_file, iter_lines, type_name
 
     path = input_file(path, "a pair file (.tsv or .jsonl)")
     name = source or path.name

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from evirank._extras import require
+from evirank.extras import require
 from evirank.frames import LABEL, QID, QUERY, SOURCE, TEXT, require_columns
 from evirank.score import relevance_from_logits
 from evirank.train import _model

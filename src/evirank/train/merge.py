@@ -36,8 +36,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from evirank._extras import require
 from evirank.errors import UsageError
+from evirank.extras import require
 from evirank.outputs import atomic_output
 from evirank.score.fingerprint import file_sha256, resolve_model_dir, weight_files
 

@@ -50,7 +50,7 @@ import pandas as pd
 
 from evirank.errors import InputPathError, UsageError
 from evirank.frames import DOCNO, QID, RANK, SCORE, make_run, natural_order, require_columns, sort_run
-from evirank.spec import SpecError, parse_spec
+from evirank.grammar import SpecError, parse_spec
 
 logger = logging.getLogger(__name__)
 
@@ -137,6 +137,7 @@ def open_vectors(path: str | os.PathLike[str]) -> Any:
 
 def _bi_encoder_of(vectors: Any, device: str | None) -> Any:
     """The bi-encoder that made ``vectors`` (from its manifest), checked by fingerprint."""
+    from evirank.config import Runtime
     from evirank.score import BiEncoder
 
     model = dict(vectors.identity.model)
@@ -145,8 +146,7 @@ def _bi_encoder_of(vectors: Any, device: str | None) -> Any:
         raise UsageError(f"{vectors.path}: the manifest does not name the model that made the vectors")
     scorer = BiEncoder(
         str(name),
-        max_length=model.get("max_length"),
-        device=device or "auto",
+        Runtime(device=device or "auto", max_length=model.get("max_length")),
         query_prefix=str(model.get("query_prefix") or ""),
         passage_prefix=str(model.get("passage_prefix") or ""),
     )

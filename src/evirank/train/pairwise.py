@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from evirank._extras import require
+from evirank.extras import require
 from evirank.frames import LABEL, PID, QID, QUERY, SCORE, TEXT
-from evirank.score.pairwise import join_pair, pair_sum
+from evirank.score.document_pairs import join_pair, pair_sum
 from evirank.train import _model
 from evirank.train.listwise import NEGATIVES, listwise_items, listwise_validation_loss
 from evirank.train.recipe import PairRecipe

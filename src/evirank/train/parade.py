@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from evirank._extras import require
+from evirank.extras import require
 from evirank.frames import DOCNO, DOCUMENT_SCORE, LABEL, PID, QID, QUERY, TEXT, require_columns
 from evirank.train import _model
 from evirank.train.classifier import bce

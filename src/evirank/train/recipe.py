@@ -1,14 +1,15 @@
 """Training recipes: what ``evirank train`` asks a model family for, so the trainer never asks which
 kind of model it trains.
 
-A family that can be fine-tuned names its objective in its registry record
-(:attr:`evirank.score.family.Family.objective`) and registers a :class:`Recipe` factory under
-that name with :func:`register_recipe`. The trainer (:mod:`evirank.train.trainer`) then asks the
+A family that can be fine-tuned names its recipe in its registry record
+(:attr:`evirank.score.family.Family.recipe`, ``"module:factory"``), and :func:`recipe_for` imports
+that factory when a training asks for it: the family's module imports nothing of training, so
+scoring never loads it. The trainer (:mod:`evirank.train.trainer`) then asks the
 recipe how to load the initial model, which item rows and loss to train on, how to score
 validation examples, how to reload a checkpoint, how the saved model's score reads, and which
 files to write beside the weights. Built in: ``cross`` (:mod:`evirank.train.classifier`),
-``bi`` (:mod:`evirank.train.contrastive`), ``seq2seq``, ``parade`` and ``duo`` (in their family
-modules).
+``bi`` (:mod:`evirank.train.contrastive`), ``seq2seq`` (:mod:`evirank.train.seq2seq`), ``parade``
+(:mod:`evirank.train.parade`) and ``duo`` (:mod:`evirank.train.pairwise`).
 
 Example:
     >>> recipe_for("seq2seq").losses
@@ -24,6 +25,7 @@ evirank train trains: bi, cross, duo, parade, seq2seq
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -168,16 +170,24 @@ class PairRecipe:
         return set()
 
 
-_RECIPES: dict[str, Callable[[], Recipe]] = {}
+def load_recipe(reference: str) -> Callable[[], Recipe]:
+    """The recipe factory a family names (``"module:factory"``), imported now.
 
+    Raises:
+        UntrainableFamilyError: a reference that cannot be imported.
 
-def register_recipe(objective: str, factory: Callable[[], Recipe]) -> None:
-    """Make ``factory()`` the recipe of the families whose ``objective`` is ``objective``.
-
-    The factory is called when a training asks for the recipe, so a family module can register
-    one without importing torch or the training code.
+    Example:
+        >>> load_recipe("evirank.train.classifier:ClassifierRecipe").__name__
+        'ClassifierRecipe'
     """
-    _RECIPES[objective] = factory
+    module_name, _, attribute = reference.partition(":")
+    try:
+        factory = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise UntrainableFamilyError(f"the training recipe {reference!r} cannot be loaded: {exc}") from None
+    if not callable(factory):
+        raise UntrainableFamilyError(f"the training recipe {reference!r} is not a factory")
+    return factory
 
 
 def trainable_families() -> list[str]:
@@ -189,11 +199,7 @@ def trainable_families() -> list[str]:
     """
     from evirank.score.family import family_names, get_family
 
-    return [
-        name
-        for name in family_names()
-        if get_family(name).objective is not None and get_family(name).objective in _RECIPES
-    ]
+    return [name for name in family_names() if get_family(name).recipe is not None]
 
 
 def recipe_for(kind: str) -> Recipe:
@@ -212,9 +218,8 @@ def recipe_for(kind: str) -> Recipe:
         raise UntrainableFamilyError(
             f"unknown model family {kind!r}; the families evirank train trains: {trainable}"
         ) from None
-    factory = None if family.objective is None else _RECIPES.get(family.objective)
-    if factory is None:
+    if family.recipe is None:
         raise UntrainableFamilyError(
             f"the {family.name} family has no training recipe; the families evirank train trains: {trainable}"
         )
-    return factory()
+    return load_recipe(family.recipe)()

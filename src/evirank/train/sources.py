@@ -27,7 +27,7 @@ import pandas as pd
 from evirank.errors import InputFormatError
 from evirank.frames import DOCNO, LABEL, QID, QUERY, RANK, Document
 from evirank.io import corpus_file, parse_document, read_qrels, read_run, read_topics
-from evirank.io._common import iter_lines
+from evirank.io.files import iter_lines
 from evirank.train.examples import (
     DocumentSegmenter,
     SplitText,

@@ -48,8 +48,8 @@ from typing import IO, Any, Protocol
 import numpy as np
 import pandas as pd
 
-from evirank._extras import require
 from evirank.errors import OutputExistsError
+from evirank.extras import require
 from evirank.frames import DOCNO, LABEL, QID, QUERY, SCORE, SOURCE, TEXT, require_columns
 from evirank.outputs import atomic_file, check_output, recovered
 from evirank.progress import progress_bar

@@ -179,7 +179,8 @@ def passages_from_store(
     Raises:
         TuneError: segments that were never scored, or several scorers and no fingerprint.
     """
-    from evirank.score.store import FINGERPRINT, open_store
+    from evirank.score.store import FINGERPRINT
+    from evirank.score.stores import open_store
 
     qids = sorted(set(run[QID].astype(str)))
     with open_store(store_path, readonly=True) as store:

@@ -24,8 +24,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from evirank import __version__
 from evirank.errors import EvirankError, InputFormatError
+from evirank.version import __version__
 
 FORMAT = "evirank-passage-vectors"
 VERSION = 1
@@ -44,7 +44,7 @@ class VectorsMismatchError(EvirankError, ValueError):
 def segment_spec(segmenter: Any) -> str:
     """The canonical spec of a segmenter (or of a spec string): equal specs segment alike.
 
-    The spec grammar's canonical strings (:mod:`evirank.segment.spec`): ``sentences`` is
+    The spec grammar's canonical strings (:mod:`evirank.segment.segment_spec`): ``sentences`` is
     ``sentences:segment``, ``windows`` is ``windows:150:75``, ``whole`` is ``whole:prepend``.
 
     Example:
@@ -54,7 +54,7 @@ def segment_spec(segmenter: Any) -> str:
         >>> segment_spec(Whole(title="skip"))
         'whole:skip'
     """
-    from evirank.segment.spec import SegmentSpec, spec_of
+    from evirank.segment.segment_spec import SegmentSpec, spec_of
 
     if isinstance(segmenter, str):
         return SegmentSpec.parse(segmenter).spec

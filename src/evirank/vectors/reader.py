@@ -79,7 +79,7 @@ class PassageVectors:
         manifest = read_manifest(folder)
         if not manifest.get("complete", False):
             raise InputFormatError(folder, None, "a complete vector folder", '"complete": false')
-        from evirank._extras import require
+        from evirank.extras import require
 
         pq = require("pyarrow.parquet", "core")
         table = pq.read_table(folder / PASSAGES, columns=["docno", "pid", "text"])

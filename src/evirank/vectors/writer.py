@@ -36,6 +36,7 @@ from evirank.errors import EvirankError
 from evirank.frames import Document
 from evirank.outputs import atomic_file, check_output, replace_output, temporary_path
 from evirank.progress import progress_bar
+from evirank.segment.budget import passage_budget
 from evirank.vectors.manifest import (
     FORMAT,
     MANIFEST,
@@ -379,13 +380,13 @@ def _format_error(folder: Path, block: int, expected: str, found: str) -> Except
 
 
 def _pyarrow() -> Any:
-    from evirank._extras import require
+    from evirank.extras import require
 
     return require("pyarrow", "core")
 
 
 def _parquet() -> Any:
-    from evirank._extras import require
+    from evirank.extras import require
 
     return require("pyarrow.parquet", "core")
 
@@ -442,8 +443,7 @@ class VectorBuilder:
         """The segmenter, cut to the bi-encoder's passage room as ``evirank rerank`` does."""
         if getattr(self, "segmenter_", None) is None:
             if isinstance(self.segment, str):
-                from evirank.rerank.pipeline import passage_budget
-                from evirank.segment.spec import parse_segment
+                from evirank.segment.segment_spec import parse_segment
 
                 budget = passage_budget(self.scorer)
                 self.segmenter_ = parse_segment(

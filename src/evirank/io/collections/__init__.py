@@ -37,9 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evirank.errors import InputFormatError
-from evirank.io._common import GZIP_ERRORS, PathLike, gzip_error, open_binary
 from evirank.io.collections import msmarco, nyt, trec, wapo, warc
 from evirank.io.collections.base import Located
+from evirank.io.files import GZIP_ERRORS, PathLike, gzip_error, open_binary
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from evirank.errors import InputFormatError
 from evirank.frames import Document
-from evirank.io._common import check_docno, iter_lines, open_binary, shorten
 from evirank.io.collections.base import Located
+from evirank.io.files import check_docno, iter_lines, open_binary, shorten
 
 SUFFIXES = (".tsv", ".tsv.gz")
 #: In a folder, this file (or its ``.gz``) is the collection; without it, every ``.tsv`` file with

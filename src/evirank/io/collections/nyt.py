@@ -30,7 +30,8 @@ from pathlib import Path
 
 from evirank.errors import InputFormatError
 from evirank.frames import Document
-from evirank.io._common import (
+from evirank.io.collections.base import Located
+from evirank.io.files import (
     GZIP_ERRORS,
     check_docno,
     decode_line,
@@ -39,7 +40,6 @@ from evirank.io._common import (
     read_text,
     shorten,
 )
-from evirank.io.collections.base import Located
 
 ARCHIVE_SUFFIXES = (".tgz", ".tar.gz")
 FILE_SUFFIXES = (".xml", ".xml.gz", *ARCHIVE_SUFFIXES)

@@ -31,9 +31,9 @@ from pathlib import Path
 
 from evirank.errors import InputFormatError
 from evirank.frames import Document
-from evirank.io._common import check_docno, iter_lines, open_binary, shorten
 from evirank.io.collections.base import Located
 from evirank.io.collections.markup import markup_text
+from evirank.io.files import check_docno, iter_lines, open_binary, shorten
 
 #: The fields Anserini's TrecCollection keeps, and those of them that are headlines (the title).
 FIELDS = ("TEXT", "HEADLINE", "TITLE", "HL", "HEAD", "TTL", "DD", "DATE", "LP", "LEADPARA")

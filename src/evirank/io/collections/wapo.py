@@ -27,9 +27,9 @@ from typing import Any
 
 from evirank.errors import InputFormatError
 from evirank.frames import Document
-from evirank.io._common import check_docno, iter_lines, json_error, open_binary, shorten, type_name
 from evirank.io.collections.base import Located
 from evirank.io.collections.markup import markup_text
+from evirank.io.files import check_docno, iter_lines, json_error, open_binary, shorten, type_name
 
 #: The item types whose ``content`` is HTML text (Anserini's ``CONTENT_TYPE_TAG``).
 HTML_TYPES = frozenset({"sanitized_html", "tweet"})

@@ -30,9 +30,9 @@ from typing import BinaryIO
 
 from evirank.errors import InputFormatError
 from evirank.frames import Document
-from evirank.io._common import GZIP_ERRORS, check_docno, gzip_error, open_binary, shorten
 from evirank.io.collections.base import Located
 from evirank.io.collections.markup import html_title_and_text
+from evirank.io.files import GZIP_ERRORS, check_docno, gzip_error, open_binary, shorten
 
 SUFFIXES = (".warc", ".warc.gz")
 _HTTP_END = re.compile(rb"\r?\n\r?\n")

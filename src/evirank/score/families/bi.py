@@ -13,17 +13,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from evirank._extras import require
+from evirank.config import Runtime
 from evirank.errors import MissingExtraError
+from evirank.extras import require
 from evirank.frames import DOCNO, PID, QID, QUERY, SCORE, TEXT, require_columns
-from evirank.score._base import DistinctPairs, ScoringStats, TransformerScorer, _ChunkedWriter
 from evirank.score.backends import TokenBatch
 from evirank.score.family import Family, ModelInfo, register_family
 from evirank.score.store import Store, text_hash
-from evirank.train.recipe import register_recipe
+from evirank.score.transformer import DistinctPairs, ScoringStats, TransformerScorer, _ChunkedWriter
 
 if TYPE_CHECKING:
-    from evirank.scale.options import RayOptions
     from evirank.score.attention import AttentionView
     from evirank.vectors import PassageVectors
 
@@ -78,24 +77,18 @@ class BiEncoder(TransformerScorer):
 
     Args:
         model: a Hugging Face model id or local folder; ``None`` is the offline all-MiniLM-L6-v2.
-        max_length: token cap per text.
-        batch_tokens: token budget per batch (default by device).
-        device: ``"auto"`` (cuda, then mps, then cpu) or a torch device string.
-        dtype: ``"auto"`` (bf16/fp16 autocast on GPU, fp32 on CPU) or a dtype name.
+        runtime: where and how it runs (:class:`~evirank.config.Runtime`: device, backend,
+            precision, batch budget, token cap per text, the score store that keeps embeddings
+            and scores, Ray: the texts to embed go to an actor pool block by block, with the same
+            batches and vectors).
         query_prefix: prepended to queries (``"query: "`` for E5-style models).
         passage_prefix: prepended to passages (``"passage: "`` for E5-style models).
-        backend: the engine running the model (see :mod:`evirank.score.backends`).
-        store: a score store (SQLite or Parquet shards) or its location (:func:`~evirank.score.open_store`),
-            to reuse and persist embeddings and scores.
-        commit_every: write new embeddings to the store every this many batches.
         cache_embeddings: keep embeddings in the store (scores are always kept when it is set).
         vectors: stored passage vectors (a :class:`~evirank.vectors.PassageVectors` or its folder,
             made by this model): a passage whose (docno, pid) is stored with the same text is scored
             by lookup, only the query and the passages not stored (or changed since) are embedded.
             Scores made this way are not kept in the score store. Vectors made by another model
             are refused (:class:`~evirank.vectors.VectorsMismatchError`).
-        ray: embed on Ray (:class:`~evirank.scale.RayOptions`) in :meth:`transform`: the texts
-            to embed go to an actor pool block by block, with the same batches and vectors.
 
     Example:
         >>> from evirank.frames import make_passages
@@ -111,30 +104,14 @@ class BiEncoder(TransformerScorer):
     def __init__(
         self,
         model: str | os.PathLike[str] | None = None,
-        max_length: int | None = None,
-        batch_tokens: int | None = None,
-        device: str = "auto",
-        dtype: str = "auto",
+        runtime: Runtime | None = None,
+        *,
         query_prefix: str = "",
         passage_prefix: str = "",
-        backend: str = "torch",
-        store: Store | str | os.PathLike[str] | None = None,
-        commit_every: int = 4,
         cache_embeddings: bool = True,
         vectors: PassageVectors | str | os.PathLike[str] | None = None,
-        ray: RayOptions | None = None,
     ) -> None:
-        super().__init__(
-            model if model is not None else default_bi_encoder(),
-            max_length=max_length,
-            batch_tokens=batch_tokens,
-            device=device,
-            dtype=dtype,
-            backend=backend,
-            store=store,
-            commit_every=commit_every,
-            ray=ray,
-        )
+        super().__init__(model if model is not None else default_bi_encoder(), runtime)
         self.query_prefix = query_prefix
         self.passage_prefix = passage_prefix
         self.cache_embeddings = cache_embeddings
@@ -397,11 +374,11 @@ class BiEncoder(TransformerScorer):
                 write = _embedding_writer(store, fingerprint, texts, hashes)
             todo_texts = [texts[i] for i in todo]
             if on_ray and self.ray is not None:
-                from evirank.scale.engine import run_blocks
-
                 columns = {TEXT: lambda items: [todo_texts[i] for i in items]}
                 positions = np.arange(len(todo))
-                for items, matrix in run_blocks(self, columns, positions, stats, desc="bi-encoder (Ray)"):
+                for items, matrix in self.ray.run_blocks(
+                    self, columns, positions, stats, desc="bi-encoder (Ray)"
+                ):
                     block = np.asarray(matrix, dtype=np.float32)
                     done = list(zip(todo[items].tolist(), block, strict=True))
                     chunks.update(done)
@@ -438,7 +415,7 @@ class BiEncoder(TransformerScorer):
             >>> round(view.score, 4)  # doctest: +SKIP
             0.2611
         """
-        from evirank._extras import require
+        from evirank.extras import require
         from evirank.score.attention import (
             AttentionView,
             TokenSide,
@@ -550,15 +527,6 @@ def _claims(info: ModelInfo) -> int:
     return 0
 
 
-def _recipe() -> Any:
-    """The bi-encoder's training recipe (:mod:`evirank.train.contrastive`, loaded when training)."""
-    from evirank.train.contrastive import ContrastiveRecipe
-
-    return ContrastiveRecipe()
-
-
-register_recipe("contrastive", _recipe)
-
 FAMILY = register_family(
     Family(
         "bi",
@@ -569,6 +537,6 @@ FAMILY = register_family(
         backends=("torch", "onnx", "onnx-int8", "openvino", "openvino-int8"),
         needs_model=False,
         stores_passages=True,
-        objective="contrastive",
+        recipe="evirank.train.contrastive:ContrastiveRecipe",
     )
 )

@@ -51,16 +51,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from evirank._extras import require
+from evirank.config import Runtime
 from evirank.errors import InputFormatError
+from evirank.extras import require
 from evirank.frames import DOCNO, PID, QID, QUERY, SCORE, TEXT, require_columns
-from evirank.score._base import DistinctPairs, ScoringStats, TransformerScorer, _ChunkedWriter
 from evirank.score.backends import TokenBatch
 from evirank.score.family import Family, ModelInfo, register_family
 from evirank.score.store import Store, text_hash
+from evirank.score.transformer import DistinctPairs, ScoringStats, TransformerScorer, _ChunkedWriter
 
 if TYPE_CHECKING:
-    from evirank.scale.options import RayOptions
     from evirank.score.attention import AttentionView
 
 logger = logging.getLogger(__name__)
@@ -319,17 +319,11 @@ class ColBERT(TransformerScorer):
     Args:
         model: a PyLate / sentence-transformers ColBERT folder or a Stanford ``HF_ColBERT`` one
             (or their Hugging Face id).
-        max_length: the passage cap in tokens, markers included (default: the model's
-            ``document_length``, else 180).
+        runtime: where and how it runs (:class:`~evirank.config.Runtime`; the torch backend only;
+            its ``max_length`` is the passage cap in tokens, markers included, by default the
+            model's ``document_length``, else 180; with Ray, texts are encoded block by block).
         query_length: the query length in tokens (default: the model's, else 32).
-        batch_tokens: token budget per batch (default by device).
-        device: ``"auto"`` or a torch device string.
-        dtype: ``"auto"`` (bf16/fp16 autocast on GPU, fp32 on CPU) or a dtype name.
-        backend: only ``"torch"``.
-        store: a score store or its location, to reuse and persist scores and token vectors.
-        commit_every: write to the store every this many batches.
         cache_embeddings: keep token vectors in the store (scores are always kept).
-        ray: encode on Ray (:class:`~evirank.scale.RayOptions`), block by block, with the same batches.
 
     Example:
         >>> from evirank.frames import make_passages
@@ -345,28 +339,12 @@ class ColBERT(TransformerScorer):
     def __init__(
         self,
         model: str | os.PathLike[str],
-        max_length: int | None = None,
+        runtime: Runtime | None = None,
+        *,
         query_length: int | None = None,
-        batch_tokens: int | None = None,
-        device: str = "auto",
-        dtype: str = "auto",
-        backend: str = "torch",
-        store: Store | str | os.PathLike[str] | None = None,
-        commit_every: int = 4,
         cache_embeddings: bool = True,
-        ray: RayOptions | None = None,
     ) -> None:
-        super().__init__(
-            model,
-            max_length=max_length,
-            batch_tokens=batch_tokens,
-            device=device,
-            dtype=dtype,
-            backend=backend,
-            store=store,
-            commit_every=commit_every,
-            ray=ray,
-        )
+        super().__init__(model, runtime)
         if query_length is not None and query_length < 4:
             raise ValueError(f"query_length must be at least 4 tokens, found {query_length}")
         self.query_length = query_length
@@ -549,13 +527,11 @@ class ColBERT(TransformerScorer):
             todo_sides = [sides[i] for i in todo]
             todo_texts = [texts[i] for i in todo]
             if on_ray and self.ray is not None:
-                from evirank.scale.engine import run_blocks
-
                 columns = {
                     SIDE: lambda items: [todo_sides[i] for i in items],
                     TEXT: lambda items: [todo_texts[i] for i in items],
                 }
-                for items, padded in run_blocks(
+                for items, padded in self.ray.run_blocks(
                     self, columns, np.arange(len(todo)), stats, desc="colbert (Ray)"
                 ):
                     done = [(int(todo[i]), m) for i, m in zip(items.tolist(), _unpad(padded), strict=True)]

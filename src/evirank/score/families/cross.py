@@ -10,14 +10,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from scipy.special import logsumexp
 
-from evirank._extras import require
+from evirank.config import Runtime
+from evirank.extras import require
 from evirank.score.family import Family, ModelInfo, register_family
-from evirank.score.pairs import PairScorer
-from evirank.score.store import Store
-from evirank.train.recipe import register_recipe
+from evirank.score.query_passage import PairScorer
 
 if TYPE_CHECKING:
-    from evirank.scale.options import RayOptions
     from evirank.score.attention import AttentionView
 
 logger = logging.getLogger(__name__)
@@ -80,23 +78,17 @@ class CrossEncoder(PairScorer):
 
     Args:
         model: a Hugging Face model id or local folder (a sequence-classification checkpoint).
-        max_length: input length cap in tokens (lowered to the model's limit, at most 512).
+        runtime: where and how it runs (:class:`~evirank.config.Runtime`: device, backend,
+            precision, batch budget, input cap (at most 512), score store, Ray).
         query_max_tokens: the query's token cap.
-        batch_tokens: token budget per batch (default by device: cpu 2048, mps 16384, cuda 65536).
-        device: ``"auto"`` (cuda, then mps, then cpu) or a torch device string.
-        dtype: ``"auto"`` (bf16 autocast on GPUs with bf16, else fp16; fp32 on CPU) or a dtype name.
         relevant_class: the relevant label of multi-logit heads.
-        backend: the engine running the model (see :mod:`evirank.score.backends`).
-        store: a score store (SQLite or Parquet shards) or its location (:func:`~evirank.score.open_store`),
-            to reuse and persist scores.
-        commit_every: write new scores to the store every this many batches.
-        ray: run the model on Ray (:class:`~evirank.scale.RayOptions`): the missing pairs are
-            scored by an actor pool, block by block, with the same batches and the same scores.
 
     Example:
+        >>> from evirank.config import Runtime
         >>> from evirank.frames import make_passages
         >>> passages = make_passages([("1", "d1", 0, "BM25 ranks documents.")]).assign(query="what is bm25")
-        >>> scored = CrossEncoder("models/minilm-msmarco")(passages)  # doctest: +SKIP
+        >>> scorer = CrossEncoder("models/minilm-msmarco", Runtime(device="cpu"))  # doctest: +SKIP
+        >>> scored = scorer(passages)  # doctest: +SKIP
         >>> scored["score"].dtype  # doctest: +SKIP
         dtype('float64')
     """
@@ -107,29 +99,12 @@ class CrossEncoder(PairScorer):
     def __init__(
         self,
         model: str | os.PathLike[str],
-        max_length: int = 512,
+        runtime: Runtime | None = None,
+        *,
         query_max_tokens: int = 64,
-        batch_tokens: int | None = None,
-        device: str = "auto",
-        dtype: str = "auto",
         relevant_class: int = 1,
-        backend: str = "torch",
-        store: Store | str | os.PathLike[str] | None = None,
-        commit_every: int = 4,
-        ray: RayOptions | None = None,
     ) -> None:
-        super().__init__(
-            model,
-            max_length=max_length,
-            query_max_tokens=query_max_tokens,
-            batch_tokens=batch_tokens,
-            device=device,
-            dtype=dtype,
-            backend=backend,
-            store=store,
-            commit_every=commit_every,
-            ray=ray,
-        )
+        super().__init__(model, runtime, query_max_tokens=query_max_tokens)
         self.relevant_class = relevant_class
 
     def settings(self) -> dict[str, Any]:
@@ -177,15 +152,6 @@ def _claims(info: ModelInfo) -> int:
     return 2 if info.has_architecture("ForSequenceClassification") else 0
 
 
-def _recipe() -> Any:
-    """The cross-encoder's training recipe (:mod:`evirank.train.classifier`, loaded when training)."""
-    from evirank.train.classifier import ClassifierRecipe
-
-    return ClassifierRecipe()
-
-
-register_recipe("pointwise", _recipe)
-
 FAMILY = register_family(
     Family(
         "cross",
@@ -193,6 +159,6 @@ FAMILY = register_family(
         summary="a cross-encoder: [CLS] query [SEP] passage [SEP] through a sequence classifier (monoBERT)",
         claims=_claims,
         backends=("torch", "onnx", "onnx-int8", "openvino", "openvino-int8"),
-        objective="pointwise",
+        recipe="evirank.train.classifier:ClassifierRecipe",
     )
 )

@@ -6,7 +6,7 @@ sigmoid. The query keeps at most ``query_max_tokens`` (64) tokens and the two do
 rest of ``max_length``, half each (what one leaves unused goes to the other); the query and d_i
 are the first segment (token type 0) and d_j the second (type 1), as duoBERT's reference code
 builds its inputs (with both documents in one segment, a MiniLM initialisation did not learn
-the order here: its training loss stayed at ln 2). The :class:`~evirank.score.pairwise.Duo`
+the order here: its training loss stayed at ln 2). The :class:`~evirank.score.document_pairs.Duo`
 stage re-ranks the top ``k`` of an earlier ranking with it (``rerank --duo K --duo-model
 duo:MODEL --duo-aggregate sum``): ``k(k-1)`` model calls per query, every pair score kept in
 the score store under (query, both texts).
@@ -21,48 +21,42 @@ cross-encoder: say ``duo:MODEL`` where a family is asked for.
 
 Example:
     >>> from evirank.score import get_family
-    >>> get_family("duo").pairwise, get_family("duo").objective
-    (True, 'duo-pairs')
+    >>> get_family("duo").pairwise, get_family("duo").recipe
+    (True, 'evirank.train.pairwise:DuoRecipe')
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from scipy.special import expit
 
+from evirank.config import Runtime
+from evirank.score.document_pairs import TwoDocumentScorer
 from evirank.score.families.cross import relevance_from_logits
 from evirank.score.family import Family, ModelInfo, register_family
-from evirank.score.pairwise import TwoDocumentScorer
-from evirank.score.store import Store
-from evirank.train.recipe import register_recipe
-
-if TYPE_CHECKING:
-    from evirank.scale.options import RayOptions
 
 logger = logging.getLogger(__name__)
-
-#: The family's training objective (``evirank train --scorer duo``).
-OBJECTIVE = "duo-pairs"
 
 
 class DuoBERT(TwoDocumentScorer):
     """P(d_i is more relevant than d_j to q) with a duoBERT-style classifier (see the module).
 
     Input Passages [qid, query, text, ...] whose ``text`` is two documents joined by
-    :func:`~evirank.score.pairwise.join_pair`; output the same frame with ``score`` in (0, 1). Use
-    it through :class:`~evirank.score.pairwise.Duo`.
+    :func:`~evirank.score.document_pairs.join_pair`; output the same frame with ``score`` in (0, 1). Use
+    it through :class:`~evirank.score.document_pairs.Duo`.
 
     Args:
         model: a Hugging Face id or local folder of a pairwise sequence classifier.
+        runtime: where and how it runs (:class:`~evirank.config.Runtime`).
+        query_max_tokens: the query's token cap.
         relevant_class: the "first is more relevant" label of a multi-logit head.
-        others: as for :class:`~evirank.score.CrossEncoder`.
 
     Example:
-        >>> from evirank.score.pairwise import Duo
+        >>> from evirank.score.document_pairs import Duo
         >>> duo = Duo(DuoBERT("models/duo-scifact"), k=10, aggregate="sum")  # doctest: +SKIP
     """
 
@@ -72,29 +66,12 @@ class DuoBERT(TwoDocumentScorer):
     def __init__(
         self,
         model: str | os.PathLike[str],
-        max_length: int = 512,
+        runtime: Runtime | None = None,
+        *,
         query_max_tokens: int = 64,
-        batch_tokens: int | None = None,
-        device: str = "auto",
-        dtype: str = "auto",
         relevant_class: int = 1,
-        backend: str = "torch",
-        store: Store | str | os.PathLike[str] | None = None,
-        commit_every: int = 4,
-        ray: RayOptions | None = None,
     ) -> None:
-        super().__init__(
-            model,
-            max_length=max_length,
-            query_max_tokens=query_max_tokens,
-            batch_tokens=batch_tokens,
-            device=device,
-            dtype=dtype,
-            backend=backend,
-            store=store,
-            commit_every=commit_every,
-            ray=ray,
-        )
+        super().__init__(model, runtime, query_max_tokens=query_max_tokens)
         self.relevant_class = relevant_class
 
     def between_ids(self) -> list[int]:
@@ -129,15 +106,6 @@ def _claims(info: ModelInfo) -> int:
     return 1 if info.has_architecture("ForSequenceClassification") else 0
 
 
-def _recipe() -> Any:
-    """duoBERT's training recipe (:mod:`evirank.train.pairwise`, loaded when training)."""
-    from evirank.train.pairwise import DuoRecipe
-
-    return DuoRecipe()
-
-
-register_recipe(OBJECTIVE, _recipe)
-
 FAMILY = register_family(
     Family(
         "duo",
@@ -146,7 +114,7 @@ FAMILY = register_family(
         "a sequence classifier (a Duo stage's model: rerank --duo K --duo-model duo:MODEL)",
         claims=_claims,
         backends=("torch", "onnx", "onnx-int8"),
-        objective=OBJECTIVE,
+        recipe="evirank.train.pairwise:DuoRecipe",
         pairwise=True,
     )
 )

@@ -47,18 +47,15 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from evirank._extras import require
+from evirank.config import Runtime
+from evirank.extras import require
 from evirank.score.family import Family, ModelInfo, register_family
-from evirank.score.pairs import PairScorer
-from evirank.score.store import Store
+from evirank.score.query_passage import PairScorer
 from evirank.score.tokenize import Template, TextEncoder
-
-if TYPE_CHECKING:
-    from evirank.scale.options import RayOptions
 
 logger = logging.getLogger(__name__)
 
@@ -336,7 +333,7 @@ class YesNoReranker(PairScorer):
     ``log P(yes)`` under the softmax over the answer words' next-token logits at the prompt's last
     token (``exp(score)`` is the model card's ``P(yes)``; see the module docstring).
 
-    Batching, the score store, resuming and Ray are :class:`~evirank.score.pairs.PairScorer`'s.
+    Batching, the score store, resuming and Ray are :class:`~evirank.score.query_passage.PairScorer`'s.
     On a GPU the model runs under bf16 autocast (``dtype="auto"``), its weights held in float32;
     the two answer logits are computed in float32.
 
@@ -347,8 +344,8 @@ class YesNoReranker(PairScorer):
             piece is where it goes.
         prefix / middle / suffix: replace the prompt's pieces (literal text; ``\\n`` is a newline).
         yes / no: replace the answer words (one token each).
-        max_length, query_max_tokens, batch_tokens, device, dtype, store, commit_every, ray:
-            as for :class:`~evirank.score.families.cross.CrossEncoder`.
+        runtime: where and how it runs (:class:`~evirank.config.Runtime`).
+        query_max_tokens: the query's token cap.
 
     Example:
         >>> scorer = YesNoReranker("Qwen/Qwen3-Reranker-0.6B", instruction="Find claims")  # doctest: +SKIP
@@ -360,6 +357,8 @@ class YesNoReranker(PairScorer):
     def __init__(
         self,
         model: str | os.PathLike[str],
+        runtime: Runtime | None = None,
+        *,
         prompt: str = AUTO_PROMPT,
         instruction: str | None = None,
         prefix: str | None = None,
@@ -367,30 +366,11 @@ class YesNoReranker(PairScorer):
         suffix: str | None = None,
         yes: str | None = None,
         no: str | None = None,
-        max_length: int = 512,
         query_max_tokens: int = 64,
-        batch_tokens: int | None = None,
-        device: str = "auto",
-        dtype: str = "auto",
-        backend: str = "torch",
-        store: Store | str | os.PathLike[str] | None = None,
-        commit_every: int = 4,
-        ray: RayOptions | None = None,
     ) -> None:
         if prompt.strip().lower() != AUTO_PROMPT:
             choose_prompt(prompt, model, None)  # an unknown name fails here, before any loading
-        super().__init__(
-            model,
-            max_length=max_length,
-            query_max_tokens=query_max_tokens,
-            batch_tokens=batch_tokens,
-            device=device,
-            dtype=dtype,
-            backend=backend,
-            store=store,
-            commit_every=commit_every,
-            ray=ray,
-        )
+        super().__init__(model, runtime, query_max_tokens=query_max_tokens)
         self.prompt = prompt
         self.instruction = instruction
         self.prefix = prefix

@@ -23,8 +23,8 @@ score; the others still get their own scores.
 
 Example:
     >>> from evirank.score import get_family
-    >>> get_family("parade").objective
-    'parade-documents'
+    >>> get_family("parade").recipe
+    'evirank.train.parade:ParadeRecipe'
 """
 
 from __future__ import annotations
@@ -40,21 +40,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from evirank._extras import require
+from evirank.config import Runtime
+from evirank.extras import require
 from evirank.frames import DOCNO, DOCUMENT_SCORE, PID, QID, QUERY, SCORE, TEXT, require_columns
-from evirank.score._base import DistinctPairs, ScoringStats, _ChunkedWriter
 from evirank.score.family import Family, ModelInfo, register_family
-from evirank.score.pairs import PairScorer
-from evirank.score.store import Store
-from evirank.train.recipe import register_recipe
+from evirank.score.query_passage import PairScorer
+from evirank.score.transformer import DistinctPairs, ScoringStats, _ChunkedWriter
 
 if TYPE_CHECKING:
     from evirank.score.passage_aggregation import HeadConfig
 
 logger = logging.getLogger(__name__)
 
-#: The family's training objective (``evirank train --scorer parade``).
-OBJECTIVE = "parade-documents"
 #: What the encoder's output is read as (part of the fingerprint).
 _READOUT = "last hidden state at [CLS]"
 
@@ -123,15 +120,11 @@ class Parade(PairScorer):
     Args:
         model: a PARADE model folder (``evirank train --scorer parade``: an encoder with
             ``parade.json`` and ``parade_head.safetensors`` beside it).
-        max_length: input length cap in tokens (None: the model's training length).
+        runtime: where and how it runs (:class:`~evirank.config.Runtime`; the torch backend; its
+            device is the encoder's, the small head runs where its parameters are; its input cap
+            defaults to the model's training length; its score store keeps passage vectors and
+            scores; no Ray: the family runs in the calling process).
         query_max_tokens: the query's token cap (None: as in training, ``min(64, max_length // 2)``).
-        batch_tokens: token budget per batch.
-        device: ``"auto"`` or a torch device string (the encoder's; the small head runs on the CPU).
-        dtype: ``"auto"`` or a dtype name.
-        backend: ``"torch"``.
-        store: a score store (or its location): passage vectors and scores are kept there.
-        commit_every: write new vectors to the store every this many batches.
-        ray: not supported (the family runs in the calling process).
 
     Example:
         >>> scored = Parade("models/parade-transformer")(passages)  # doctest: +SKIP
@@ -144,29 +137,14 @@ class Parade(PairScorer):
     def __init__(
         self,
         model: str | os.PathLike[str],
-        max_length: int | None = None,
+        runtime: Runtime | None = None,
+        *,
         query_max_tokens: int | None = None,
-        batch_tokens: int | None = None,
-        device: str = "auto",
-        dtype: str = "auto",
-        backend: str = "torch",
-        store: Store | str | os.PathLike[str] | None = None,
-        commit_every: int = 4,
-        ray: Any = None,
     ) -> None:
-        if ray is not None:
+        if runtime is not None and runtime.ray is not None:
             raise ValueError("the parade family runs in this process; it does not run on Ray")
         super().__init__(
-            model,
-            max_length=max_length,
-            query_max_tokens=64 if query_max_tokens is None else query_max_tokens,
-            batch_tokens=batch_tokens,
-            device=device,
-            dtype=dtype,
-            backend=backend,
-            store=store,
-            commit_every=commit_every,
-            ray=None,
+            model, runtime, query_max_tokens=64 if query_max_tokens is None else query_max_tokens
         )
         self.query_cap = query_max_tokens
 
@@ -177,7 +155,7 @@ class Parade(PairScorer):
         super()._check_settings()
 
     def _default_max_length(self, model_dir: Path) -> int:
-        from evirank.score._base import MAX_LENGTH_CAP
+        from evirank.score.transformer import MAX_LENGTH_CAP
 
         return int(self._head_config(model_dir).max_length or MAX_LENGTH_CAP)
 
@@ -375,15 +353,6 @@ def _claims(info: ModelInfo) -> int:
     return 3 if "parade.json" in info.files else 0
 
 
-def _recipe() -> Any:
-    """PARADE's training recipe (:mod:`evirank.train.parade`, loaded when training)."""
-    from evirank.train.parade import ParadeRecipe
-
-    return ParadeRecipe()
-
-
-register_recipe(OBJECTIVE, _recipe)
-
 FAMILY = register_family(
     Family(
         "parade",
@@ -391,6 +360,6 @@ FAMILY = register_family(
         summary="PARADE: a document scored from its passages' [CLS] vectors, aggregated by a trained "
         "avg, max, attn or transformer network (aggregate with --aggregate document)",
         claims=_claims,
-        objective=OBJECTIVE,
+        recipe="evirank.train.parade:ParadeRecipe",
     )
 )

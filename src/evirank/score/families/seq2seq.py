@@ -11,7 +11,7 @@ vocabulary and takes ``log_softmax`` over them at the first decoding step; pyter
 ``decoder_input_ids`` = the config's ``decoder_start_token_id`` and keeps the prompt ``Relevant:``
 when it truncates. Here the query keeps at most ``query_max_tokens`` tokens and the document
 is cut first (the prompt words are never cut), each distinct text is tokenised once, and batches
-are length-sorted under a token budget (:class:`~evirank.score.pairs.PairScorer`).
+are length-sorted under a token budget (:class:`~evirank.score.query_passage.PairScorer`).
 
 The prompt's pieces are tokenised on their own and joined with the query's and document's ids
 (as pyterrier_t5 joins ``Query: q Document: d`` with ``Relevant:``); a SentencePiece tokenizer gives
@@ -20,15 +20,15 @@ the same ids as for the whole prompt string, since every piece starts at a word 
 **duoT5** (Pradeep, Nogueira & Lin 2021, "The Expando-Mono-Duo Design Pattern for Text Ranking with
 Pretrained Sequence-to-Sequence Models") reads ``Query: q Document0: d0 Document1: d1 Relevant:``
 and gives p_ij = P('true') = P(d_i is more relevant than d_j) by the same read-out
-(:class:`DuoT5`). :class:`~evirank.score.pairwise.Duo` re-ranks the top ``k`` documents of an
+(:class:`DuoT5`). :class:`~evirank.score.document_pairs.Duo` re-ranks the top ``k`` documents of an
 earlier ranking with the symmetric sum of the paper, s_i = sum over j != i of (p_ij + (1 - p_ji)):
 ``k * (k - 1)`` model calls per query. pygaggle's ``DuoT5`` aggregates so (its ``sym_sum``);
 pyterrier_t5's ``DuoT5ReRanker`` adds log-probabilities instead.
 
 Example:
     >>> from evirank.score import get_family
-    >>> get_family("seq2seq").objective, get_family("duo-seq2seq").pairwise
-    ('seq2seq-true-false', True)
+    >>> get_family("seq2seq").recipe, get_family("duo-seq2seq").pairwise
+    ('evirank.train.seq2seq:Seq2SeqRecipe', True)
     >>> sym_sum(np.array([[0.0, 0.9], [0.2, 0.0]])).round(6).tolist()
     [1.7, 0.3]
 """
@@ -43,14 +43,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
-from evirank._extras import require
-from evirank.frames import QUERY, SCORE, TEXT
+from evirank.config import Runtime
+from evirank.extras import require
 from evirank.score.backends import TokenBatch
-from evirank.score.family import Family, ModelInfo, register_family
-from evirank.score.pairs import PairScorer
-from evirank.score.pairwise import (
+from evirank.score.document_pairs import (
     Duo,
     TwoDocumentScorer,
     best_passages,
@@ -59,12 +56,11 @@ from evirank.score.pairwise import (
     split_pair,
     sym_sum,
 )
-from evirank.score.store import Store
+from evirank.score.family import Family, ModelInfo, register_family
+from evirank.score.query_passage import PairScorer
 from evirank.score.tokenize import Template
-from evirank.train.recipe import PairRecipe, register_recipe
 
 if TYPE_CHECKING:
-    from evirank.scale.options import RayOptions
     from evirank.score.attention import AttentionView
 
 __all__ = [
@@ -83,7 +79,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: The name of the training objective of the family (``evirank train --kind seq2seq``).
+#: The name of the family's head, the first part of :attr:`TrueFalseHead.name` (in fingerprints).
 OBJECTIVE = "seq2seq-true-false"
 
 
@@ -189,31 +185,13 @@ class _TrueFalseScorer(PairScorer):
     def __init__(
         self,
         model: str | os.PathLike[str],
+        runtime: Runtime | None = None,
         *,
         true_token: str,
         false_token: str,
-        max_length: int | None,
         query_max_tokens: int,
-        batch_tokens: int | None,
-        device: str,
-        dtype: str,
-        backend: str,
-        store: Store | str | os.PathLike[str] | None,
-        commit_every: int,
-        ray: RayOptions | None,
     ) -> None:
-        super().__init__(
-            model,
-            max_length=max_length,
-            query_max_tokens=query_max_tokens,
-            batch_tokens=batch_tokens,
-            device=device,
-            dtype=dtype,
-            backend=backend,
-            store=store,
-            commit_every=commit_every,
-            ray=ray,
-        )
+        super().__init__(model, runtime, query_max_tokens=query_max_tokens)
         self.true_token = true_token
         self.false_token = false_token
 
@@ -270,12 +248,11 @@ class MonoT5(_TrueFalseScorer):
 
     Args:
         model: a Hugging Face id or local folder of a T5-style seq2seq model (monoT5).
-        max_length: input length cap in tokens (at most 512).
+        runtime: where and how it runs (:class:`~evirank.config.Runtime`; the torch backend only,
+            input cap at most 512).
         query_max_tokens: the query's token cap.
         true_token / false_token: the words whose logits are read (one token each).
         query_prefix / document_prefix / relevant_prompt: the prompt's words.
-        batch_tokens, device, dtype, backend, store, commit_every, ray: as for
-            :class:`~evirank.score.CrossEncoder` (torch backend only).
 
     Example:
         >>> from evirank.frames import make_passages
@@ -289,34 +266,17 @@ class MonoT5(_TrueFalseScorer):
     def __init__(
         self,
         model: str | os.PathLike[str],
-        max_length: int = 512,
+        runtime: Runtime | None = None,
+        *,
         query_max_tokens: int = 64,
-        batch_tokens: int | None = None,
-        device: str = "auto",
-        dtype: str = "auto",
         true_token: str = "true",
         false_token: str = "false",
         query_prefix: str = "Query:",
         document_prefix: str = "Document:",
         relevant_prompt: str = "Relevant:",
-        backend: str = "torch",
-        store: Store | str | os.PathLike[str] | None = None,
-        commit_every: int = 4,
-        ray: RayOptions | None = None,
     ) -> None:
         super().__init__(
-            model,
-            true_token=true_token,
-            false_token=false_token,
-            max_length=max_length,
-            query_max_tokens=query_max_tokens,
-            batch_tokens=batch_tokens,
-            device=device,
-            dtype=dtype,
-            backend=backend,
-            store=store,
-            commit_every=commit_every,
-            ray=ray,
+            model, runtime, true_token=true_token, false_token=false_token, query_max_tokens=query_max_tokens
         )
         self.query_prefix = query_prefix
         self.document_prefix = document_prefix
@@ -400,35 +360,18 @@ class DuoT5(TwoDocumentScorer, _TrueFalseScorer):
     def __init__(
         self,
         model: str | os.PathLike[str],
-        max_length: int = 512,
+        runtime: Runtime | None = None,
+        *,
         query_max_tokens: int = 64,
-        batch_tokens: int | None = None,
-        device: str = "auto",
-        dtype: str = "auto",
         true_token: str = "true",
         false_token: str = "false",
         query_prefix: str = "Query:",
         first_prefix: str = "Document0:",
         second_prefix: str = "Document1:",
         relevant_prompt: str = "Relevant:",
-        backend: str = "torch",
-        store: Store | str | os.PathLike[str] | None = None,
-        commit_every: int = 4,
-        ray: RayOptions | None = None,
     ) -> None:
         super().__init__(
-            model,
-            true_token=true_token,
-            false_token=false_token,
-            max_length=max_length,
-            query_max_tokens=query_max_tokens,
-            batch_tokens=batch_tokens,
-            device=device,
-            dtype=dtype,
-            backend=backend,
-            store=store,
-            commit_every=commit_every,
-            ray=ray,
+            model, runtime, true_token=true_token, false_token=false_token, query_max_tokens=query_max_tokens
         )
         self.query_prefix = query_prefix
         self.first_prefix = first_prefix
@@ -459,114 +402,6 @@ class DuoT5(TwoDocumentScorer, _TrueFalseScorer):
         return np.exp(log_p_true(output))
 
 
-# -- training -------------------------------------------------------------------------------------
-def _training_scorer(
-    model: Any, tokenizer: Any, max_length: int, batch_size: int, device: str, bf16: bool
-) -> MonoT5:
-    """A :class:`MonoT5` over a model in memory, with training's length caps."""
-    from evirank.train._model import adopted_scorer
-
-    scorer: MonoT5 = adopted_scorer(MonoT5, model, tokenizer, max_length, batch_size, device, bf16)
-    return scorer
-
-
-class TrueFalseTargets:
-    """monoT5's objective: cross-entropy of the target word ('true' for a relevant pair, 'false'
-    otherwise) over the whole vocabulary at the first decoder step, as Nogueira et al. train it
-    (the target word is the decoder's first token); the input is the scorer's own prompt."""
-
-    name = "true-false cross-entropy"
-    columns = (QUERY, TEXT, "label")
-    pairs_per_item = 1
-
-    def __init__(self) -> None:
-        self._scorer: tuple[Any, MonoT5] | None = None
-
-    def loss(self, model: Any, tokenizer: Any, rows: pd.DataFrame, config: Any, device: str) -> Any:
-        torch = require("torch", "torch")
-        if self._scorer is None or self._scorer[0] is not model:  # tokenises as scoring does
-            made = _training_scorer(model, tokenizer, config.max_length, config.batch_size, device, False)
-            self._scorer = (model, made)
-        scorer = self._scorer[1]
-        batch = scorer.pair_inputs(rows[QUERY].astype(str).tolist(), rows[TEXT].astype(str).tolist())
-        assert isinstance(scorer.task, TrueFalseHead)
-        start, true_id, false_id = scorer.task.ids
-        input_ids = torch.from_numpy(batch.input_ids).to(device)
-        decoder = torch.full((input_ids.shape[0], 1), start, dtype=torch.long, device=device)
-        logits = model(
-            input_ids=input_ids,
-            attention_mask=torch.from_numpy(batch.attention_mask).to(device),
-            decoder_input_ids=decoder,
-        ).logits[:, 0, :]
-        labels = rows["label"].to_numpy(dtype=np.int64)
-        targets = torch.as_tensor(np.where(labels > 0, true_id, false_id), dtype=torch.long, device=device)
-        return torch.nn.functional.cross_entropy(logits.float(), targets)
-
-    def validation_loss(self, scores: np.ndarray, rows: pd.DataFrame) -> float:
-        """Binary cross-entropy of the labels under P('true') of the two-word read-out."""
-        log_p = np.minimum(np.asarray(scores, dtype=np.float64), -1e-12)
-        labels = rows["label"].to_numpy(dtype=np.float64)
-        return float(-np.mean(labels * log_p + (1 - labels) * np.log(-np.expm1(log_p))))
-
-
-class Seq2SeqRecipe(PairRecipe):
-    """How ``evirank train --kind seq2seq`` fine-tunes a T5 (see :mod:`evirank.train.recipe`)."""
-
-    kind = "seq2seq (monoT5)"
-    losses: tuple[str, ...] = ("pointwise",)
-    score = "log P('true') in the softmax over the 'true' and 'false' logits at the first decoder step"
-
-    def default_model(self) -> str | None:
-        """None: a T5 must be given (no T5 is bundled)."""
-        return None
-
-    def load(self, source: str, config: Any) -> tuple[Any, Any, dict[str, Any]]:
-        torch = require("torch", "torch")
-        transformers = require("transformers", "torch")
-        model_config = transformers.AutoConfig.from_pretrained(source)
-        if not getattr(model_config, "is_encoder_decoder", False):
-            raise ValueError(
-                f"{source} is not an encoder-decoder model; the seq2seq family trains T5-style models"
-            )
-        if config.dropout is not None and hasattr(model_config, "dropout_rate"):
-            model_config.dropout_rate = float(config.dropout)
-        torch.manual_seed(config.seed)
-        model = transformers.AutoModelForSeq2SeqLM.from_pretrained(source, config=model_config)
-        return model, transformers.AutoTokenizer.from_pretrained(source), {}
-
-    def reload(self, folder: Path) -> Any:
-        return require("transformers", "torch").AutoModelForSeq2SeqLM.from_pretrained(str(folder))
-
-    def objective(self, examples: pd.DataFrame, config: Any, source: str) -> tuple[pd.DataFrame, Any]:
-        columns = [c for c in ("qid", QUERY, "docno", "pid", TEXT, "label") if c in examples.columns]
-        return examples[columns], TrueFalseTargets()
-
-    def predict(
-        self,
-        model: Any,
-        tokenizer: Any,
-        queries: Any,
-        texts: Any,
-        *,
-        batch_size: int,
-        max_length: int,
-        device: str,
-        bf16: bool,
-    ) -> np.ndarray:
-        scorer = _training_scorer(model, tokenizer, max_length, batch_size, device, bf16)
-        ids = [str(i) for i in range(len(queries))]
-        frame = pd.DataFrame({"qid": ids, QUERY: list(queries), "docno": ids, "pid": 0, TEXT: list(texts)})
-        was_training = model.training
-        model.eval()
-        try:
-            return scorer(frame)[SCORE].to_numpy(dtype=np.float64)
-        finally:
-            model.train(was_training)
-
-
-register_recipe(OBJECTIVE, Seq2SeqRecipe)
-
-
 # -- the families ---------------------------------------------------------------------------------
 def _claims(info: ModelInfo) -> int:
     """A T5 / mT5 conditional generator, or any ``*ForConditionalGeneration`` encoder-decoder."""
@@ -584,7 +419,7 @@ FAMILY = register_family(
         scorer=MonoT5,
         summary="monoT5: 'Query: q Document: d Relevant:' through a T5, score = log P('true') vs 'false'",
         claims=_claims,
-        objective=OBJECTIVE,
+        recipe="evirank.train.seq2seq:Seq2SeqRecipe",
     )
 )
 

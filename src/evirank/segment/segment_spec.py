@@ -31,11 +31,11 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from evirank.grammar import SpecError, parse_spec
 from evirank.segment.base import Segmenter
 from evirank.segment.sentences import _TITLE_MODES, Sentences
 from evirank.segment.whole import Whole
 from evirank.segment.windows import Windows
-from evirank.spec import SpecError, parse_spec
 
 logger = logging.getLogger(__name__)
 

@@ -1,11 +1,11 @@
 """Query terms: tokens, stopwords, a light stemmer, query length, and term matching.
 
-Used by the query-length breakdown (Birch's Table 5.4 counts the words of a title, stopwords
-excluded) and by the pruned analysis (Table 5.6 keeps only the sentences that contain no query
-term). Tokens are lower-cased runs of letters and digits (Unicode-aware). Terms are the tokens
-that are not stopwords, reduced by Harman's "S" stemmer (plurals: ``-ies`` -> ``-y``, ``-es``
--> ``-e``, ``-s`` -> ``""`` with the usual exceptions), so that "rats" in a sentence matches
-"rat" in a query; ``stem=False`` matches exact tokens only.
+Used by the topic readers (keyword queries), the query-length breakdown (Birch's Table 5.4 counts
+the words of a title, stopwords excluded) and by the pruned analysis (Table 5.6 keeps only the
+sentences that contain no query term). Tokens are lower-cased runs of letters and digits
+(Unicode-aware). Terms are the tokens that are not stopwords, reduced by Harman's "S" stemmer
+(plurals: ``-ies`` -> ``-y``, ``-es`` -> ``-e``, ``-s`` -> ``""`` with the usual exceptions), so
+that "rats" in a sentence matches "rat" in a query; ``stem=False`` matches exact tokens only.
 
 Example:
     >>> query_terms("The effects of smoking on rats")

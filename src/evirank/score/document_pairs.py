@@ -27,10 +27,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from evirank.config import Runtime
 from evirank.frames import DOCNO, PID, QID, QUERY, RANK, SCORE, TEXT, require_columns
-from evirank.score._base import DistinctPairs, ScoringStats, _ChunkedWriter
 from evirank.score.backends import TokenBatch
-from evirank.score.pairs import PairScorer
+from evirank.score.query_passage import PairScorer
+from evirank.score.transformer import DistinctPairs, ScoringStats, _ChunkedWriter
 from evirank.stage import Stage
 
 logger = logging.getLogger(__name__)
@@ -336,7 +337,9 @@ class Duo(Stage):
         aggregate: a name of :data:`DUO_AGGREGATES`.
         family: the pairwise family (None: the registered pairwise family that recognises the model).
         fetch: a stage that adds ``text`` to a run without it.
-        options: the pair scorer's keyword arguments (``store``, ``device``, ``batch_tokens``, ...).
+        runtime: where and how the pair scorer runs (:class:`~evirank.config.Runtime`: its
+            device, backend, batch budget, score store, ...).
+        options: the pair scorer's own keyword arguments (``query_max_tokens``, ...).
 
     Example:
         >>> from evirank.score.families.seq2seq import MonoT5
@@ -353,12 +356,15 @@ class Duo(Stage):
         aggregate: str = DEFAULT_DUO_AGGREGATE,
         family: str | None = None,
         fetch: Stage | None = None,
+        runtime: Runtime | None = None,
         **options: Any,
     ) -> None:
         if not isinstance(k, int) or k < 2:
             raise ValueError(f"duo's k must be an integer of at least 2, found {k!r}")
         duo_aggregate(aggregate)  # an unknown name fails here
-        self.scorer: Any = model if hasattr(model, "transform") else pair_scorer(model, family, **options)
+        self.scorer: Any = (
+            model if hasattr(model, "transform") else pair_scorer(model, family, runtime, **options)
+        )
         self.k = k
         self.aggregate = str(aggregate).strip().lower()
         self.fetch = fetch
@@ -434,8 +440,11 @@ class Duo(Stage):
         return _reorder(ranked, scored, self.k)
 
 
-def pair_scorer(model: str | os.PathLike[str], family: str | None = None, **options: Any) -> Any:
-    """The pair scorer of ``model``: of ``family``, or of the pairwise family that claims it most.
+def pair_scorer(
+    model: str | os.PathLike[str], family: str | None = None, runtime: Runtime | None = None, **options: Any
+) -> Any:
+    """The pair scorer of ``model``: of ``family``, or of the pairwise family that claims it most,
+    running on ``runtime`` (``options``: the family's own).
 
     Raises:
         UnknownFamilyError: ``family`` is not pairwise, or no pairwise family recognises the model.
@@ -447,14 +456,14 @@ def pair_scorer(model: str | os.PathLike[str], family: str | None = None, **opti
         chosen = get_family(family)
         if not chosen.pairwise:
             raise UnknownFamilyError(f"the {chosen.name} family scores one passage, not a pair of documents")
-        return make_scorer(chosen, model, **options)
+        return make_scorer(chosen, model, runtime, **options)
     pairwise = [get_family(name) for name in family_names() if get_family(name).pairwise]
     info = ModelInfo.read(resolve_model_dir(model))
     claims = sorted(((f.claims(info), f.name) for f in pairwise), reverse=True)
     if not claims or claims[0][0] <= 0 or (len(claims) > 1 and claims[1][0] == claims[0][0]):
         names = ", ".join(f.name for f in pairwise) or "none registered"
         raise UnknownFamilyError(f"{model}: say which pairwise family reads this model ({names})")
-    return make_scorer(get_family(claims[0][1]), model, **options)
+    return make_scorer(get_family(claims[0][1]), model, runtime, **options)
 
 
 def _reorder(ranked: pd.DataFrame, duo: Mapping[tuple[str, str], float], k: int) -> pd.DataFrame:

@@ -20,19 +20,16 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from evirank.config import Runtime
 from evirank.frames import DOCNO, PID, QID, QUERY, SCORE, TEXT, require_columns
-from evirank.score._base import DistinctPairs, ScoringStats, TransformerScorer, _ChunkedWriter
 from evirank.score.backends import TokenBatch
-from evirank.score.store import Store
 from evirank.score.tokenize import Template, TokenPieces
-
-if TYPE_CHECKING:
-    from evirank.scale.options import RayOptions
+from evirank.score.transformer import DistinctPairs, ScoringStats, TransformerScorer, _ChunkedWriter
 
 logger = logging.getLogger(__name__)
 
@@ -63,32 +60,11 @@ class PairScorer(TransformerScorer):
     block_columns = (QUERY, TEXT)
 
     def __init__(
-        self,
-        model: str | os.PathLike[str],
-        *,
-        max_length: int | None,
-        query_max_tokens: int,
-        batch_tokens: int | None,
-        device: str,
-        dtype: str,
-        backend: str,
-        store: Store | str | os.PathLike[str] | None,
-        commit_every: int,
-        ray: RayOptions | None = None,
+        self, model: str | os.PathLike[str], runtime: Runtime | None = None, *, query_max_tokens: int = 64
     ) -> None:
         if query_max_tokens < 1:
             raise ValueError(f"query_max_tokens must be positive, found {query_max_tokens}")
-        super().__init__(
-            model,
-            max_length=max_length,
-            batch_tokens=batch_tokens,
-            device=device,
-            dtype=dtype,
-            backend=backend,
-            store=store,
-            commit_every=commit_every,
-            ray=ray,
-        )
+        super().__init__(model, runtime)
         self.query_max_tokens = query_max_tokens
 
     # -- what a family says ---------------------------------------------------------------
@@ -276,13 +252,12 @@ class PairScorer(TransformerScorer):
         stats: ScoringStats,
     ) -> None:
         """:meth:`_score_pairs` with the model on Ray actors; each finished block is written at once."""
-        from evirank.scale.engine import run_blocks
-
+        assert self.ray is not None  # the caller chose this path for a scorer with a runner
         columns = {
             QUERY: lambda items: [pairs.queries[i] for i in pairs.pair_query[todo[items]]],
             TEXT: lambda items: [pairs.texts[i] for i in pairs.pair_text[todo[items]]],
         }
-        for items, values in run_blocks(self, columns, todo, stats, desc=f"{self.family} (Ray)"):
+        for items, values in self.ray.run_blocks(self, columns, todo, stats, desc=f"{self.family} (Ray)"):
             done = todo[items]
             pairs.scores[done] = np.asarray(values, dtype=np.float64)
             if write is not None:

@@ -174,7 +174,7 @@ def run_rerank(config: RerankConfig) -> dict[str, Any]:
         check_output(path, config.overwrite)  # before any (long) work
     store = config.store_location()
     if store is not None:
-        from evirank.score.store import check_store_path
+        from evirank.score.stores import check_store_path
 
         check_store_path(store)
 
@@ -219,7 +219,7 @@ def run_rerank(config: RerankConfig) -> dict[str, Any]:
             result = rerank.run(first, topics=topics, timings=timings)
     duo = pipeline.duo
     if duo is not None:
-        from evirank.score.pairwise import best_passages
+        from evirank.score.document_pairs import best_passages
 
         with timings.measure("duo"):
             result.run = duo(best_passages(result.run, result.passages))

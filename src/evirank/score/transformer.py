@@ -12,25 +12,24 @@ import time
 from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import pandas as pd
 
-from evirank._extras import require
+from evirank.config import BlockRunner, Runtime
 from evirank.errors import InputFormatError
+from evirank.extras import require
 from evirank.frames import QUERY, TEXT
 from evirank.progress import progress_bar
 from evirank.score.backends import Backend, ModelHead, Task, TokenBatch, get_backend
 from evirank.score.batching import token_budget_batches
 from evirank.score.devices import default_batch_tokens
 from evirank.score.fingerprint import model_fingerprint, reading_model, resolve_model_dir
-from evirank.score.store import Store, open_store, text_hash
+from evirank.score.store import Store, text_hash
+from evirank.score.stores import open_store
 from evirank.score.tokenize import TextEncoder
 from evirank.stage import Stage
-
-if TYPE_CHECKING:
-    from evirank.scale.options import RayOptions
 
 logger = logging.getLogger(__name__)
 
@@ -183,35 +182,68 @@ class TransformerScorer(Stage):
     #: Items tokenised and length-sorted together (a Ray block is one or more such chunks).
     chunk_items: int = 16384
 
-    def __init__(
-        self,
-        model: str | os.PathLike[str],
-        *,
-        max_length: int | None,
-        batch_tokens: int | None,
-        device: str,
-        dtype: str,
-        backend: str,
-        store: Store | str | os.PathLike[str] | None,
-        commit_every: int,
-        ray: RayOptions | None = None,
-    ) -> None:
-        if max_length is not None and max_length < 8:
-            raise ValueError(f"max_length must be at least 8 tokens, found {max_length}")
-        if batch_tokens is not None and batch_tokens < 1:
-            raise ValueError(f"batch_tokens must be positive, found {batch_tokens}")
-        if commit_every < 1:
-            raise ValueError(f"commit_every must be at least 1, found {commit_every}")
-        get_backend(backend)  # fail early on an unknown name
+    def __init__(self, model: str | os.PathLike[str], runtime: Runtime | None = None) -> None:
+        runtime = Runtime() if runtime is None else runtime
+        if not isinstance(runtime, Runtime):
+            raise TypeError(
+                f"runtime must be an evirank.config.Runtime (device, backend, batching, ...), "
+                f"found {type(runtime).__name__}"
+            )
+        if runtime.max_length is not None and runtime.max_length < 8:
+            raise ValueError(f"max_length must be at least 8 tokens, found {runtime.max_length}")
+        get_backend(runtime.backend)  # fail early on an unknown name
         self.model = model
-        self.max_length = max_length
-        self.batch_tokens = batch_tokens
-        self.device = device
-        self.dtype = dtype
-        self.backend = backend
-        self.store = store
-        self.commit_every = commit_every
-        self.ray = ray
+        self.runtime = runtime
+
+    # -- the runtime's settings, read where scoring needs them ---------------------------
+    @property
+    def device(self) -> str:
+        """Where the model runs (as asked: ``auto``, ``cpu``, ...; ``device_`` once resolved)."""
+        return self.runtime.device
+
+    @property
+    def backend(self) -> str:
+        """The engine."""
+        return self.runtime.backend
+
+    @property
+    def dtype(self) -> str:
+        """The precision asked for (``precision_`` once resolved)."""
+        return self.runtime.dtype
+
+    @property
+    def batch_tokens(self) -> int | None:
+        """The token budget per batch asked for (``batch_tokens_`` once resolved)."""
+        return self.runtime.batch_tokens
+
+    @property
+    def max_length(self) -> int | None:
+        """The input cap asked for (``max_length_`` once resolved)."""
+        return self.runtime.max_length
+
+    @property
+    def commit_every(self) -> int:
+        """New scores go to the store every this many batches."""
+        return self.runtime.commit_every
+
+    @property
+    def store(self) -> Any:
+        """The score store (or its location), or None."""
+        return self.runtime.store
+
+    @store.setter
+    def store(self, store: Any) -> None:
+        self.runtime = self.runtime.with_changes(store=store)
+        self.__dict__.pop("store_", None)
+
+    @property
+    def ray(self) -> BlockRunner | None:
+        """What runs the model's blocks elsewhere (Ray), or None."""
+        return self.runtime.ray
+
+    @ray.setter
+    def ray(self, ray: BlockRunner | None) -> None:
+        self.runtime = self.runtime.with_changes(ray=ray)
 
     def __getstate__(self) -> dict[str, Any]:
         """Parameters only: a pickled scorer (sent to a worker process) reloads lazily there."""
@@ -286,7 +318,7 @@ class TransformerScorer(Stage):
 
         Example:
             >>> from evirank.score import CrossEncoder
-            >>> scorer = CrossEncoder("in-memory", device="cpu")  # doctest: +SKIP
+            >>> scorer = CrossEncoder("in-memory", Runtime(device="cpu"))  # doctest: +SKIP
             >>> scorer.adopt(model, tokenizer)  # doctest: +SKIP
         """
         from evirank.score.backends import TorchBackend
@@ -335,7 +367,11 @@ class TransformerScorer(Stage):
             started = time.perf_counter()
             with reading_model(self.model_dir_):
                 backend = get_backend(self.backend).load(
-                    self.model_dir_, self.task, self.device_, self.precision_
+                    self.model_dir_,
+                    self.task,
+                    self.device_,
+                    self.precision_,
+                    threads=self.runtime.model_threads,
                 )
             self.backend_ = backend
             self.load_s_ = time.perf_counter() - started  # reported by evirank rerank's stage timings
@@ -460,7 +496,7 @@ class TransformerScorer(Stage):
 
     def worker_state(self) -> dict[str, Any]:
         """The parameters a model replica elsewhere (a Ray actor) is rebuilt from: no store, no Ray."""
-        return {**self.__getstate__(), "store": None, "ray": None}
+        return {**self.__getstate__(), "runtime": self.runtime.with_changes(store=None, ray=None)}
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> TransformerScorer:
