@@ -127,11 +127,11 @@ def wait_healthy(http: Any, server: subprocess.Popen[bytes], limit_s: float) -> 
 Answer = tuple[int, float, dict[str, Any]]
 
 
-def ask(http: Any, query: str, k: int, depth: int) -> Answer:
+def ask(http: Any, query: str, top: int, depth: int) -> Answer:
     """One search: (status, seconds, the response body with the server's stage timings)."""
     start = time.perf_counter()
     try:
-        response = http.get("/v1/search", params={"q": query, "k": k, "depth": depth})
+        response = http.get("/v1/search", params={"q": query, "top": top, "depth": depth})
         status = response.status_code
         body = dict(response.json()) if status == 200 else {}
     except Exception:  # a transport error counts as a failed request
@@ -144,7 +144,9 @@ def without_timings(body: dict[str, Any]) -> str:
     return json.dumps({key: value for key, value in body.items() if key != "timings"}, sort_keys=True)
 
 
-def same_answers(http: Any, queries: list[str], answers: list[Answer], k: int, depth: int) -> tuple[int, int]:
+def same_answers(
+    http: Any, queries: list[str], answers: list[Answer], top: int, depth: int
+) -> tuple[int, int]:
     """Ask ``queries`` again one at a time; (answers byte-identical to ``answers``, answers compared).
 
     The service's batching of concurrent queries must not change any answer: a query answered in a
@@ -154,7 +156,7 @@ def same_answers(http: Any, queries: list[str], answers: list[Answer], k: int, d
     for query, (status, _, body) in zip(queries, answers, strict=True):
         if status != 200:
             continue
-        again = ask(http, query, k, depth)
+        again = ask(http, query, top, depth)
         compared += 1
         same += again[0] == 200 and without_timings(again[2]) == without_timings(body)
     return same, compared
@@ -174,17 +176,17 @@ def cpu_seconds(pid: int) -> float:
         return float("nan")
 
 
-def sequential(http: Any, queries: list[str], k: int, depth: int) -> list[Answer]:
-    return [ask(http, q, k, depth) for q in queries]
+def sequential(http: Any, queries: list[str], top: int, depth: int) -> list[Answer]:
+    return [ask(http, q, top, depth) for q in queries]
 
 
-def burst(http: Any, queries: list[str], k: int, depth: int) -> list[Answer]:
+def burst(http: Any, queries: list[str], top: int, depth: int) -> list[Answer]:
     """All of ``queries`` at the same instant, one thread each."""
     gate = threading.Barrier(len(queries))
 
     def one(query: str) -> Answer:
         gate.wait()
-        return ask(http, query, k, depth)
+        return ask(http, query, top, depth)
 
     with ThreadPoolExecutor(max_workers=len(queries)) as pool:
         return list(pool.map(one, queries))
@@ -265,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--burst", type=int, default=20, help="new queries sent at the same instant")
     parser.add_argument("--bursts", type=int, default=3, help="how many bursts (distinct queries each)")
     parser.add_argument("--depth", type=int, default=20)
-    parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--top", type=int, default=10, help="results per request")
     parser.add_argument("--scorer", default="bi", choices=("bi", "cross"))
     parser.add_argument("--model", default=None, help="the server's --model")
     parser.add_argument("--aggregate", default=None, help="the server's --aggregate (default: birch:3)")
@@ -306,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     targets = args.scorer == "bi" and args.model is None and args.depth == 20 and args.prune is None
     top = header(
         "Search service: new queries, one at a time and in bursts",
-        f"SciFact test claims never sent before, depth {args.depth}, k {args.k}, scorer {args.scorer}"
+        f"SciFact test claims never sent before, depth {args.depth}, top {args.top}, scorer {args.scorer}"
         + (f" ({args.model})" if args.model else "")
         + (f", --prune {args.prune} by {args.prune_by or 'bm25'}" if args.prune else "")
         + f", vectors {args.vectors or 'the index own (if any)'}"
@@ -326,10 +328,10 @@ def main(argv: list[str] | None = None) -> int:
             began = time.monotonic()
             info = wait_healthy(http, server, args.startup)
             print(f"server ready in {time.monotonic() - began:.1f} s: {info['info']}", file=sys.stderr)
-            sequential(http, warm, args.k, args.depth)  # first requests after start-up, not measured
+            sequential(http, warm, args.top, args.depth)  # first requests after start-up, not measured
             seq = queries[: args.sequential]
             cpu = cpu_seconds(server.pid)
-            answered = sequential(http, seq, args.k, args.depth)
+            answered = sequential(http, seq, args.top, args.depth)
             rows.append(
                 summarise(f"sequential ({len(seq)} queries)", answered, cpu_seconds(server.pid) - cpu)
             )
@@ -340,14 +342,14 @@ def main(argv: list[str] | None = None) -> int:
             for b in range(args.bursts):
                 chunk = rest[b * args.burst : (b + 1) * args.burst]
                 cpu = cpu_seconds(server.pid)
-                answers += burst(http, chunk, args.k, args.depth)
+                answers += burst(http, chunk, args.top, args.depth)
                 burst_cpu += cpu_seconds(server.pid) - cpu
                 time.sleep(1.0)  # let the server drain between bursts
             if answers:
                 name = f"{args.bursts} bursts of {args.burst} at once"
                 rows.append(summarise(name, answers, burst_cpu))
                 asked = rest[: args.bursts * args.burst]
-                identical = same_answers(http, asked, answers, args.k, args.depth)
+                identical = same_answers(http, asked, answers, args.top, args.depth)
                 print(f"bursts: {rows[-1]['503']} x 503, p95 {rows[-1]['p95_ms']:.0f} ms", file=sys.stderr)
     finally:
         os.killpg(server.pid, signal.SIGTERM)

@@ -13,7 +13,8 @@ pytest.importorskip("fastapi")
 httpx = pytest.importorskip("httpx")
 from fastapi.testclient import TestClient  # noqa: E402
 
-from evirank.frames import Document  # noqa: E402
+from evirank.config import SETTINGS  # noqa: E402
+from evirank.frames import DOCNO, Document  # noqa: E402
 from evirank.serve.app import create_app  # noqa: E402
 from evirank.serve.config import ServeConfig  # noqa: E402
 from evirank.serve.searcher import TIMING_KEYS, Searcher  # noqa: E402
@@ -26,12 +27,39 @@ def client(searcher: Searcher | None = None, **config: Any) -> TestClient:
     )
 
 
+class Spied:
+    """The toy searcher, recording the k each retrieval asked for and the documents segmented."""
+
+    def __init__(self) -> None:
+        index = ToyIndex()
+        self.retrieved: list[int] = []
+        self.reranked: list[set[str]] = []
+        spied = self
+
+        def retrieve(topics: Any, k: int) -> Any:
+            spied.retrieved.append(k)
+            return index.retrieve(topics, k)
+
+        class Spy(ToySentences):
+            def transform(self, frame: Any) -> Any:
+                spied.reranked.append(set(frame[DOCNO]))
+                return super().transform(frame)
+
+        self.searcher = Searcher(retrieve, Spy(), ToyScorer(), ToyMaxP(), index.lookup)
+
+    def get(self, **params: Any) -> Any:
+        return client(self.searcher).get("/v1/search", params=params)
+
+
+# "cats dogs" shares words with four toy documents; the first stage ranks d3, d2, d1, d5
+
+
 # ---- shape -------------------------------------------------------------------------------------------
 def test_search_answers_the_documented_shape_a_superset_of_anserini() -> None:
-    body = client().get("/v1/search", params={"q": "cats purr", "k": 2, "depth": 4}).json()
+    body = client().get("/v1/search", params={"q": "cats purr", "top": 2, "depth": 4}).json()
     assert {"api", "index", "query", "candidates"} <= set(body)  # Anserini's SearchResponse
     assert body["query"] == {"text": "cats purr"}
-    assert (body["k"], body["depth"], body["index"]) == (2, 4, "toy")
+    assert (body["top"], body["depth"], body["k"], body["index"]) == (2, 4, 4, "toy")
     assert set(body["timings"]) == set(TIMING_KEYS)
     assert {"first_stage", "segmentation", "model", "aggregation", "wait", "total"} <= set(TIMING_KEYS)
     assert len(body["candidates"]) == 2
@@ -49,11 +77,82 @@ def test_search_answers_the_documented_shape_a_superset_of_anserini() -> None:
 
 
 def test_defaults_come_from_the_config() -> None:
-    body = client(default_k=2, default_depth=3).get("/v1/search", params={"q": "cats dogs"}).json()
-    assert (body["k"], body["depth"]) == (2, 3)
+    body = client(default_top=2, default_depth=3).get("/v1/search", params={"q": "cats dogs"}).json()
+    assert (body["top"], body["depth"], body["k"]) == (2, 3, 3)
     assert len(body["candidates"]) == 2
-    body = client(default_k=10, default_depth=20).get("/v1/search", params={"q": "cats", "depth": 2}).json()
-    assert body["k"] == 2  # k defaults to min(default k, depth)
+    body = client(default_top=10, default_depth=20).get("/v1/search", params={"q": "cats", "depth": 2}).json()
+    assert (body["top"], body["k"]) == (2, 2)  # top: the default cut to depth; k: the depth
+
+
+def test_the_config_defaults_are_the_settings_tables() -> None:
+    config = ServeConfig()
+    assert (config.default_top, config.default_depth, config.max_depth) == (
+        SETTINGS.default("top"),
+        SETTINGS.default("depth"),
+        SETTINGS.default("max_depth"),
+    )
+    assert (config.timeout_s, config.workers, config.max_pending) == (
+        SETTINGS.default("timeout"),
+        SETTINGS.default("workers"),
+        SETTINGS.default("max_pending"),
+    )
+
+
+def test_a_request_naming_only_depth_retrieves_and_reranks_that_many() -> None:
+    spied = Spied()
+    body = spied.get(q="cats dogs", depth=2).json()
+    assert spied.retrieved == [2] and spied.reranked == [{"d3", "d2"}]
+    assert (body["top"], body["depth"], body["k"]) == (2, 2, 2)
+    assert [c["docno"] for c in body["candidates"]] == ["d3", "d2"]
+
+
+def test_k_smaller_than_depth_reranks_k() -> None:
+    spied = Spied()
+    body = spied.get(q="cats dogs", top=1, depth=4, k=2).json()
+    assert spied.retrieved == [2] and spied.reranked == [{"d3", "d2"}]
+    assert (body["top"], body["depth"], body["k"]) == (1, 2, 2)  # depth: the documents re-ranked
+    assert len(body["candidates"]) == 1
+
+
+def test_documents_retrieved_beyond_depth_are_neither_reranked_nor_returned() -> None:
+    spied = Spied()
+    body = spied.get(q="cats dogs", top=4, depth=2, k=4).json()
+    assert spied.retrieved == [4] and spied.reranked == [{"d3", "d2"}]
+    assert (body["top"], body["depth"], body["k"]) == (2, 2, 4)
+    assert {c["docno"] for c in body["candidates"]} == {"d3", "d2"}
+    assert all(c["evidence"] for c in body["candidates"])
+
+
+@pytest.mark.parametrize(
+    ("params", "numbers"),
+    [
+        ({"top": 50, "depth": 3}, (3, 3, 3)),  # cut to depth
+        ({"top": 50, "depth": 4, "k": 2}, (2, 2, 2)),  # cut to k
+        ({"top": 100, "depth": 100}, (100, 100, 100)),  # the first stage finds 4: all are returned
+    ],
+)
+def test_top_is_capped_by_depth_and_k(params: dict[str, int], numbers: tuple[int, int, int]) -> None:
+    body = client().get("/v1/search", params={"q": "cats dogs", **params}).json()
+    assert (body["top"], body["depth"], body["k"]) == numbers
+    assert len(body["candidates"]) == min(numbers[0], 4)
+
+
+def test_k_in_its_old_meaning_of_results_shown_is_refused_with_what_to_write() -> None:
+    response = client().get("/v1/search", params={"q": "cats", "k": 5})
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "k is the first-stage depth (documents retrieved), 5 here, fewer than the "
+        f"{SETTINGS.default('top')} results shown (top); to get 5 results write top=5"
+    }
+    response = client().get("/v1/search", params={"q": "cats", "k": 2, "depth": 4})  # 4 would be shown
+    assert response.status_code == 400 and "fewer than the 4 results shown" in response.json()["error"]
+    for fine in (
+        {"k": 5, "top": 5},
+        {"k": 5, "top": 10},
+        {"k": SETTINGS.default("top")},
+        {"k": 3, "depth": 3},
+    ):
+        assert client().get("/v1/search", params={"q": "cats", **fine}).status_code == 200, fine
 
 
 def test_query_is_stripped_and_unicode_survives() -> None:
@@ -77,12 +176,11 @@ def test_health_reports_what_is_served_and_the_limits() -> None:
     assert body["status"] == "ok" and body["in_flight"] == 0
     assert body["info"]["index"] == "toy"
     assert body["limits"] == {
-        "max_k": 100,
-        "max_depth": 100,
+        "max_depth": SETTINGS.default("max_depth"),
         "max_query_chars": 1000,
         "timeout_s": 7,
-        "workers": 4,
-        "max_pending": 64,
+        "workers": SETTINGS.default("workers"),
+        "max_pending": SETTINGS.default("max_pending"),
     }
 
 
@@ -92,12 +190,25 @@ def test_openapi_documents_400_not_422_and_docs_need_no_cdn() -> None:
     assert set(spec["paths"]) == {"/v1/search", "/v1/doc/{docno}", "/v1/attention", "/health"}
     search = spec["paths"]["/v1/search"]["get"]
     assert {"200", "400", "503"} == set(search["responses"])
-    assert {p["name"] for p in search["parameters"]} == {"q", "k", "depth"}
+    assert {p["name"] for p in search["parameters"]} == {"q", "top", "depth", "k"}
     docs = c.get("/docs")
     assert docs.status_code == 200 and "swagger" in docs.text.lower()
     for url in re.findall(r'(?:src|href)="([^"]+)"', docs.text):
         assert not url.startswith("http"), url  # served locally: the machine may be offline
         assert c.get(url).status_code == 200, url
+
+
+def test_openapi_describes_top_depth_and_k_with_the_settings_help_and_the_limits() -> None:
+    spec = client(default_top=7, default_depth=30, max_depth=60).get("/openapi.json").json()
+    parameters = {p["name"]: p for p in spec["paths"]["/v1/search"]["get"]["parameters"]}
+    for name in ("top", "depth", "k"):
+        description = parameters[name]["description"]
+        assert SETTINGS[name].help in description, name
+        assert "at most 60" in description, name
+        assert parameters[name]["schema"]["anyOf"][0]["maximum"] == 60, name
+    assert "Default 7" in parameters["top"]["description"]
+    assert "Default 30" in parameters["depth"]["description"]
+    assert "Default: the request's depth" in parameters["k"]["description"]
 
 
 # ---- bad input ---------------------------------------------------------------------------------------
@@ -108,13 +219,16 @@ def test_openapi_documents_400_not_422_and_docs_need_no_cdn() -> None:
         ({"q": ""}, "query is empty"),
         ({"q": "   "}, "query is empty"),
         ({"q": "x" * 1001}, "at most 1000 characters"),
+        ({"q": "cats", "top": 0}, "top: Input should be greater than or equal to 1"),
+        ({"q": "cats", "top": 101}, "top: Input should be less than or equal to 100"),
+        ({"q": "cats", "top": "ten"}, "top: Input should be a valid integer"),
+        ({"q": "cats", "top": "1.5"}, "top: Input should be a valid integer"),
+        ({"q": "cats", "depth": 0}, "depth: Input should be greater than or equal to 1"),
+        ({"q": "cats", "depth": 1000}, "depth: Input should be less than or equal to 100"),
         ({"q": "cats", "k": 0}, "k: Input should be greater than or equal to 1"),
         ({"q": "cats", "k": 101}, "k: Input should be less than or equal to 100"),
         ({"q": "cats", "k": "ten"}, "k: Input should be a valid integer"),
-        ({"q": "cats", "k": "1.5"}, "k: Input should be a valid integer"),
-        ({"q": "cats", "depth": 0}, "depth: Input should be greater than or equal to 1"),
-        ({"q": "cats", "depth": 1000}, "depth: Input should be less than or equal to 100"),
-        ({"q": "cats", "k": 30, "depth": 10}, "must not exceed depth"),
+        ({"q": "cats", "k": 3}, "k is the first-stage depth (documents retrieved), 3 here"),
     ],
 )
 def test_bad_search_input_gets_400_with_a_clear_message(params: dict[str, Any], needle: str) -> None:
@@ -170,7 +284,7 @@ def test_concurrent_requests_are_answered_correctly_and_the_model_runs_one_call_
     with live_server(app) as url, httpx.Client(base_url=url, timeout=30) as http:
 
         def ask(q: str) -> tuple[int, list[str], list[str]]:
-            r = http.get("/v1/search", params={"q": q, "k": 3, "depth": 5})
+            r = http.get("/v1/search", params={"q": q, "top": 3, "depth": 5})
             body = r.json()
             return (
                 r.status_code,
@@ -250,13 +364,13 @@ def test_each_candidate_carries_the_terms_of_its_score_on_the_api_and_the_page()
 
     index = ToyIndex(TOY_DOCUMENTS)
     searcher = Searcher(index.retrieve, ToySentences(), ToyScorer(), Birch(top_n=2, alpha=0.4), index.lookup)
-    body = client(searcher).get("/v1/search", params={"q": "cats purr", "k": 3, "depth": 4}).json()
+    body = client(searcher).get("/v1/search", params={"q": "cats purr", "top": 3, "depth": 4}).json()
     assert body["candidates"]
     for candidate in body["candidates"]:
         names = [t["name"] for t in candidate["terms"]]
         assert names == ["first stage", "passage 1", "passage 2"]
         assert sum(t["contribution"] for t in candidate["terms"]) == pytest.approx(candidate["score"])
         assert candidate["terms"][0]["weight"] == pytest.approx(0.4)
-    page = client(searcher).get("/", params={"q": "cats purr", "k": 3, "depth": 4}).text
+    page = client(searcher).get("/", params={"q": "cats purr", "top": 3, "depth": 4}).text
     assert page.count('<details class="why">') == len(body["candidates"])
     assert '<td class="term">first stage</td><td>0.4</td>' in page

@@ -37,7 +37,7 @@ def model_searcher(model: Path) -> Searcher:
 @pytest.fixture(scope="module")
 def client(tiny_cross_encoder_path: Path) -> TestClient:
     return TestClient(
-        create_app(model_searcher(tiny_cross_encoder_path), ServeConfig(default_k=3, default_depth=5))
+        create_app(model_searcher(tiny_cross_encoder_path), ServeConfig(default_top=3, default_depth=5))
     )
 
 

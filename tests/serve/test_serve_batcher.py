@@ -209,10 +209,10 @@ def test_concurrent_queries_get_bitwise_the_answers_they_get_alone(batched: Any)
     from evirank.serve.fast import BatchedQueries
 
     assert isinstance(batched.scorer, BatchedQueries)
-    alone = {q: answers(batched.search(q, k=4, depth=4)) for q in QUERIES}
+    alone = {q: answers(batched.search(q, top=4, depth=4)) for q in QUERIES}
     before = len(batched.scorer.batch_sizes)
     with ThreadPoolExecutor(8) as pool:
-        together = list(pool.map(lambda q: answers(batched.search(q, k=4, depth=4)), QUERIES * 4))
+        together = list(pool.map(lambda q: answers(batched.search(q, top=4, depth=4)), QUERIES * 4))
     assert together == [alone[q] for q in QUERIES * 4]
     sizes = batched.scorer.batch_sizes[before:]
     assert sum(sizes) == len(QUERIES) * 4 and max(sizes) <= 4
@@ -257,7 +257,7 @@ def test_batching_turns_itself_off_where_a_batch_would_change_the_bits(
     try:
         searcher.warm_up()
         assert stage.max_batch == 1 and "query batching is off" in caplog.text
-        assert searcher.search("where did the cat sit", k=2, depth=4).candidates
+        assert searcher.search("where did the cat sit", top=2, depth=4).candidates
         assert set(stage.batch_sizes) == {1}
     finally:
         searcher.close()
@@ -299,7 +299,7 @@ def test_a_search_waiting_for_a_slow_batch_gives_up_at_its_deadline(
     try:
         began = time.monotonic()
         with pytest.raises(SearchTimeout, match="waiting for the model"):
-            searcher.search("where did the cat sit", k=2, depth=4, deadline=time.monotonic() + 0.5)
+            searcher.search("where did the cat sit", top=2, depth=4, deadline=time.monotonic() + 0.5)
         assert time.monotonic() - began < 2.0  # not held until the batch finished
     finally:
         searcher.close()

@@ -54,7 +54,7 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def url(live_server: Any) -> Iterator[str]:
-    with live_server(create_app(toy_searcher(), ServeConfig(default_k=3, default_depth=5))) as base:
+    with live_server(create_app(toy_searcher(), ServeConfig(default_top=3, default_depth=5))) as base:
         yield base
 
 
@@ -120,9 +120,9 @@ def test_search_without_javascript_is_rendered_by_the_server(browser: Any, url: 
 def test_bad_input_shows_a_message_in_the_page(browser: Any, url: str) -> None:
     context = browser.new_context(java_script_enabled=False)
     page = context.new_page()
-    response = page.goto(url + "/?q=cats&k=50&depth=5")
+    response = page.goto(url + "/?q=cats&k=2&depth=5")  # k in its old meaning: 2 results
     assert response is not None and response.status == 400
-    assert "must not exceed depth" in page.locator("[role=alert]").inner_text()
+    assert "to get 2 results write top=2" in page.locator("[role=alert]").inner_text()
     context.close()
 
 
@@ -132,7 +132,7 @@ def test_a_query_on_an_index_with_stored_vectors_shows_evidence_model_and_time(
     from evirank.serve.build import build_searcher
 
     searcher = build_searcher(embedded_index, model=str(tiny_bi_encoder_path), device="cpu")
-    with live_server(create_app(searcher, ServeConfig(default_k=2, default_depth=4))) as base:
+    with live_server(create_app(searcher, ServeConfig(default_top=2, default_depth=4))) as base:
         context = browser.new_context(viewport={"width": 1100, "height": 900})
         page = context.new_page()
         errors: list[str] = []
@@ -161,7 +161,7 @@ def test_the_terms_of_a_score_open_under_it_and_add_up(browser: Any, live_server
 
     index = ToyIndex(TOY_DOCUMENTS)
     searcher = Searcher(index.retrieve, ToySentences(), ToyScorer(), Birch(top_n=2, alpha=0.3), index.lookup)
-    with live_server(create_app(searcher, ServeConfig(default_k=3, default_depth=5))) as base:
+    with live_server(create_app(searcher, ServeConfig(default_top=3, default_depth=5))) as base:
         context = browser.new_context(java_script_enabled=True)
         page = context.new_page()
         page.goto(base + "/?q=cats+purr")
@@ -206,7 +206,7 @@ def test_the_attention_toggle_shades_the_best_sentences_words_by_what_the_model_
         parts = found.group(1).split(",") if found else []
         return float(parts[3]) if len(parts) == 4 else (1.0 if len(parts) == 3 else 0.0)
 
-    with live_server(create_app(searcher, ServeConfig(default_k=3, default_depth=5))) as base:
+    with live_server(create_app(searcher, ServeConfig(default_top=3, default_depth=5))) as base:
         context = browser.new_context(viewport={"width": 1100, "height": 900})
         page = context.new_page()
         problems: list[str] = []

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from evirank.aggregate import Birch, MaxP, SumP, parse_aggregate
-from evirank.serve.build import serve_segmenter
 
 
 def test_serve_parses_aggregates_with_the_shared_parser_and_default_normalisation() -> None:
@@ -24,25 +23,6 @@ def test_serve_parses_aggregates_with_the_shared_parser_and_default_normalisatio
 def test_bad_aggregate_specs_are_refused(spec: str) -> None:
     with pytest.raises(ValueError, match=r"aggregat|birch"):
         parse_aggregate(spec)
-
-
-def test_segment_specs_are_rerank_grammar_and_title_is_a_deprecated_override(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    assert serve_segmenter("windows:100:50") == "windows:100:50"
-    assert serve_segmenter(None) is None  # the stored vectors, else the default, decide
-    with caplog.at_level("WARNING"):
-        assert serve_segmenter("sentences", "prepend") == "sentences:prepend"
-    assert "--segment sentences:prepend" in caplog.text
-    assert serve_segmenter("sentences", "skip") == "sentences:skip"
-    assert serve_segmenter("windows:100:50", "segment") == "windows:100:50"
-    assert serve_segmenter("windows", "skip") == "windows:150:75:skip"
-    assert serve_segmenter("whole", "skip") == "whole:skip"
-    assert serve_segmenter(None, "skip") == "sentences:skip"
-    with pytest.raises(ValueError, match="segment"):
-        serve_segmenter("paragraphs", "skip")
-    with pytest.raises(ValueError, match="title"):
-        serve_segmenter("sentences", "first")
 
 
 def test_one_collection_opens_one_searcher_for_every_depth_and_the_document_lookup(

@@ -9,6 +9,7 @@ import pytest
 
 from evirank.cli import build_parser, main
 from evirank.cli.serve import config_from_args, quiet_per_request_progress
+from evirank.config import SETTINGS
 
 
 def parse(*argv: str):
@@ -18,16 +19,37 @@ def parse(*argv: str):
 def test_defaults_serve_the_offline_bi_encoder_on_localhost() -> None:
     args = parse("--index", "idx")
     assert (args.scorer, args.model, args.host, args.port) == (None, None, "127.0.0.1", 8080)  # None: auto
-    assert (args.depth, args.top, args.timeout) == (20, 10, 30.0)
-    assert (args.aggregate, args.segment) == ("birch:3", None)  # None: the vectors decide
+    names = ("depth", "top", "max_depth", "timeout", "workers", "max_pending", "aggregate")
+    assert [getattr(args, name) for name in names] == [SETTINGS.default(name) for name in names]
+    assert args.segment is None  # None: the vectors decide
     config = config_from_args(args)
-    assert (config.default_depth, config.default_k, config.timeout_s) == (20, 10, 30.0)
+    assert (config.default_depth, config.default_top, config.max_depth) == (
+        args.depth,
+        args.top,
+        args.max_depth,
+    )
+    assert (config.timeout_s, config.workers, config.max_pending) == (
+        args.timeout,
+        args.workers,
+        args.max_pending,
+    )
 
 
 def test_flags_reach_the_service_config() -> None:
-    args = parse("--index", "idx", "--depth", "5", "--top", "8", "--timeout", "2.5", "--max-depth", "50")
+    args = parse(
+        "--index", "idx", "--depth", "5", "--top", "8", "--timeout", "2.5", "--max-depth", "50",
+        "--workers", "2", "--max-pending", "3",
+    )  # fmt: skip
     config = config_from_args(args)
-    assert (config.default_depth, config.default_k, config.timeout_s, config.max_depth) == (5, 5, 2.5, 50)
+    assert (config.default_depth, config.default_top, config.timeout_s, config.max_depth) == (5, 8, 2.5, 50)
+    assert (config.workers, config.max_pending) == (2, 3)
+    assert config.check_request("cats") == ("cats", 5, 5, 5)  # top: --top cut to --depth
+    assert config.check_request("cats", depth=20, k=30) == ("cats", 8, 20, 30)
+
+
+def test_top_0_shows_every_document_reranked() -> None:
+    config = config_from_args(parse("--index", "idx", "--top", "0", "--depth", "30"))
+    assert config.check_request("cats") == ("cats", 30, 30, 30)
 
 
 def test_earlier_spellings_are_unknown_flags_named_with_the_nearest_one(

@@ -27,7 +27,7 @@ def test_a_service_combines_a_cross_encoder_and_a_bi_encoder_by_lookup(
     assert isinstance(searcher.scorer, Scorers) and isinstance(searcher.aggregator, MultiEvidence)
     assert searcher.aggregator.evidence_weights() == {"cross": pytest.approx(0.6), "bi": pytest.approx(0.4)}
     assert searcher.info["scorer"] == "cross+bi" and "vectors" in searcher.info
-    result = searcher.search("where did the cat sit", k=3, depth=4)
+    result = searcher.search("where did the cat sit", top=3, depth=4)
     assert 1 <= len(result.candidates) <= 3
     scores = [c.score for c in result.candidates]
     assert scores == sorted(scores, reverse=True)

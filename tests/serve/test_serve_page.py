@@ -114,7 +114,7 @@ def test_page_without_a_query_shows_the_form_and_no_results() -> None:
 
 
 def test_page_renders_results_with_highlighted_evidence_server_side() -> None:
-    html = page_client().get("/", params={"q": "cats purr", "k": 3, "depth": 5}).text
+    html = page_client().get("/", params={"q": "cats purr", "top": 3, "depth": 5}).text
     marks_of(html)  # balanced
     first = html[html.index('data-docno="d1"') :]
     first = first[: first.index("</li>", first.index('class="doctext"'))]
@@ -137,15 +137,39 @@ def test_page_escapes_titles_texts_and_the_query() -> None:
     ("params", "needle"),
     [
         ({"q": ""}, "query is empty"),
-        ({"q": "cats", "k": "many"}, "whole numbers"),
+        ({"q": "cats", "top": "many"}, "top must be a whole number, found &#x27;many&#x27;"),
+        ({"q": "cats", "k": "1.5"}, "k must be a whole number"),
         ({"q": "cats", "depth": "500"}, "depth must be between 1 and 100"),
-        ({"q": "cats", "k": "9", "depth": "3"}, "must not exceed depth"),
+        ({"q": "cats", "top": "0"}, "top must be between 1 and 100"),
+        ({"q": "cats", "k": "101"}, "k must be between 1 and 100"),
+        ({"q": "cats", "k": "3"}, "k is the first-stage depth (documents retrieved), 3 here"),
     ],
 )
 def test_page_shows_bad_input_as_a_message_with_400(params: dict[str, str], needle: str) -> None:
     response = page_client().get("/", params=params)
     assert response.status_code == 400
     assert 'role="alert"' in response.text and needle in response.text
+
+
+def test_the_form_and_the_json_link_carry_top_depth_and_k_when_given() -> None:
+    html = page_client().get("/", params={"q": "cats dogs", "top": "2", "depth": "3", "k": "4"}).text
+    assert re.search(r'name="top" type="number" min="1" max="100" value="2"', html)
+    assert re.search(r'name="depth" type="number" min="1" max="100" value="3"', html)
+    assert re.search(r'name="k" type="number" min="1" max="100" value="4"', html)
+    assert 'href="/v1/search?q=cats+dogs&amp;top=2&amp;depth=3&amp;k=4"' in html
+    assert "re-ranked from the first stage's top 3 of 4 retrieved" in html
+    assert html.count('class="result"') == 2
+    html = page_client(default_top=3, default_depth=5).get("/", params={"q": "cats dogs"}).text
+    assert 'name="top" type="number" min="1" max="100" value="3"' in html
+    assert 'name="depth" type="number" min="1" max="100" value="5"' in html
+    assert 'name="k" type="number" min="1" max="100" value=""' in html  # blank: k is the depth
+    assert 'href="/v1/search?q=cats+dogs&amp;top=3&amp;depth=5"' in html
+
+
+def test_the_page_reranks_k_when_k_is_smaller_than_depth() -> None:
+    html = page_client().get("/", params={"q": "cats dogs", "top": "5", "depth": "4", "k": "2"}).text
+    assert html.count('class="result"') == 2
+    assert 'href="/v1/search?q=cats+dogs&amp;top=2&amp;depth=2"' in html  # the same search
 
 
 def test_partial_page_is_just_the_results_section() -> None:

@@ -58,7 +58,7 @@ def client(tmp_path_factory: pytest.TempPathFactory, scifact: Path) -> Any:
 def test_scifact_claims_are_served_with_located_evidence(client: Any, scifact: Path) -> None:
     before = after = pairs = 0
     for _, claim, relevant in first_test_claims(scifact, 6):
-        response = client.get("/v1/search", params={"q": claim, "k": 20, "depth": 20})
+        response = client.get("/v1/search", params={"q": claim, "top": 20, "depth": 20})
         assert response.status_code == 200
         body = response.json()
         candidates = body["candidates"]
@@ -80,8 +80,8 @@ def test_scifact_claims_are_served_with_located_evidence(client: Any, scifact: P
 
 def test_scifact_page_and_document_lookup(client: Any, scifact: Path) -> None:
     _, claim, _ = first_test_claims(scifact, 1)[0]
-    html = client.get("/", params={"q": claim, "k": 3}).text
+    html = client.get("/", params={"q": claim, "top": 3}).text
     assert html.count('class="result"') == 3 and html.count("<mark") >= 3
-    docno = client.get("/v1/search", params={"q": claim, "k": 1}).json()["candidates"][0]["docno"]
+    docno = client.get("/v1/search", params={"q": claim, "top": 1}).json()["candidates"][0]["docno"]
     assert client.get(f"/v1/doc/{docno}").json()["docno"] == docno
     assert client.get("/v1/doc/not-a-scifact-id").status_code == 404

@@ -1,4 +1,4 @@
-"""The Searcher seam: ranking by evidence, evidence spans, depth and k, deadlines, locking."""
+"""The Searcher seam: ranking by evidence, evidence spans, top, depth and k, deadlines, locking."""
 
 from __future__ import annotations
 
@@ -37,10 +37,10 @@ def retrieve_fixed(scores: dict[str, float], docs: tuple[Document, ...] = DOCS):
     by_id = {d.docno: d for d in docs}
     calls: list[int] = []
 
-    def retrieve(topics: pd.DataFrame, depth: int) -> pd.DataFrame:
-        calls.append(depth)
+    def retrieve(topics: pd.DataFrame, k: int) -> pd.DataFrame:
+        calls.append(k)
         run = make_run([(topics[QID].iloc[0], d, s) for d, s in scores.items()])
-        run = run[run["rank"] <= depth]
+        run = run[run["rank"] <= k]
         return run.assign(
             title=[by_id[d].title for d in run[DOCNO]], text=[by_id[d].text for d in run[DOCNO]]
         )
@@ -52,7 +52,7 @@ def retrieve_fixed(scores: dict[str, float], docs: tuple[Document, ...] = DOCS):
 def test_candidates_are_ranked_by_evidence_not_by_first_stage() -> None:
     retrieve = retrieve_fixed({"c": 9.0, "b": 5.0, "a": 1.0})
     scorer = TableScorer({"The key sentence is here.": 0.9, "Key key key words everywhere.": 0.4})
-    result = Searcher(retrieve, ToySentences(), scorer, ToyMaxP()).search("key", k=3, depth=3)
+    result = Searcher(retrieve, ToySentences(), scorer, ToyMaxP()).search("key", top=3, depth=3)
     assert [c.docno for c in result.candidates] == ["b", "c", "a"]
     assert [c.rank for c in result.candidates] == [1, 2, 3]
     top = result.candidates[0]
@@ -72,8 +72,9 @@ def test_evidence_is_best_first_and_located_in_the_text() -> None:
         assert cand.text[ev.start : ev.end] == ev.text
 
 
-def test_depth_bounds_retrieval_and_k_bounds_the_answer() -> None:
-    retrieve = retrieve_fixed({"a": 3.0, "b": 2.0, "c": 1.0})
+def spied(scores: dict[str, float]) -> tuple[Searcher, list[int], list[set[str]]]:
+    """A searcher over ``scores``, with the k of each retrieval and the documents of each re-ranking."""
+    retrieve = retrieve_fixed(scores)
     seen: list[set[str]] = []
 
     class Spy(ToySentences):
@@ -81,11 +82,38 @@ def test_depth_bounds_retrieval_and_k_bounds_the_answer() -> None:
             seen.append(set(frame[DOCNO]))
             return super().transform(frame)
 
-    result = Searcher(retrieve, Spy(), ToyScorer(), ToyMaxP()).search("key", k=1, depth=2)
-    assert retrieve.calls == [2]  # type: ignore[attr-defined]
+    return Searcher(retrieve, Spy(), ToyScorer(), ToyMaxP()), retrieve.calls, seen  # type: ignore[attr-defined]
+
+
+def test_depth_bounds_retrieval_and_top_bounds_the_answer() -> None:
+    searcher, retrieved, seen = spied({"a": 3.0, "b": 2.0, "c": 1.0})
+    result = searcher.search("key", top=1, depth=2)
+    assert retrieved == [2]  # k: the depth
     assert seen == [{"a", "b"}]
-    assert len(result.candidates) == 1
+    assert (result.top, result.depth, result.k, len(result.candidates)) == (1, 2, 2, 1)
     assert result.passages == 5  # 2 sentences in a, 3 in b
+
+
+def test_k_smaller_than_depth_retrieves_and_reranks_k() -> None:
+    searcher, retrieved, seen = spied({"a": 3.0, "b": 2.0, "c": 1.0})
+    result = searcher.search("key", depth=3, k=2)
+    assert retrieved == [2] and seen == [{"a", "b"}]
+    assert (result.top, result.depth, result.k) == (2, 2, 2)  # top: every document re-ranked
+    assert {c.docno for c in result.candidates} == {"a", "b"}
+
+
+def test_documents_retrieved_beyond_depth_are_not_reranked_or_returned() -> None:
+    searcher, retrieved, seen = spied({"a": 3.0, "b": 2.0, "c": 1.0})
+    result = searcher.search("key", top=3, depth=1, k=3)
+    assert retrieved == [3] and seen == [{"a"}]
+    assert (result.top, result.depth, result.k) == (1, 1, 3)
+    assert [c.docno for c in result.candidates] == ["a"]
+
+
+def test_top_is_capped_by_depth_and_k() -> None:
+    searcher, _, _ = spied({"a": 3.0, "b": 2.0, "c": 1.0})
+    assert searcher.search("key", top=10, depth=2).top == 2
+    assert len(searcher.search("key", top=10, depth=3, k=2).candidates) == 2
 
 
 def test_first_stage_without_text_is_completed_from_the_document_lookup() -> None:
@@ -100,13 +128,13 @@ def test_first_stage_without_text_is_completed_from_the_document_lookup() -> Non
 
 
 def test_no_hits_gives_an_empty_answer_with_timings() -> None:
-    result = toy_searcher().search("zebra xylophone", k=5, depth=5)
+    result = toy_searcher().search("zebra xylophone", top=5, depth=5)
     assert result.candidates == ()
     assert result.timings["total"] >= result.timings["first_stage"] >= 0
 
 
 def test_timings_cover_every_stage() -> None:
-    result = toy_searcher(delay_s=0.05).search("cats", k=2, depth=3)
+    result = toy_searcher(delay_s=0.05).search("cats", top=2, depth=3)
     # the stage names of every re-ranking (evirank rerank's record too), then queueing and the total
     assert tuple(result.timings) == (*(s for s in STAGES if s != "write"), "wait", "total")
     assert result.timings["model"] >= 50  # a scorer without its own counters: all of its time
@@ -114,15 +142,15 @@ def test_timings_cover_every_stage() -> None:
     assert result.timings["total"] >= sum(v for k, v in result.timings.items() if k != "total") * 0.99
 
 
-@pytest.mark.parametrize(("k", "depth"), [(0, 5), (6, 5), (1, 0)])
-def test_bad_k_or_depth_is_refused(k: int, depth: int) -> None:
-    with pytest.raises(ValueError, match="k <= depth"):
-        toy_searcher().search("cats", k=k, depth=depth)
+@pytest.mark.parametrize(("top", "depth", "k"), [(0, 5, None), (1, 0, None), (1, 5, 0)])
+def test_a_top_depth_or_k_below_one_is_refused(top: int, depth: int, k: int | None) -> None:
+    with pytest.raises(ValueError, match="top, depth and k must be at least 1"):
+        toy_searcher().search("cats", top, depth, k=k)
 
 
 def test_empty_query_is_refused() -> None:
     with pytest.raises(ValueError, match="empty"):
-        toy_searcher().search("   ", k=1, depth=1)
+        toy_searcher().search("   ", top=1, depth=1)
 
 
 def test_document_lookup_and_unknown_docno() -> None:

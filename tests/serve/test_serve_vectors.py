@@ -22,7 +22,7 @@ def searcher(embedded_index: Path, tiny_bi_encoder_path: Path) -> Any:
 
 def test_a_bi_encoder_service_reads_stored_passages_and_vectors(searcher: Any) -> None:
     assert isinstance(searcher.segmenter, StoredSegments)
-    result = searcher.search("where did the cat sit", k=2, depth=4)
+    result = searcher.search("where did the cat sit", top=2, depth=4)
     assert len(result.candidates) == 2
     assert searcher.scorer.stats_.cached == result.passages  # every passage by lookup
     assert searcher.scorer.stats_.computed == 1  # the query alone went through the model
@@ -48,11 +48,13 @@ def test_a_cross_encoder_cascade_scores_only_the_kept_passages(
     embedded_index: Path, tiny_cross_encoder_path: Path
 ) -> None:
     with pytest.raises(ValueError, match="--prune 2 keeps only 2"):
-        build_searcher(embedded_index, model=str(tiny_cross_encoder_path), scorer="cross", prune=2)
+        build_searcher(
+            embedded_index, model=str(tiny_cross_encoder_path), scorer="cross", aggregate="birch:3", prune=2
+        )
     searcher = build_searcher(
         embedded_index, model=str(tiny_cross_encoder_path), scorer="cross", prune=1, aggregate="maxp"
     )
-    result = searcher.search("cat mat", k=3, depth=4)
+    result = searcher.search("cat mat", top=3, depth=4)
     assert result.passages == len(result.candidates) == 2  # one per document reached the model
     assert all(len(c.evidence) == 1 for c in result.candidates)
     assert "1 best passages by bm25" in searcher.info["evidence"]
@@ -61,7 +63,7 @@ def test_a_cross_encoder_cascade_scores_only_the_kept_passages(
 def test_the_page_says_which_model_made_the_evidence_and_how_long_it_took(searcher: Any) -> None:
     from fastapi.testclient import TestClient
 
-    page = TestClient(create_app(searcher)).get("/", params={"q": "cat mat", "depth": 4, "k": 2}).text
+    page = TestClient(create_app(searcher)).get("/", params={"q": "cat mat", "depth": 4, "top": 2}).text
     assert "evidence by" in page and "tiny-bi" in page and "stored passage vectors" in page
     assert "answered in" in page and "<mark" in page
 

@@ -31,6 +31,7 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from evirank.config import SETTINGS
 from evirank.errors import UsageError
 from evirank.extras import require
 from evirank.serve.config import BadRequest, ServeConfig
@@ -69,7 +70,7 @@ class SearchRunner:
     Example:
         >>> from evirank.serve.testing import toy_searcher
         >>> runner = SearchRunner(toy_searcher(), ServeConfig())
-        >>> runner.run("purr", 1, 2).candidates[0].docno
+        >>> runner.run("purr", 1, 2, 2).candidates[0].docno
         'd1'
         >>> runner.close()
     """
@@ -97,8 +98,9 @@ class SearchRunner:
         """Seconds to wait before retrying (a 503's ``Retry-After``): the expected queue, at least 1."""
         return max(1, math.ceil(self.expected_wait()))
 
-    def submit(self, query: str, k: int, depth: int) -> Future[SearchResult]:
-        """Admit one search and start it, or raise :class:`ServerBusy` at once.
+    def submit(self, query: str, top: int, depth: int, k: int) -> Future[SearchResult]:
+        """Admit one search (``top`` results of ``depth`` re-ranked of ``k`` retrieved, as
+        :meth:`Searcher.search`) and start it, or raise :class:`ServerBusy` at once.
 
         Refused: when ``max_pending`` searches are in flight, or when the searches ahead would keep it
         queued past ``timeout_s`` (it could only time out): answered now, not after the timeout.
@@ -114,18 +116,20 @@ class SearchRunner:
             self._in_flight += 1
         deadline = time.monotonic() + self.config.timeout_s
         try:
-            future = self._pool.submit(self._search, time.perf_counter(), query, k, depth, deadline)
+            future = self._pool.submit(self._search, time.perf_counter(), query, top, depth, k, deadline)
         except BaseException:
             self._release(None)
             raise
         future.add_done_callback(self._release)
         return future
 
-    def _search(self, submitted: float, query: str, k: int, depth: int, deadline: float) -> SearchResult:
+    def _search(
+        self, submitted: float, query: str, top: int, depth: int, k: int, deadline: float
+    ) -> SearchResult:
         """Run one search on a pool thread; time spent queued for the pool counts as ``wait``."""
         began = time.perf_counter()
         queued_ms = (began - submitted) * 1000.0
-        result = self.searcher.search(query, k, depth, deadline)
+        result = self.searcher.search(query, top, depth, k=k, deadline=deadline)
         took = time.perf_counter() - began
         with self._lock:
             self._service_s = took if self._service_s == 0.0 else 0.8 * self._service_s + 0.2 * took
@@ -145,18 +149,18 @@ class SearchRunner:
             "try a smaller depth, or retry when the server is less busy"
         )
 
-    def run(self, query: str, k: int, depth: int) -> SearchResult:
+    def run(self, query: str, top: int, depth: int, k: int) -> SearchResult:
         """Blocking form of :meth:`submit` + wait, for callers outside the event loop."""
-        future = self.submit(query, k, depth)
+        future = self.submit(query, top, depth, k)
         try:
             return future.result(timeout=self.config.timeout_s)
         except TimeoutError as exc:
             future.cancel()
             raise SearchTimeout(self.timeout_message()) from exc
 
-    async def run_async(self, query: str, k: int, depth: int) -> SearchResult:
+    async def run_async(self, query: str, top: int, depth: int, k: int) -> SearchResult:
         """Await one search; raise :class:`SearchTimeout` after ``timeout_s`` (a queued search is dropped)."""
-        future = self.submit(query, k, depth)
+        future = self.submit(query, top, depth, k)
         try:
             return await asyncio.wait_for(asyncio.wrap_future(future), timeout=self.config.timeout_s)
         except TimeoutError as exc:
@@ -281,6 +285,35 @@ def _add_error_handlers(app: Any, runner: SearchRunner) -> None:
         return _error(500, f"internal error: {type(exc).__name__}: {_clip(exc, 200)} (see the server log)")
 
 
+def parameter_help(config: ServeConfig) -> dict[str, str]:
+    """The OpenAPI descriptions of the search parameters ``top``, ``depth`` and ``k``: each setting's
+    help from :data:`evirank.config.SETTINGS`, then what the service adds (its defaults and limits).
+
+    Example:
+        >>> described = parameter_help(ServeConfig(default_depth=20, max_depth=50))
+        >>> described["k"].startswith(SETTINGS["k"].help), "at most 50" in described["k"]
+        (True, True)
+    """
+    limit = f"at most {config.max_depth}, the server's --max-depth"
+    return {
+        "top": (
+            f"{SETTINGS['top'].help}: the best re-ranked documents returned. Default {config.default_top}, "
+            f"or depth when smaller; {limit}. Only re-ranked documents are returned, so a top above depth "
+            "or k is cut to the smaller of them."
+        ),
+        "depth": (
+            f"{SETTINGS['depth'].help}. Here only re-ranked documents are returned: the first depth of "
+            f"the k retrieved, or all k when k is smaller. Default {config.default_depth}; {limit}."
+        ),
+        "k": (
+            f"{SETTINGS['k'].help}. Default: the request's depth; {limit}, since the text of every "
+            "document retrieved is fetched. Documents retrieved beyond depth are not re-ranked, carry no "
+            "evidence and are not returned. A k below the results shown is refused when top is not "
+            "given: top is the number of results."
+        ),
+    }
+
+
 def _add_api_routes(app: Any, runner: SearchRunner, searcher: Searcher, config: ServeConfig) -> None:
     """``/v1/search``, ``/v1/doc/{docno}`` and ``/health``."""
     from fastapi import Query
@@ -289,6 +322,7 @@ def _add_api_routes(app: Any, runner: SearchRunner, searcher: Searcher, config: 
 
     started = time.monotonic()
     index_name = str(searcher.info.get("index", "index"))
+    described = parameter_help(config)
     responses: dict[int | str, dict[str, Any]] = {
         400: {"model": schema.ErrorResponse, "description": "a parameter is missing or out of range"},
         503: {"model": schema.ErrorResponse, "description": "the search timed out or the server is busy"},
@@ -299,19 +333,16 @@ def _add_api_routes(app: Any, runner: SearchRunner, searcher: Searcher, config: 
         q: str | None = Query(
             None, description="the query", max_length=config.max_query_chars, examples=["cancer risk"]
         ),
-        k: int | None = Query(
-            None, ge=1, le=config.max_k, description=f"candidates to return (default {config.default_k})"
-        ),
-        depth: int | None = Query(
-            None,
-            ge=1,
-            le=config.max_depth,
-            description=f"first-stage hits to re-rank (default {config.default_depth}); k <= depth",
-        ),
+        top: int | None = Query(None, ge=1, le=config.max_depth, description=described["top"]),
+        depth: int | None = Query(None, ge=1, le=config.max_depth, description=described["depth"]),
+        k: int | None = Query(None, ge=1, le=config.max_depth, description=described["k"]),
     ) -> schema.SearchResponse:
-        """Rank documents for a query by their evidence; each candidate comes with its best passages."""
-        text, k_, depth_ = config.check_request(q, k, depth)
-        result = await runner.run_async(text, k_, depth_)
+        """Rank documents for a query by their evidence; each candidate comes with its best passages.
+
+        The first stage retrieves ``k`` documents, the first ``depth`` of them are re-ranked by the
+        evidence their passages hold, and the best ``top`` are returned."""
+        text, top_, depth_, k_ = config.check_request(q, top, depth, k)
+        result = await runner.run_async(text, top_, depth_, k_)
         return _search_response(schema, index_name, result)
 
     @app.get(
@@ -349,7 +380,7 @@ def _add_api_routes(app: Any, runner: SearchRunner, searcher: Searcher, config: 
         """What the model links between the query and one passage: from each query word to each passage
         word, mean over heads (a bi-encoder's and ColBERT's views are of their scores; see ``kind``).
         Computed on request, one model call."""
-        text, _, _ = config.check_request(q, None, None)
+        text, *_ = config.check_request(q)
         found = searcher.attention(
             text, docno, pid, layer or None, level=level, deadline=time.monotonic() + config.timeout_s
         )
@@ -363,7 +394,6 @@ def _add_api_routes(app: Any, runner: SearchRunner, searcher: Searcher, config: 
             in_flight=runner.in_flight,
             info=searcher.info,
             limits={
-                "max_k": config.max_k,
                 "max_depth": config.max_depth,
                 "max_query_chars": config.max_query_chars,
                 "timeout_s": config.timeout_s,
@@ -381,12 +411,17 @@ def _add_page_route(app: Any, runner: SearchRunner, searcher: Searcher, config: 
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page(
-        q: str | None = None, k: str | None = None, depth: str | None = None, partial: str | None = None
+        q: str | None = None,
+        top: str | None = None,
+        depth: str | None = None,
+        k: str | None = None,
+        partial: str | None = None,
     ) -> Any:
-        k_in, depth_in = _as_int(k), _as_int(depth)
+        given = {"top": top, "depth": depth, "k": k}
+        numbers = {name: _as_int(value) for name, value in given.items()}
         result, message, status = None, None, 200
         if q is not None:
-            result, message, status = await _page_search(runner, config, q, k, k_in, depth, depth_in)
+            result, message, status = await _page_search(runner, config, q, given, numbers)
         headers = security_headers()
         if status == 503:
             headers["Retry-After"] = str(runner.retry_after())
@@ -397,8 +432,9 @@ def _add_page_route(app: Any, runner: SearchRunner, searcher: Searcher, config: 
             config,
             searcher.info,
             query=(q or "").strip(),
-            k=k_in if isinstance(k_in, int) else None,
-            depth=depth_in if isinstance(depth_in, int) else None,
+            top=_whole(numbers["top"]),
+            depth=_whole(numbers["depth"]),
+            k=_whole(numbers["k"]),
             result=result,
             error=message,
             attention=searcher.has_attention,
@@ -410,18 +446,20 @@ async def _page_search(
     runner: SearchRunner,
     config: ServeConfig,
     q: str,
-    k: str | None,
-    k_in: int | str | None,
-    depth: str | None,
-    depth_in: int | str | None,
+    given: dict[str, str | None],
+    numbers: dict[str, int | str | None],
 ) -> tuple[SearchResult | None, str | None, int]:
-    """Run the page's search; return (result, error message, HTTP status)."""
+    """Run the page's search; return (result, error message, HTTP status).
+
+    ``given``: the form's ``top``, ``depth`` and ``k`` as sent; ``numbers``: the same as
+    :func:`_as_int` reads them (a string where one is not a whole number)."""
     try:
-        if isinstance(k_in, str) or isinstance(depth_in, str):
-            bad = k if isinstance(k_in, str) else depth
-            raise BadRequest(f"k and depth must be whole numbers, found {_clip(bad)!r}")
-        text, k_ok, depth_ok = config.check_request(q, k_in, depth_in)
-        return await runner.run_async(text, k_ok, depth_ok), None, 200
+        for name, value in numbers.items():
+            if isinstance(value, str):
+                raise BadRequest(f"{name} must be a whole number, found {_clip(given[name])!r}")
+        top, depth, k = (_whole(numbers[name]) for name in ("top", "depth", "k"))
+        text, top_ok, depth_ok, k_ok = config.check_request(q, top, depth, k)
+        return await runner.run_async(text, top_ok, depth_ok, k_ok), None, 200
     except BadRequest as exc:
         return None, str(exc), 400
     except SearchTimeout as exc:
@@ -465,6 +503,11 @@ def _as_int(value: str | None) -> int | str | None:
         return int(value.strip())
     except ValueError:
         return value
+
+
+def _whole(value: int | str | None) -> int | None:
+    """A form field read by :func:`_as_int`, when it is a whole number."""
+    return value if isinstance(value, int) else None
 
 
 def _attention_response(schema: Any, found: PassageAttention) -> Any:
@@ -524,8 +567,9 @@ def _search_response(schema: Any, index: str, result: SearchResult) -> Any:
     return schema.SearchResponse(
         index=index,
         query=schema.QueryModel(text=result.query),
-        k=result.k,
+        top=result.top,
         depth=result.depth,
+        k=result.k,
         passages=result.passages,
         candidates=candidates,
         timings=schema.TimingsModel(**result.timings),

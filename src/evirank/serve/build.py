@@ -3,8 +3,8 @@
 The service's pipeline is built by :func:`evirank.pipeline.build_pipeline`, the function
 ``evirank rerank`` and ``search`` use, over one :class:`~evirank.pipeline.Collection`: the index
 is opened once and shared by the first stage, the document lookup, the stored passages and their
-vectors. What the service adds is for answering many queries fast: each request retrieves at its
-own depth through the same searcher, passages come from the stored table when the stored vectors
+vectors. What the service adds is for answering many queries fast: each request retrieves its own
+``k`` documents through the same searcher, passages come from the stored table when the stored vectors
 were made by the same segmenter, the queries of concurrent requests are embedded together
 (:class:`~evirank.serve.fast.BatchedQueries`), and a cascade runs as one piece.
 
@@ -22,51 +22,30 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from evirank.config import SETTINGS
 from evirank.frames import Document
-from evirank.segment.segment_spec import SegmentSpec, SegmentSpecError
 from evirank.serve.searcher import Searcher
+
+if TYPE_CHECKING:
+    from evirank.pipeline import Collection, PipelineSpec
 
 logger = logging.getLogger(__name__)
 
-#: The service's segmenter when neither ``--segment`` nor stored vectors choose one.
-DEFAULT_SEGMENT = "sentences:prepend"
-
-
-def serve_segmenter(segment: str | None, title: str | None = None) -> str | None:
-    """The ``--segment`` spec with the deprecated ``--title`` applied (None: not given).
-
-    ``title`` (``prepend``, ``segment`` or ``skip``; the old ``--title`` flag) replaces the spec's
-    title mode, with a warning; write ``--segment sentences:prepend`` instead.
-
-    Example:
-        >>> serve_segmenter("sentences", "prepend")
-        'sentences:prepend'
-        >>> serve_segmenter("windows:100:50")
-        'windows:100:50'
-    """
-    if title is None:
-        return segment
-    if title not in ("prepend", "segment", "skip"):
-        raise SegmentSpecError(f"--title must be prepend, segment or skip; found {title!r}")
-    changed = SegmentSpec.parse(segment or DEFAULT_SEGMENT).with_title(title)
-    logger.warning("--title is deprecated: write --segment %s", changed.spec)
-    return changed.spec
-
 
 def searcher_from_spec(
-    spec: Any,
+    spec: PipelineSpec,
     *,
     scores: str | os.PathLike[str] | None = None,
-    show_passages: int = 3,
-    batch: int = 32,
-    collection: Any = None,
+    show_passages: int = SETTINGS.default("show_passages"),
+    batch: int = SETTINGS.default("batch"),
+    collection: Collection | None = None,
 ) -> Searcher:
     """The service's :class:`Searcher` for ``spec`` (a :class:`~evirank.pipeline.PipelineSpec` with an index).
 
     Args:
-        spec: the pipeline (its ``depth`` is the requests' default; each request retrieves its own).
+        spec: the pipeline (each request names its own ``k``, ``depth`` and ``top``).
         scores: a persistent score store to reuse and fill.
         show_passages: passages returned per candidate.
         batch: with a scorer that reads stored passage vectors, the most queries of concurrent
@@ -80,9 +59,8 @@ def searcher_from_spec(
     from evirank.score.family import family_of
     from evirank.serve.fast import BatchedQueries, CascadeStage
 
-    if spec.index is None:
-        raise ValueError("the service searches an index: give --index DIR")
-    collection = collection if collection is not None else Collection(spec.index)
+    index = spec.require_index("the service")
+    collection = collection if collection is not None else Collection(index)
     collection.check()
     pipeline = build_pipeline(spec, collection, store=scores, stored_segments=True)
     scorer = pipeline.scorer
@@ -94,7 +72,7 @@ def searcher_from_spec(
             info["evidence"] = "stored passage vectors: only the query is embedded"
         else:
             info["evidence"] = "passages embedded per query (no stored vectors: evirank index --embed)"
-    for stage in pipeline.rerank.passage_stages:  # the cascade: prune, then score, as one piece
+    for stage in pipeline.reranker.passage_stages:  # the cascade: prune, then score, as one piece
         scorer = CascadeStage(stage, scorer)
         info["evidence"] = (
             f"{getattr(scorer, 'family', 'the')} scorer on each document's {spec.prune} best passages "
@@ -112,8 +90,8 @@ def searcher_from_spec(
         except KeyError:
             return None
 
-    def retrieve(topics: Any, depth: int) -> Any:
-        return pipeline.retriever(depth, fetch_text=depth)(topics)
+    def retrieve(topics: Any, k: int) -> Any:
+        return pipeline.retriever(k, fetch_text=k)(topics)
 
     labels = [s.label for s in spec.scorers]
     models = [str(s.model) if s.model else f"{s.family} (its default model)" for s in spec.scorers]
@@ -144,50 +122,37 @@ def searcher_from_spec(
 def build_searcher(
     index: str | os.PathLike[str],
     model: str | None = None,
-    scorer: str = "auto",
-    segment: str | None = None,
-    title: str | None = None,
-    aggregate: str = "birch:3",
-    alpha: float | None = None,
-    weights: Sequence[float] | None = None,
+    *,
     scores: str | os.PathLike[str] | None = None,
-    device: str | None = None,
-    show_passages: int = 3,
-    vectors: str | None = None,
-    prune: int | None = None,
-    prune_by: str = "bm25",
-    batch: int = 32,
+    show_passages: int | None = None,
+    batch: int | None = None,
     scorers: Sequence[str] | None = None,
-    scorer_weights: Sequence[str] | str | None = None,
-    depth: int = 20,
+    **settings: Any,
 ) -> Searcher:
-    """:func:`searcher_from_spec` from keyword settings (the flags of ``evirank serve``).
+    """:func:`searcher_from_spec` from keyword settings: the settings of ``evirank serve``'s flags,
+    by name (``scorer``, ``segment``, ``aggregate``, ``alpha``, ``depth``, ``device``, ...), each
+    left out at the default every front end shares (:data:`evirank.config.SETTINGS`).
 
     ``scorers`` are several scorer specs (``[LABEL=]FAMILY[:MODEL]``) instead of ``scorer`` and
-    ``model``; ``segment`` None takes the stored passage vectors' segmenter when the index has some,
-    else ``sentences:prepend``.
+    ``model``; ``depth`` is what a request gets when it names none (each request may name its own).
 
     Raises:
         ValueError: a bad spec; FileNotFoundError when the index is missing.
+
+    Example:
+        >>> searcher = build_searcher("indexes/scifact", aggregate="birch:2", depth=20)  # doctest: +SKIP
     """
     from evirank.pipeline import PipelineSpec
 
+    scorer = settings.pop("scorer", None)
     spec = PipelineSpec.from_mapping(
         {
+            **settings,
             "index": str(index),
-            "scorer": list(scorers) if scorers else [scorer],
+            "scorer": list(scorers) if scorers else None if scorer is None else [scorer],
             "model": None if scorers else model,
-            "scorer_weights": scorer_weights,
-            "segment": serve_segmenter(segment, title),
-            "default_segment": DEFAULT_SEGMENT,
-            "aggregate": aggregate,
-            "alpha": alpha,
-            "weights": weights,
-            "device": device or "auto",
-            "vectors": vectors,
-            "prune": prune,
-            "prune_by": prune_by,
-            "depth": depth,
         }
     )
-    return searcher_from_spec(spec, scores=scores, show_passages=show_passages, batch=batch)
+    show = SETTINGS.default("show_passages") if show_passages is None else show_passages
+    queries = SETTINGS.default("batch") if batch is None else batch
+    return searcher_from_spec(spec, scores=scores, show_passages=show, batch=queries)

@@ -264,10 +264,11 @@ def render_results(
         )
     )
     n = len(result.candidates)
-    api = "/v1/search?" + urlencode({"q": result.query, "k": result.k, "depth": result.depth})
+    api = "/v1/search?" + urlencode(search_params(result))
+    retrieved = f" of {result.k} retrieved" if result.k > result.depth else ""
     status = (
         f'<div class="status"><span><b>{n}</b> result{"s" if n != 1 else ""} for '
-        f"<q>{_e(result.query)}</q>, re-ranked from the first stage's top {result.depth} "
+        f"<q>{_e(result.query)}</q>, re-ranked from the first stage's top {result.depth}{retrieved} "
         f"({result.passages:,} passages scored)</span>"
         f"{_provenance(info)}"
         f'<span class="timing" title="{_e(steps)}">answered in {_fmt_ms(t.get("total", 0.0))}'
@@ -284,20 +285,42 @@ def render_results(
     )
 
 
+def search_params(result: SearchResult) -> dict[str, str | int]:
+    """The query string of ``result``'s search: ``q``, ``top``, ``depth``, and ``k`` when it is not
+    ``depth`` (its default).
+
+    Example:
+        >>> search_params(SearchResult("cats", 3, 20, 50, (), {}, passages=0))
+        {'q': 'cats', 'top': 3, 'depth': 20, 'k': 50}
+        >>> search_params(SearchResult("cats", 3, 20, 20, (), {}, passages=0))
+        {'q': 'cats', 'top': 3, 'depth': 20}
+    """
+    params: dict[str, str | int] = {"q": result.query, "top": result.top, "depth": result.depth}
+    if result.k != result.depth:
+        params["k"] = result.k
+    return params
+
+
 def render_page(
     config: ServeConfig,
     info: Mapping[str, Any],
     query: str = "",
-    k: int | None = None,
+    top: int | None = None,
     depth: int | None = None,
+    k: int | None = None,
     result: SearchResult | None = None,
     error: str | None = None,
     attention: bool = False,
 ) -> str:
     """The whole page: header with the search form, the results section, a footer (``attention``: see
-    :func:`render_results`)."""
-    k = config.default_k if k is None else k
+    :func:`render_results`).
+
+    ``top``, ``depth`` and ``k`` are the request's numbers, shown in the form: ``top`` and ``depth``
+    default to the service's, ``k`` stays blank unless given (it defaults to ``depth``).
+    """
     depth = config.default_depth if depth is None else depth
+    top = config.shown(depth) if top is None else top
+    shown_k = "" if k is None else str(k)
     title = f"{query} — {config.title}" if query else config.title
     described = " · ".join(
         _e(f"{key} {value}") for key, value in info.items() if value not in (None, "") and key != "examples"
@@ -314,10 +337,13 @@ def render_page(
 <form id="search" method="get" action="/" role="search">
 <input id="q" name="q" type="search" value="{_e(query)}" maxlength="{config.max_query_chars}"
  placeholder="Search {_e(name or "the collection")}…" aria-label="query" autocomplete="off" autofocus>
-<label>top <input name="k" type="number" min="1" max="{config.max_k}" value="{k}"
- aria-label="results"></label>
+<label>top <input name="top" type="number" min="1" max="{config.max_depth}" value="{top}"
+ aria-label="results" title="results shown"></label>
 <label>of <input name="depth" type="number" min="1" max="{config.max_depth}" value="{depth}"
  aria-label="re-rank depth" title="first-stage hits re-ranked"></label>
+<label>k <input name="k" type="number" min="1" max="{config.max_depth}" value="{shown_k}"
+ placeholder="depth" aria-label="first-stage depth"
+ title="first-stage depth: documents retrieved (blank: depth)"></label>
 <button type="submit">Search</button>
 </form></div></header>
 <main class="wrap">
@@ -432,7 +458,11 @@ SCRIPT = """
 var form=document.getElementById('search');if(!form||!window.fetch)return;
 document.documentElement.setAttribute('data-enhanced','1');
 var pending=null;
+function clean(params){
+  ['top','depth','k'].forEach(function(n){if(params.get(n)==='')params.delete(n);});return params;
+}
 function load(params,push){
+  clean(params);
   var results=document.getElementById('results');
   if(pending)pending.abort();pending=new AbortController();
   results.setAttribute('aria-busy','true');
@@ -452,7 +482,8 @@ form.addEventListener('submit',function(ev){
 });
 window.addEventListener('popstate',function(){
   var p=new URLSearchParams(location.search);
-  ['q','k','depth'].forEach(function(n){if(p.has(n))form.elements[n].value=p.get(n);});
+  ['q','top','depth'].forEach(function(n){if(p.has(n))form.elements[n].value=p.get(n);});
+  form.elements.k.value=p.get('k')||'';
   load(p,false);
 });
 function shade(v,top,signed){

@@ -98,8 +98,9 @@ class SearchResponse(BaseModel):
     api: str = "v1"
     index: str
     query: QueryModel
-    k: int
-    depth: int
+    top: int = Field(description="results asked for: the request's top (or the default), cut to depth and k")
+    depth: int = Field(description="documents re-ranked: the request's depth (or the default), cut to k")
+    k: int = Field(description="the first-stage depth: documents retrieved (the request's k, or its depth)")
     passages: int = Field(description="passages scored for this search")
     candidates: list[CandidateModel]
     timings: TimingsModel
@@ -172,7 +173,10 @@ class HealthResponse(BaseModel):
     uptime_s: float
     in_flight: int = Field(description="searches admitted and not finished (running or queued)")
     info: dict[str, Any] = Field(description="index, model, scorer, aggregation")
-    limits: dict[str, int | float] = Field(description="the largest k, depth and query length; the timeout")
+    limits: dict[str, int | float] = Field(
+        description="max_depth (the largest top, depth and k), max_query_chars, timeout_s, workers, "
+        "max_pending"
+    )
 
 
 class ErrorResponse(BaseModel):

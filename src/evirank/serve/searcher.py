@@ -3,13 +3,16 @@
 A :class:`Searcher` runs one query through a first stage and the one re-ranking flow,
 :class:`evirank.rerank.Rerank` (the same object ``evirank rerank`` runs), built from injected pieces::
 
-    retrieve(topics, depth) -> Run      (first stage, with title and text of the top hits)
+    retrieve(topics, k)     -> Run      (first stage, with title and text of the top k hits)
     segmenter(Run)          -> Passages
     scorer(Passages)        -> Passages + score
     aggregator(Passages)    -> Run
 
 and returns each candidate with its best passages (its *evidence*, best first) and the time each stage
-took, under the stage names of :data:`evirank.rerank.timing.STAGES`. The pieces are plain callables
+took. A search names the three numbers of every evirank command: ``k`` documents retrieved (the
+first-stage depth), the first ``depth`` of them re-ranked (all ``k`` when ``k`` is smaller), and the best
+``top`` returned; only re-ranked documents are returned, so at most ``min(depth, k)``. Times are
+given under the stage names of :data:`evirank.rerank.timing.STAGES`. The pieces are plain callables
 and :class:`~evirank.stage.Stage` objects, so tests inject fakes (no JVM, no model) and the service
 builds the real ones (``Bm25 >> Sentences >> BiEncoder >> MaxP``).
 
@@ -39,7 +42,7 @@ Example:
     >>> class MaxP(Stage):
     ...     def transform(self, p):
     ...         return make_run(p.groupby(["qid", "docno"], as_index=False)["score"].max())
-    >>> result = Searcher(retrieve, Split(), Overlap(), MaxP()).search("cats", k=2, depth=2)
+    >>> result = Searcher(retrieve, Split(), Overlap(), MaxP()).search("cats", top=2, depth=2)
     >>> [(c.docno, c.evidence[0].text) for c in result.candidates]  # tied: docno descending
     [('d2', 'Cats sleep.'), ('d1', 'Cats purr.')]
 """
@@ -57,6 +60,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
+from evirank.config import SETTINGS
 from evirank.errors import EvirankError
 from evirank.frames import (
     DOCNO,
@@ -82,7 +86,7 @@ from evirank.stage import Stage
 
 logger = logging.getLogger(__name__)
 
-#: Retrieval: (Topics [qid, query], depth) -> Run [qid, docno, score, rank] with title and text.
+#: Retrieval: (Topics [qid, query], k) -> Run [qid, docno, score, rank] of the top k, with title and text.
 Retrieve = Callable[[pd.DataFrame, int], pd.DataFrame]
 #: Document lookup: docno -> Document, or None (or KeyError) when the index has no such document.
 DocumentLookup = Callable[[str], Document | None]
@@ -168,19 +172,24 @@ class Candidate:
 class SearchResult:
     """The answer to one query: candidates best first, and milliseconds per stage.
 
+    ``top``, ``depth`` and ``k`` are the numbers the search ran with: at most ``top`` candidates, from
+    the ``depth`` documents re-ranked (``min(depth, k)`` of the request), of the ``k`` retrieved (fewer
+    when the first stage found fewer).
+
     ``timings`` (milliseconds) has every stage of :data:`TIMING_KEYS`: the re-ranking stages of
     :data:`evirank.rerank.timing.STAGES` (``first_stage``, ``text_fetch``, ``segmentation``, ``pruning``,
     ``model_load``, ``tokenisation``, ``model``, ``scoring_other``, ``aggregation``), ``wait`` (time
     spent queueing for a busy piece) and ``total``.
 
     Example:
-        >>> SearchResult("cats", 10, 20, (), {"total": 1.5}, passages=0).timings["total"]
+        >>> SearchResult("cats", 10, 20, 20, (), {"total": 1.5}, passages=0).timings["total"]
         1.5
     """
 
     query: str
-    k: int
+    top: int
     depth: int
+    k: int
     candidates: tuple[Candidate, ...]
     timings: dict[str, float]
     passages: int
@@ -242,7 +251,7 @@ class Searcher:
     """Answer one query at a time with ranked candidates and their evidence; safe to share across threads.
 
     Args:
-        retrieve: first stage, ``(topics, depth) -> Run`` with ``title`` and ``text`` of the hits
+        retrieve: first stage, ``(topics, k) -> Run`` of the top ``k`` hits, with their ``title`` and ``text``
             (see :func:`stage_retriever` to adapt a Stage).
         segmenter: Run -> Passages [qid, docno, pid, text, ...].
         scorer: Passages -> Passages with ``score`` (the model; loaded once, called under a lock).
@@ -290,39 +299,57 @@ class Searcher:
         }
 
     # ------------------------------------------------------------------------------------------
-    def search(self, query: str, k: int, depth: int, deadline: float | None = None) -> SearchResult:
-        """Rank the top ``depth`` first-stage hits for ``query`` by their evidence; return the best ``k``.
+    def search(
+        self,
+        query: str,
+        top: int | None = None,
+        depth: int | None = None,
+        *,
+        k: int | None = None,
+        deadline: float | None = None,
+    ) -> SearchResult:
+        """Retrieve ``k`` first-stage hits for ``query``, re-rank the first ``depth`` of them by their
+        evidence, and return the best ``top``.
 
         Args:
             query: the query text (non-empty).
-            k: how many candidates to return (``1 <= k <= depth``).
-            depth: how many first-stage hits to re-rank.
+            top: how many candidates to return (default: every document re-ranked); only re-ranked
+                documents are returned, so at most ``min(depth, k)`` are.
+            depth: how many first-stage hits to re-rank (default: the ``depth`` setting's); all ``k``
+                when ``k`` is smaller, as ``evirank rerank --k 50 --depth 100`` re-ranks 50.
+            k: the first-stage depth, how many documents to retrieve (default: ``depth``); those
+                beyond ``depth`` are not re-ranked and not returned.
             deadline: a :func:`time.monotonic` instant after which the search gives up.
 
         Raises:
-            ValueError: on an empty query or bad ``k``/``depth``.
+            ValueError: on an empty query, or a ``top``, ``depth`` or ``k`` below 1.
             SearchTimeout: when the deadline passes.
         """
         if not query.strip():
             raise ValueError("the query is empty")
-        if depth < 1 or k < 1 or k > depth:
-            raise ValueError(f"need 1 <= k <= depth, found k={k}, depth={depth}")
+        depth = SETTINGS.default("depth") if depth is None else depth
+        k = depth if k is None else k
+        reranked = min(depth, k)
+        top = reranked if top is None else top
+        if min(top, depth, k) < 1:
+            raise ValueError(f"top, depth and k must be at least 1, found top={top}, depth={depth}, k={k}")
         clock = _Clock(deadline)
         _request.deadline = deadline
         try:
-            return self._search(query, k, depth, clock)
+            return self._search(query, min(top, reranked), reranked, k, clock)
         finally:
             _request.deadline = None
 
-    def _search(self, query: str, k: int, depth: int, clock: _Clock) -> SearchResult:
+    def _search(self, query: str, top: int, depth: int, k: int, clock: _Clock) -> SearchResult:
+        """The search of :meth:`search`: ``top <= depth <= k`` here (``depth``: documents re-ranked)."""
         topics = make_topics([(_QID, query)])
 
         with self._guard(clock, "first_stage"), clock.timings.measure("first_stage"):
-            run = self.retrieve(topics, depth)
+            run = self.retrieve(topics, k)
         require_columns(run, (QID, DOCNO, SCORE, RANK), "first stage run")
-        run = run[run[RANK] <= depth].reset_index(drop=True)
+        run = run[run[RANK] <= k].reset_index(drop=True)
         if run.empty:
-            return SearchResult(query, k, depth, (), clock.milliseconds(), passages=0)
+            return SearchResult(query, top, depth, k, (), clock.milliseconds(), passages=0)
         if QUERY not in run.columns:
             run = run.assign(**{QUERY: query})
 
@@ -330,12 +357,12 @@ class Searcher:
         scored = result.passages
         require_columns(scored, (QID, DOCNO, PID, TEXT, SCORE), "scorer output")
         with clock.timings.measure("aggregation"):
-            top = result.run.head(k)
-            terms = self._terms(scored, set(top[DOCNO].astype(str)))
-            candidates = self._candidates(result.documents, scored, top, terms)
+            best = result.run.head(top)  # the re-ranked documents come first, and top <= depth
+            terms = self._terms(scored, set(best[DOCNO].astype(str)))
+            candidates = self._candidates(result.documents, scored, best, terms)
         timings = clock.milliseconds()
         logger.debug("query %r: %d candidates, timings %s", query, len(candidates), timings)
-        return SearchResult(query, k, depth, candidates, timings, passages=len(scored))
+        return SearchResult(query, top, depth, k, candidates, timings, passages=len(scored))
 
     @property
     def has_attention(self) -> bool:
@@ -589,17 +616,17 @@ def _as_stage(piece: Piece) -> Stage:
 
 
 def stage_retriever(make_stage: Callable[[int], Piece]) -> Retrieve:
-    """Adapt a first-stage factory ``depth -> Stage`` to the ``(topics, depth) -> Run`` shape.
+    """Adapt a first-stage factory ``k -> Stage`` to the ``(topics, k) -> Run`` shape.
 
     Example:
         >>> from evirank.frames import make_run
-        >>> retrieve = stage_retriever(lambda depth: (lambda topics: make_run([("q", "d1", 1.0)])))
+        >>> retrieve = stage_retriever(lambda k: (lambda topics: make_run([("q", "d1", 1.0)])))
         >>> retrieve(make_topics([("q", "cats")]), 5)["docno"].tolist()
         ['d1']
     """
 
-    def retrieve(topics: pd.DataFrame, depth: int) -> pd.DataFrame:
-        return make_stage(depth)(topics)
+    def retrieve(topics: pd.DataFrame, k: int) -> pd.DataFrame:
+        return make_stage(k)(topics)
 
     return retrieve
 

@@ -6,7 +6,7 @@ an optional delay, and a count of how many calls overlap, to test locking and ti
 None of these are meant for real ranking.
 
 Example:
-    >>> result = toy_searcher().search("cats purr content", k=2, depth=3)
+    >>> result = toy_searcher().search("cats purr content", top=2, depth=3)
     >>> result.candidates[0].docno, result.candidates[0].evidence[0].text
     ('d1', 'Cats purr when they are content.')
 """
@@ -90,8 +90,9 @@ class ToyIndex:
         """The document, or None."""
         return self.documents.get(docno)
 
-    def retrieve(self, topics: pd.DataFrame, depth: int) -> pd.DataFrame:
-        """Documents sharing words with the query, scored by the count of shared words (ties by docno)."""
+    def retrieve(self, topics: pd.DataFrame, k: int) -> pd.DataFrame:
+        """The ``k`` documents sharing most words with the query, scored by the count of shared words
+        (ties by docno)."""
         rows = []
         for topic in topics.itertuples(index=False):
             terms = set(_words(str(getattr(topic, QUERY))))
@@ -100,7 +101,7 @@ class ToyIndex:
                 if overlap:
                     rows.append((str(getattr(topic, QID)), doc.docno, float(overlap)))
         run = make_run(rows)
-        run = run[run[RANK] <= depth].reset_index(drop=True)
+        run = run[run[RANK] <= k].reset_index(drop=True)
         docs = [self.documents[d] for d in run[DOCNO]]
         queries = dict(zip(topics[QID].astype(str), topics[QUERY], strict=True))
         return run.assign(
