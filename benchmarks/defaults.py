@@ -56,17 +56,18 @@ class Candidate:
 
     segment: str
     aggregate: str
-    alpha: float | None
+    alpha: float
     depth: int
 
     @property
     def label(self) -> str:
-        alpha = "its default" if self.alpha is None else f"{self.alpha:g}"
-        return f"{self.segment}, {self.aggregate} (alpha {alpha}), depth {self.depth}"
+        return f"{self.segment}, {self.aggregate}, alpha {self.alpha:g}, depth {self.depth}"
 
     def flags(self) -> list[str]:
-        alpha = [] if self.alpha is None else ["--alpha", str(self.alpha)]
-        return ["--segment", self.segment, "--aggregate", self.aggregate, *alpha, "--depth", str(self.depth)]
+        return [
+            *("--segment", self.segment, "--aggregate", self.aggregate),
+            *("--alpha", str(self.alpha), "--normalise", "minmax", "--depth", str(self.depth)),
+        ]
 
 
 def collections(data: Path, runs: Path) -> list[Collection]:
@@ -96,25 +97,25 @@ def collections(data: Path, runs: Path) -> list[Collection]:
 
 
 def candidates(quick: bool) -> list[Candidate]:
+    """Each aggregator at first-stage weights around its own default (Birch's 0.5, the others' 0),
+    then the segmenters' title rules and the service's earlier depth of 20."""
     found = [
         Candidate("sentences:prepend", aggregate, alpha, 100)
         for aggregate, alphas in (
-            ("maxp", (None, 0.1, 0.2, 0.3, 0.5)),
-            ("birch:3", (None, 0.3, 0.1)),
-            ("firstp", (None,)),
-            ("sump", (None,)),
-            ("meanp", (None,)),
+            ("maxp", (0.0, 0.1, 0.2, 0.3, 0.5)),
+            ("birch:3", (0.5, 0.3, 0.2, 0.1)),
+            ("firstp", (0.0, 0.2)),
+            ("sump", (0.0, 0.2)),
+            ("meanp", (0.0, 0.2)),
         )
         for alpha in alphas
     ]
     if quick:
         return found
-    found += [Candidate("sentences", "maxp", alpha, 100) for alpha in (None, 0.3)]
-    found += [Candidate("sentences", "birch:3", None, 100)]
-    found += [
-        Candidate("sentences:prepend", aggregate, alpha, 20)
-        for aggregate, alpha in (("maxp", 0.3), ("birch:3", None))
-    ]
+    found += [Candidate("sentences", "maxp", alpha, 100) for alpha in (0.0, 0.2)]
+    found += [Candidate("sentences", "birch:3", 0.5, 100)]
+    found += [Candidate("sentences:prepend", "maxp", alpha, 20) for alpha in (0.0, 0.2)]
+    found += [Candidate("sentences:prepend", "birch:3", 0.5, 20)]
     return found
 
 

@@ -12,6 +12,7 @@ import pytest
 
 import evirank
 from evirank.cli import main
+from evirank.config import SETTINGS
 from evirank.ranker import Ranker
 from evirank.segment.spans import passage_span as locate
 
@@ -110,7 +111,7 @@ def test_first_stage_scores_bring_a_first_stage_term(ranker: Ranker) -> None:
     ranked = ranker.rank("gene expression", docs, first_stage_scores=[4.0, 3.0, 2.0, 1.0])
     for doc in ranked:
         names = [t.name for t in doc.terms]
-        assert names[0] == "first stage" and doc.terms[0].weight == 0.5
+        assert names[0] == "first stage" and doc.terms[0].weight == SETTINGS.default("alpha")
         assert sum(t.contribution for t in doc.terms) == pytest.approx(doc.score)
         assert doc.first_stage_score == 4.0 - int(doc.id)
 

@@ -8,7 +8,8 @@ command line can be used, and the same flow runs underneath (:class:`~evirank.re
 
 Unlike rerankers that cut a document at the model's input length (512 tokens), a document is split
 into passages that each fit, every passage is scored, and the document's score aggregates them
-(the best passage by default, MaxP; ``birch:3`` for Birch's weighted top three).
+(the best passage by default, MaxP, weighed with the first stage's score when one is given;
+``birch:3`` for Birch's weighted top three).
 
 Example:
     >>> import evirank
@@ -31,15 +32,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from evirank.config import Runtime
+from evirank.config import SETTINGS
+from evirank.config.runtime import RUNTIME_SETTINGS
 from evirank.frames import DOCNO, FIRST_STAGE_SCORE, PID, QID, QUERY, RANK, SCORE, TEXT, TITLE
 from evirank.segment.budget import passage_budget
+from evirank.segment.segment_spec import SegmentSpec
 from evirank.segment.spans import WORD, passage_span
 
 logger = logging.getLogger(__name__)
 
-#: The keyword options of :class:`Ranker` that are the models' runtime (:class:`~evirank.config.Runtime`).
-RUNTIME_OPTIONS = ("backend", "dtype", "batch_tokens", "max_length", "model_threads", "commit_every")
+#: The pipeline settings a :class:`Ranker` takes by keyword besides its named ones: the runtime's
+#: (:class:`~evirank.config.Runtime`) and those that apply to documents held in memory.
+IN_MEMORY_SETTINGS = (*RUNTIME_SETTINGS, "scorer_weights", "prune", "prune_by")
 
 #: The keys of a document dict that are not metadata.
 ID_KEYS = ("id", "_id", "docid", "docno")
@@ -159,15 +163,20 @@ def _as_document(item: Any, position: int) -> dict[str, Any]:
 class Ranker:
     """Rank in-memory documents by their passages' evidence; the model loads once, on first use.
 
+    Every setting left out takes the default every front end shares (the settings table,
+    :data:`evirank.config.SETTINGS`): ``evirank rank``, ``evirank rerank`` and ``evirank serve``
+    rank the same documents the same way.
+
     Args:
         model: a Hugging Face id or a local folder (None: the offline all-MiniLM-L6-v2 bi-encoder).
         scorer: the model family (``auto``: told from the model's files; see
-            :func:`evirank.score.family_names`), or a scorer object (any Stage adding ``score``).
+            :func:`evirank.score.family_names`), scorer specs ``[LABEL=]FAMILY[:MODEL]`` (a list:
+            several scorers' evidence), or a scorer object (any Stage adding ``score``).
         segment: a segmenter spec (``sentences``, ``sentences:prepend``, ``windows:150:75``,
             ``whole``) or a segmenter object; passages are cut to fit the model's input.
         aggregate: an aggregator spec (``maxp``, ``firstp``, ``sump``, ``meanp``, ``birch:N``).
-        alpha: the first-stage weight (None: the aggregator's default when first-stage scores are
-            given, else 0: without them there is nothing to interpolate).
+        alpha: the first-stage weight (None: the default when first-stage scores are given, else
+            0: without them there is nothing to interpolate).
         weights: Birch's top-n weights (None: 1, 1/2, 1/4, ...).
         normalise: ``"minmax"`` or ``"none"`` (None: ``minmax`` when first-stage scores are given,
             so alpha mixes comparable scales; else ``none``, so scores are the model's own).
@@ -175,7 +184,9 @@ class Ranker:
         max_passages: passages per document (its first ones; 0: no limit).
         device: ``auto``, ``cpu``, ``cuda``, ``mps``.
         store: a score store (a ``.sqlite`` file or a folder), to reuse scores across calls and runs.
-        options: other keyword arguments of the family's scorer (``batch_tokens``, ``backend``, ...).
+        options: any other setting of the pipeline that applies to documents in memory (the
+            runtime's ``backend``, ``dtype``, ``batch_tokens``, ``max_length``, ...; ``scorer_weights``,
+            ``prune``, ``prune_by``), and the family's own keyword arguments (an LLM's ``instruction``).
 
     Example:
         >>> ranker = Ranker(segment="windows:100:50", aggregate="maxp")  # doctest: +SKIP
@@ -187,72 +198,64 @@ class Ranker:
         self,
         model: str | os.PathLike[str] | None = None,
         *,
-        scorer: Any = "auto",
-        segment: Any = "sentences",
-        aggregate: str = "maxp",
+        scorer: Any = None,
+        segment: Any = None,
+        aggregate: str | None = None,
         alpha: float | None = None,
         weights: Sequence[float] | None = None,
         normalise: str | None = None,
-        show_passages: int = 3,
-        max_passages: int = 1000,
-        device: str = "auto",
+        show_passages: int | None = None,
+        max_passages: int | None = None,
+        device: str | None = None,
         store: str | os.PathLike[str] | None = None,
         **options: Any,
     ) -> None:
-        from evirank.aggregate import parse_aggregate
+        from evirank.pipeline import Pipeline, PipelineSpec, build_pipeline
 
-        if show_passages < 0:
-            raise ValueError(f"show_passages must be >= 0, found {show_passages}")
-        self.pipeline_: Any = None
-        self.segmenter_: Any = None
-        if isinstance(scorer, str) and isinstance(segment, str):
-            # the one builder, as the command line's: the spec is parsed (and the model's family
-            # told from its files) now, so a bad spec fails before any model loads
-            from evirank.pipeline import PipelineSpec, build_pipeline
-
-            runtime: dict[str, Any] = {k: options.pop(k) for k in RUNTIME_OPTIONS if k in options}
-            spec = PipelineSpec.from_mapping(
-                {
-                    "scorer": scorer,
-                    "model": None if model is None else str(model),
-                    "segment": segment,
-                    "max_passages": max_passages,
-                    "aggregate": aggregate,
-                    "alpha": alpha,
-                    "weights": weights,
-                    "normalise": normalise,
-                    "device": device,
-                    "scorer_options": options,
-                    **runtime,
-                }
-            )
-            self.pipeline_ = build_pipeline(spec, store=store)
+        show = SETTINGS.default("show_passages") if show_passages is None else show_passages
+        if not isinstance(show, int) or isinstance(show, bool) or show < 0:
+            raise ValueError(f"show_passages must be an integer >= 0, found {show_passages!r}")
+        given_scorer = scorer if isinstance(scorer, str | list | tuple) or scorer is None else None
+        given_segment = segment if isinstance(segment, str) or segment is None else None
+        settings = {k: options.pop(k) for k in IN_MEMORY_SETTINGS if k in options}
+        # the one builder, as the command line's: the spec is parsed (and the model's family told
+        # from its files) now, so a bad spec fails before any model loads
+        self.spec_ = PipelineSpec.from_mapping(
+            {
+                "scorer": [given_scorer] if isinstance(given_scorer, str) else given_scorer,
+                "model": None if model is None else str(model),
+                "segment": given_segment,
+                "max_passages": max_passages,
+                "aggregate": aggregate,
+                "alpha": alpha,
+                "weights": weights,
+                "normalise": normalise,
+                "device": device,
+                "scorer_options": options,
+                **settings,
+            }
+        )
+        object_scorer = not (scorer is None or isinstance(scorer, str | list | tuple))
+        self.pipeline_: Pipeline | None = None
+        self.scorer = scorer
+        if not object_scorer:
+            self.pipeline_ = build_pipeline(self.spec_, store=store)
             self.scorer = self.pipeline_.scorer
+        object_segmenter = segment is not None and given_segment is None
+        self.segment = segment if object_segmenter else self.spec_.segment
+        self.segmenter_: Any = None
+        if self.pipeline_ is not None and not object_segmenter:
             self.segmenter_ = self.pipeline_.segmenter
-        elif isinstance(scorer, str):
-            from evirank.score.multi import ScorerSpec
-
-            spec_text = f"{scorer}:{model}" if model is not None else scorer
-            own = {k: options.pop(k) for k in RUNTIME_OPTIONS if k in options}
-            built = Runtime.from_mapping({"device": device, **own}, store=store)
-            self.scorer = ScorerSpec.parse(spec_text).build(built, **options)
-        else:
-            self.scorer = scorer
-        self.segment = segment
-        # parsed now, so a bad spec fails before any model loads; alpha is settled per call
-        parse_aggregate(aggregate, alpha=alpha, weights=weights, normalise=normalise)  # type: ignore[arg-type]
-        self.aggregate = aggregate
+        self.show_passages = show
+        self.max_passages = self.spec_.max_passages
         self.alpha = alpha
-        self.weights = weights
         self.normalise = normalise
-        self.show_passages = show_passages
-        self.max_passages = max_passages
 
     def _segmenter(self) -> Any:
         if self.segmenter_ is None:
-            from evirank.segment import SegmentSpec
-
-            segment = SegmentSpec.parse(self.segment) if isinstance(self.segment, str) else self.segment
+            segment = (
+                self.segment if self.segment is not None else SegmentSpec.parse(self.spec_.default_segment)
+            )
             if hasattr(segment, "build"):
                 budget = passage_budget(self.scorer)
                 built = segment.build(
@@ -264,11 +267,17 @@ class Ranker:
         return self.segmenter_
 
     def _aggregator(self, has_first_stage: bool) -> Any:
-        from evirank.aggregate import parse_aggregate
-
-        alpha = self.alpha if self.alpha is not None or has_first_stage else 0.0
-        normalise = self.normalise or ("minmax" if has_first_stage else "none")
-        return parse_aggregate(self.aggregate, alpha=alpha, weights=self.weights, normalise=normalise)  # type: ignore[arg-type]
+        """The spec's aggregator; without first-stage scores, the passages' evidence alone (alpha 0)
+        on the model's own scale (no normalisation)."""
+        spec = self.spec_
+        if not has_first_stage:
+            changes = {"alpha": 0.0 if self.alpha is None else self.alpha}
+            if self.normalise is None:
+                changes["aggregate"] = spec.aggregate.__class__.parse(
+                    spec.aggregate.spec, "none", scorers=spec.aggregate.scorers
+                )
+            spec = spec.with_changes(**changes)
+        return spec.aggregator()
 
     def rank(
         self,
@@ -352,7 +361,10 @@ class Ranker:
             return [[] for _ in queries]
         aggregator = self._aggregator(first_stage_scores is not None)
         depth = int(run.groupby(QID).size().max())
-        result = Rerank(self._segmenter(), self.scorer, aggregator, depth=depth).run(run)
+        cascade = self.pipeline_.reranker.passage_stages if self.pipeline_ is not None else ()
+        result = Rerank(self._segmenter(), self.scorer, aggregator, depth=depth, passage_stages=cascade).run(
+            run
+        )
         passages = result.passages
         terms = aggregator.terms(passages)
         return [

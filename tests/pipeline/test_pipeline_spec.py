@@ -187,7 +187,7 @@ def test_rerank_refuses_a_store_it_would_not_use(tmp_path: Path, caplog: pytest.
         family = "bi"
 
     class Built:
-        rerank = argparse.Namespace(scorer=Lookup())
+        reranker = argparse.Namespace(scorer=Lookup())
         duo = None  # without a duo stage nothing would use the store
 
     original = build.build_pipeline
@@ -208,3 +208,14 @@ def test_rerank_refuses_a_store_it_would_not_use(tmp_path: Path, caplog: pytest.
         package.build_pipeline = saved
     assert code == 2
     assert "every scorer reads the stored passage vectors" in caplog.text
+
+
+def test_what_needs_an_index_says_so_and_names_the_flag() -> None:
+    with pytest.raises(PipelineSpecError, match=r"--first-stage dense searches an index: give --index DIR"):
+        PipelineSpec(first_stage=FirstStageSpec(method="dense"))
+    with pytest.raises(PipelineSpecError, match="--run is a finished first stage"):
+        FirstStageSpec(method="dense", run="run.txt")
+    spec = PipelineSpec(corpus="corpus.jsonl", first_stage=FirstStageSpec(run="run.txt"))
+    with pytest.raises(PipelineSpecError, match="the service searches an index: give --index DIR"):
+        spec.require_index("the service")
+    assert spec.with_changes(corpus=None, index="idx").require_index("the service") == "idx"

@@ -21,6 +21,17 @@ DEPTH = 4
 
 
 def rerank_args(collection: dict[str, Path], model: Path, out: Path, *extra: str) -> list[str]:
+    """The pipeline these tests were written for: sentences, Birch 3S at alpha 0.5, or another
+    aggregator of ``extra`` with the first stage at 0 (a later ``--alpha`` of ``extra`` wins)."""
+    aggregate = extra[extra.index("--aggregate") + 1] if "--aggregate" in extra else "birch:3"
+    earlier = (
+        "--segment",
+        "sentences",
+        "--aggregate",
+        aggregate,
+        "--alpha",
+        "0.5" if "birch" in aggregate else "0",
+    )
     return [
         "-q",
         "rerank",
@@ -36,6 +47,7 @@ def rerank_args(collection: dict[str, Path], model: Path, out: Path, *extra: str
         "cpu",
         "--depth",
         str(DEPTH),
+        *earlier,
         "--output",
         str(out),
         *extra,

@@ -152,6 +152,10 @@ def test_fetch_from_an_index_and_the_bm25_pipeline_end_to_end(
         "3",
         "--aggregate",
         "birch:2",
+        "--alpha",
+        "0.5",
+        "--segment",
+        "sentences",
     ]
     args += ["--output", str(out)]
     assert main(args) == 0
@@ -247,7 +251,7 @@ def test_the_service_runs_the_same_pipeline_object(collection: dict[str, Path]) 
 
     searcher = Searcher(retrieve, Sentences(), PassageLength(), MaxP(), docs.get)
     assert isinstance(searcher.pipeline, Rerank)
-    served = searcher.search(TOPICS[qid], k=3, depth=3)
+    served = searcher.search(TOPICS[qid], top=3, depth=3)
     direct = rerank(
         run[run[QID] == qid],
         topics=TOPIC_FRAME,

@@ -35,7 +35,7 @@ def test_dl19_run_with_passage_text_is_reranked_above_bm25(datasets: Path, tmp_p
         "--segment",
         "sentences:prepend",
     ]
-    args += ["--aggregate", "maxp", "--depth", "100", "--output", str(out)]
+    args += ["--aggregate", "maxp", "--alpha", "0", "--depth", "100", "--output", str(out)]
     assert main(args) == 0
     qrels = read_qrels(dl / "qrels.dl19-passage.txt")
     bm25 = evaluate(read_run(dl / "run.dl19-passage.bm25.txt"), qrels, ["nDCG@10"])["nDCG@10"]

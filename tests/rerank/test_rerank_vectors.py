@@ -110,8 +110,11 @@ def test_rerank_prune_scores_only_the_kept_passages(
     collection: dict[str, Path], tiny_cross_encoder_path: Path, tmp_path: Path, caplog: Any
 ) -> None:
     cross = ["--model", str(tiny_cross_encoder_path), "--no-scores"]
-    assert main(rerank_args(collection, tmp_path / "bad.txt", *cross, "--prune", "2")) == 2
-    assert "--prune 2 keeps only 2" in caplog.text  # birch:3 by default
+    assert (
+        main(rerank_args(collection, tmp_path / "bad.txt", *cross, "--aggregate", "birch:3", "--prune", "2"))
+        == 2
+    )
+    assert "--prune 2 keeps only 2" in caplog.text
     out = tmp_path / "pruned.txt"
     args = [*cross, "--prune", "1", "--aggregate", "maxp", "--save-passages", str(tmp_path / "p.parquet")]
     assert main(rerank_args(collection, out, *args)) == 0

@@ -229,7 +229,7 @@ def test_rerank_with_parade_aggregates_the_document_scores_and_records_the_aggre
         "--save-passages",
         str(tmp_path / "p.parquet"),
     ]
-    assert main([*base, "--aggregate", "document", "--output", str(out)]) == 0
+    assert main([*base, "--aggregate", "document", "--alpha", "0", "--output", str(out)]) == 0
     record = json.loads(Path(f"{out}.json").read_text())
     assert record["scorer"]["kind"] == "parade" and record["scorer"]["aggregation"] == "transformer"
     assert record["aggregate"] == "document"
@@ -243,6 +243,8 @@ def test_rerank_with_parade_aggregates_the_document_scores_and_records_the_aggre
         *base,
         "--aggregate",
         "document",
+        "--alpha",
+        "0",
         "--output",
         str(again),
         "--overwrite",

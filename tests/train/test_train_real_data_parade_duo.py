@@ -121,6 +121,8 @@ def test_parade_and_duo_train_a_few_steps_and_rerank_scifact(
         "6",
         "--aggregate",
         "document",
+        "--alpha",
+        "0",
         "--device",
         "cpu",
         "--duo",

@@ -239,6 +239,8 @@ def test_tune_with_the_robust04_folds(datasets: Path, tmp_path: Path) -> None:
                 str(tmp_path / "qrels.txt"),
                 "--folds",
                 str(folds_file),
+                "--aggregate",
+                "birch:3",
                 "--grid",
                 "alpha=0:1:0.5",
                 "w2=0,1",

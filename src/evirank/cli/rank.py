@@ -18,11 +18,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from evirank.pipeline import flags
+
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register ``rank`` and its flags (the pipeline's shared ones, as in ``rerank`` and ``serve``)."""
     from evirank.cli import DefaultsHelpFormatter
-    from evirank.pipeline import flags
 
     parser = subparsers.add_parser(
         "rank",
@@ -34,13 +35,19 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     flags.add_flags(
         parser,
-        ["query", "docs", "scorer", "model", "device", "segment", "aggregate", *flags.DISPLAY, "json"],
-        defaults={"segment": "sentences", "aggregate": "maxp"},
+        ["query", "docs", "first_stage_key", *IN_MEMORY, *flags.DISPLAY, "json"],
         required={"query", "docs"},
         helps={"top": "results shown (0: all)"},
-        changes={"scorer": {"action": None}},
     )
     return parser
+
+
+#: The pipeline's settings that apply to documents given in memory (no index, no first stage to run).
+IN_MEMORY = [
+    *(name for name in flags.SCORING if name != "vectors"),
+    *flags.CASCADE,
+    *(name for name in flags.PASSAGES if name != "depth"),
+]
 
 
 def read_documents(path: str) -> list[dict[str, Any]]:
@@ -75,20 +82,41 @@ def read_documents(path: str) -> list[dict[str, Any]]:
     return docs
 
 
+def first_stage_scores(docs: list[dict[str, Any]], key: str | None, path: str) -> list[float] | None:
+    """Each document's first-stage score, read from its ``key`` (None without a key).
+
+    Raises:
+        InputFormatError: a document without the key, or with a value that is no finite number.
+    """
+    if key is None:
+        return None
+    import math
+
+    from evirank.errors import InputFormatError
+
+    scores = []
+    for position, doc in enumerate(docs, start=1):
+        value = doc.get(key)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise InputFormatError(
+                path,
+                None,
+                f"a finite number under {key!r} in every document (--first-stage-key)",
+                f"{value!r} in document {doc['id']!r} (the {position}th)",
+            )
+        scores.append(float(value))
+    return scores
+
+
 def run(args: argparse.Namespace) -> int:
     """Rank and print the results (a readable list, or JSON lines with ``--json``)."""
     from evirank.ranker import Ranker
 
     docs = read_documents(args.docs)
-    ranker = Ranker(
-        args.model,
-        scorer=args.scorer or "auto",
-        segment=args.segment,
-        aggregate=args.aggregate,
-        show_passages=args.show_passages,
-        device=args.device,
-    )
-    ranked = ranker.rank(args.query, docs, top=args.top or None)
+    first_stage = first_stage_scores(docs, args.first_stage_key, args.docs)
+    settings = {name: getattr(args, name) for name in IN_MEMORY if name not in ("model", "scores")}
+    ranker = Ranker(args.model, store=args.scores, show_passages=args.show_passages, **settings)
+    ranked = ranker.rank(args.query, docs, first_stage_scores=first_stage, top=args.top or None)
     out = sys.stdout
     for doc in ranked:
         if args.json:

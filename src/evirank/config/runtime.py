@@ -39,10 +39,6 @@ class BlockRunner(Protocol):
     def to_dict(self) -> dict[str, Any]: ...
 
 
-#: The runtime fields that are settings of the table (the others are objects: a store, a runner).
-SETTING_FIELDS = ("device", "backend", "dtype", "batch_tokens", "max_length", "model_threads", "commit_every")
-
-
 @dataclass(frozen=True)
 class Runtime:
     """The runtime of a scorer (see the module).
@@ -70,7 +66,7 @@ class Runtime:
     ray: BlockRunner | None = None
 
     def __post_init__(self) -> None:
-        for name in SETTING_FIELDS:
+        for name in RUNTIME_SETTINGS:
             value = getattr(self, name)
             checked = SETTINGS.check(name, value)
             if checked is None and SETTINGS.default(name) is not None:
@@ -92,7 +88,7 @@ class Runtime:
             >>> Runtime.from_mapping({"device": "cpu", "k": 10}).device
             'cpu'
         """
-        return cls(**{name: SETTINGS.value(options, name) for name in SETTING_FIELDS}, **objects)
+        return cls(**{name: SETTINGS.value(options, name) for name in RUNTIME_SETTINGS}, **objects)
 
     def with_changes(self, **changes: Any) -> Runtime:
         """A copy with some fields replaced (checked again)."""
@@ -104,3 +100,9 @@ class Runtime:
         described["store"] = None if self.store is None else str(getattr(self.store, "path", self.store))
         described["ray"] = None if self.ray is None else self.ray.to_dict()
         return described
+
+
+#: The runtime's fields that are settings of the table, in order (the others are objects: the
+#: store, the runner): a field added to :class:`Runtime` with its setting in the table is a flag of
+#: every command that takes the scoring flags, and a keyword of the Python API.
+RUNTIME_SETTINGS = tuple(f.name for f in fields(Runtime) if f.name not in ("store", "ray"))

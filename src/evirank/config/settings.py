@@ -11,8 +11,8 @@ Adding a setting is adding an entry here, then naming it where a command adds it
 reading it where it is used: ``docs/architecture.md`` walks through one.
 
 Example:
-    >>> SETTINGS.default("depth"), SETTINGS["bm25"].flag, SETTINGS.default("bm25")
-    (100, '--bm25', (0.9, 0.4))
+    >>> SETTINGS["bm25"].flag, SETTINGS["bm25"].nargs, SETTINGS.check("depth", "20")
+    ('--bm25', 2, 20)
     >>> SETTINGS["normalise"].aliases
     ('--normalize',)
 """
@@ -86,7 +86,8 @@ SEGMENT_GRAMMAR = (
 #: the two equal).
 AGGREGATE_GRAMMAR = "birch[:N] (birch is birch:3), maxp, firstp, sump, meanp, document"
 
-_RUN_FILE = "a TREC run"
+#: The segmenter when none is given and no stored passage vectors choose one.
+_SEGMENT = "sentences:prepend"
 
 SETTINGS = SettingsTable(
     [
@@ -130,6 +131,14 @@ SETTINGS = SettingsTable(
             "a JSONL file of documents (plain or .gz: id, title, text and any metadata), or - for stdin",
             DOCUMENTS,
             metavar="FILE",
+        ),
+        Setting(
+            "first_stage_key",
+            None,
+            "the key of each document's first-stage score in --docs (BM25's, say), interpolated by --alpha "
+            "as rerank interpolates its first stage (default: none, the passages' evidence alone)",
+            DOCUMENTS,
+            metavar="KEY",
         ),
         Setting(
             "name",
@@ -358,10 +367,18 @@ SETTINGS = SettingsTable(
             metavar="SCORER",
         ),
         # -- passages and aggregation ----------------------------------------------------------
-        Setting("segment", None, SEGMENT_GRAMMAR, PASSAGES, kind=values.non_empty_text, metavar="SPEC"),
+        Setting(
+            "segment",
+            None,
+            f"{SEGMENT_GRAMMAR} (default: the stored passage vectors' segmenter when the pipeline reads "
+            f"some, else {_SEGMENT})",
+            PASSAGES,
+            kind=values.non_empty_text,
+            metavar="SPEC",
+        ),
         Setting(
             "default_segment",
-            "sentences",
+            _SEGMENT,
             "the segmenter when --segment is not given and no stored passage vectors choose one",
             PASSAGES,
             kind=values.non_empty_text,
@@ -376,11 +393,13 @@ SETTINGS = SettingsTable(
             kind=values.non_negative_int,
             metavar="N",
         ),
-        Setting("aggregate", "birch:3", AGGREGATE_GRAMMAR, PASSAGES, kind=values.non_empty_text),
+        Setting("aggregate", "maxp", AGGREGATE_GRAMMAR, PASSAGES, kind=values.non_empty_text),
         Setting(
             "alpha",
-            None,
-            "first-stage weight in [0, 1] (default: birch 0.5, others 0)",
+            0.2,
+            "first-stage weight in [0, 1]: a document scores alpha x its first-stage score + (1 - alpha) "
+            "x its passages' evidence, both min-max normalised per query (0: the evidence alone; without "
+            "a first stage, as in rank, the evidence alone)",
             PASSAGES,
             kind=values.unit_float,
             metavar="A",

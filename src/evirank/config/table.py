@@ -200,6 +200,15 @@ class SettingsTable:
         """The default of setting ``name``."""
         return self[name].default
 
+    def by_flag(self, spelling: str) -> Setting | None:
+        """The setting spelled ``spelling`` on the command line (``--depth``, ``-o``), or None."""
+        name = self._flags.get(spelling)
+        return None if name is None else self._settings[name]
+
+    def flags(self) -> list[str]:
+        """Every spelling of every flag."""
+        return list(self._flags)
+
     def check(self, name: str, value: Any) -> Any:
         """``value`` of setting ``name``, checked (see :meth:`Setting.check`)."""
         return self[name].check(value)

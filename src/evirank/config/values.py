@@ -215,8 +215,8 @@ def pair_of(item: Callable[[Any], Any]) -> Callable[[Any], tuple[Any, Any]]:
     """Two values of ``item``'s kind (a list, a tuple, or text with two words).
 
     Example:
-        >>> pair_of(finite_float)("0.9 0.4")
-        (0.9, 0.4)
+        >>> pair_of(finite_float)("1.2 0.75")
+        (1.2, 0.75)
     """
 
     def check(value: Any) -> tuple[Any, Any]:

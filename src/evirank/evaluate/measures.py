@@ -62,6 +62,7 @@ import numpy as np
 import pandas as pd
 from ir_measures import Measure
 
+from evirank.config import SETTINGS
 from evirank.errors import EvirankError
 from evirank.frames import (
     DOCNO,
@@ -86,7 +87,7 @@ TIES: tuple[str, ...] = ("trec_eval", "rank")
 MISSING: tuple[str, ...] = ("skip", "zero")
 
 #: The measures of the CLI's default table: the papers' AP, P@20, nDCG@20, plus nDCG@10, RR@10, R@1000.
-DEFAULT_MEASURES: tuple[str, ...] = ("AP", "P@20", "nDCG@20", "nDCG@10", "RR@10", "R@1000")
+DEFAULT_MEASURES: tuple[str, ...] = tuple(SETTINGS.default("measures"))
 
 
 class MeasureError(EvirankError, ValueError):

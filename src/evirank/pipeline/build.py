@@ -12,7 +12,7 @@ Example:
     >>> from evirank.pipeline import PipelineSpec
     >>> spec = PipelineSpec.from_mapping({"corpus": "corpus.jsonl", "scorer": "bi", "aggregate": "maxp"})
     >>> pipeline = build_pipeline(spec)  # doctest: +SKIP
-    >>> result = pipeline.rerank.run(first_stage_run, topics=topics)  # doctest: +SKIP
+    >>> result = pipeline.reranker.run(first_stage_run, topics=topics)  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -20,11 +20,17 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evirank.pipeline.collection import Collection
 from evirank.pipeline.spec import PipelineSpec, PipelineSpecError
 from evirank.segment.budget import passage_budget
+
+if TYPE_CHECKING:
+    from evirank.rerank import Rerank
+    from evirank.score.document_pairs import Duo
+    from evirank.stage import Stage
+    from evirank.vectors import PassageVectors
 
 logger = logging.getLogger(__name__)
 
@@ -45,29 +51,40 @@ class Pipeline:
 
     spec: PipelineSpec
     collection: Collection | None
-    rerank: Any
-    first_stage: Any = None
-    duo: Any = None
-    vectors: Any = None
+    rerank: Rerank | None
+    first_stage: Stage | None = None
+    duo: Duo | None = None
+    vectors: PassageVectors | None = None
     segment_source: str = "given"
     info: dict[str, Any] = field(default_factory=dict)
     _retrievers: dict[tuple[int | None, int], Any] = field(default_factory=dict, repr=False)
     _encoder: Any = field(default=None, repr=False)
 
     @property
-    def segmenter(self) -> Any:
+    def segmenter(self) -> Stage:
         """The segmenter stage."""
-        return self.rerank.segmenter
+        return self.reranker.segmenter
+
+    @property
+    def reranker(self) -> Rerank:
+        """The re-ranking stages (a pipeline built for its first stage alone has none).
+
+        Raises:
+            PipelineSpecError: the pipeline was built with ``first_stage_only``.
+        """
+        if self.rerank is None:
+            raise PipelineSpecError("this pipeline was built for its first stage alone: it re-ranks nothing")
+        return self.rerank
 
     @property
     def scorer(self) -> Any:
         """The scorer stage (a :class:`~evirank.score.multi.Scorers` for several)."""
-        return self.rerank.scorer
+        return self.reranker.scorer
 
     @property
     def aggregator(self) -> Any:
         """The aggregator stage."""
-        return self.rerank.aggregator
+        return self.reranker.aggregator
 
     def retriever(self, k: int | None = None, *, fetch_text: int = 0) -> Any:
         """The first stage with another depth ``k`` (and the text of its top ``fetch_text`` hits),
@@ -138,8 +155,10 @@ def build_pipeline(
         collection = Collection(spec.index)
     vectors = _vectors(spec, collection)
     if first_stage_only:
-        if collection is None or spec.first_stage.run is not None:
-            raise PipelineSpecError("a first stage searches an index: give --index, and no --run")
+        if spec.first_stage.run is not None:
+            raise PipelineSpecError("a first stage makes the run that --run would give: drop --run")
+        if collection is None:
+            collection = Collection(spec.require_index("a first stage"))
         stage = first_stage_of(spec, collection, vectors=vectors)
         return Pipeline(spec, collection, None, stage, None, vectors, "none")
     scorer, readers = _scorers(spec, vectors, store)

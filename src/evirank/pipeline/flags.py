@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from evirank.config import SETTINGS
+from evirank.config.runtime import RUNTIME_SETTINGS
 
 if TYPE_CHECKING:
     from evirank.pipeline.spec import PipelineSpec
@@ -42,20 +43,8 @@ TEXT_SOURCE = ["index", "corpus", "corpus_format", "missing_docs"]
 TOPICS = ["topics", "field", "split"]
 #: The first stage.
 FIRST_STAGE = ["run", "first_stage", "k", "bm25", "rm3", "threads"]
-#: The scorers and where models run.
-SCORING = [
-    "scorer",
-    "model",
-    "scorer_weights",
-    "device",
-    "backend",
-    "dtype",
-    "batch_tokens",
-    "max_length",
-    "model_threads",
-    "vectors",
-    "scores",
-]
+#: The scorers and where models run (the runtime's settings: :class:`evirank.config.Runtime`).
+SCORING = ["scorer", "model", "scorer_weights", *RUNTIME_SETTINGS, "vectors", "scores"]
 #: The cascade.
 CASCADE = ["prune", "prune_by"]
 #: Segmentation and aggregation.

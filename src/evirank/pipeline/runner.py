@@ -184,7 +184,7 @@ def run_rerank(config: RerankConfig) -> dict[str, Any]:
     # models are resolved (families told from their files) when the spec is made; the pipeline's
     # stages are built before the first stage runs, so a bad combination fails before any search
     pipeline = build_pipeline(spec, store=store)
-    rerank = pipeline.rerank
+    rerank = pipeline.reranker
     by_lookup = all(getattr(scorer, "vectors", None) is not None for _, scorer in _scorers_of(rerank.scorer))
     if by_lookup and pipeline.duo is None:
         if config.scores is not None:
@@ -256,7 +256,7 @@ def run_rerank(config: RerankConfig) -> dict[str, Any]:
             scorer={**_describe(scorer), "fingerprint": _fingerprint(scorer)},
             evidence=_evidence_record(rerank) if spec.multi else None,
             duo=None if duo is None else {**duo.describe(), "fingerprint": _fingerprint(duo.scorer)},
-            aggregate=rerank.aggregator.spec,
+            aggregate=spec.aggregate.spec,
             aggregator=describe_stage(rerank.aggregator),
             scores=store,
             passages_file=config.save_passages,

@@ -12,9 +12,9 @@ from a mapping (a conditions file) or from Python, and one function builds it
 
 Example:
     >>> spec = PipelineSpec.from_mapping({"index": "indexes/scifact", "scorer": ["bi"],
-    ...                                   "aggregate": "maxp", "segment": "sentences:prepend"})
+    ...                                   "aggregate": "birch:2", "segment": "windows:100:50"})
     >>> spec.describe()["scorers"], spec.segment.spec, spec.aggregate.spec
-    (['bi=bi'], 'sentences:prepend', 'maxp')
+    (['bi=bi'], 'windows:100:50', 'birch:2')
     >>> PipelineSpec.from_mapping({"corpus": "c.jsonl", "duo": 1, "duo_model": "m"})
     Traceback (most recent call last):
     ...
@@ -25,9 +25,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evirank.config import SETTINGS, Runtime, SettingError
+
+if TYPE_CHECKING:
+    from evirank.aggregate import Aggregator, MultiEvidence
 
 #: The largest first-stage depth Lucene accepts (a Java int).
 MAX_K = 2**31 - 1
@@ -84,7 +87,9 @@ class FirstStageSpec:
             raise PipelineSpecError(f"--bm25 K1 B: expected K1 >= 0 and B in [0, 1], found {k1} {b}")
         object.__setattr__(self, "bm25", (k1, b))
         if self.run is not None and self.method != "bm25":
-            raise PipelineSpecError("--first-stage retrieves from --index: give --index, and no --run")
+            raise PipelineSpecError(
+                f"--first-stage {self.method} searches the index; --run is a finished first stage: give one of them"
+            )
         if self.rm3 is not None and self.method == "dense":
             raise PipelineSpecError(
                 "--rm3 expands BM25's queries; a dense first stage has no BM25 (fuse them: rrf or interp)"
@@ -224,8 +229,8 @@ class PipelineSpec:
             isinstance(self.duo, bool) or not isinstance(self.duo, int) or self.duo < 2
         ):
             raise PipelineSpecError(f"--duo re-ranks at least 2 documents per query, found {self.duo}")
-        if self.first_stage.run is None and self.index is None and self.first_stage.method != "bm25":
-            raise PipelineSpecError("--first-stage retrieves from --index: give --index")
+        if self.first_stage.run is None and self.first_stage.method != "bm25":
+            self.require_index(f"--first-stage {self.first_stage.method}")
         from evirank.score.devices import DeviceUnavailableError, check_device
 
         try:
@@ -340,7 +345,20 @@ class PipelineSpec:
         )
         return cheap or self.first_stage.uses_vectors or any(s.stores_passages for s in self.scorers)
 
-    def aggregator(self) -> Any:
+    def require_index(self, purpose: str) -> str:
+        """The index folder, or a :class:`PipelineSpecError` saying that ``purpose`` needs one.
+
+        Example:
+            >>> PipelineSpec(corpus="corpus.jsonl").require_index("the service")
+            Traceback (most recent call last):
+            ...
+            evirank.pipeline.spec.PipelineSpecError: the service searches an index: give --index DIR
+        """
+        if self.index is None:
+            raise PipelineSpecError(f"{purpose} searches an index: give --index DIR")
+        return self.index
+
+    def aggregator(self) -> Aggregator | MultiEvidence:
         """The aggregator stage (with several scorers, a :class:`~evirank.aggregate.MultiEvidence`)."""
         from evirank.aggregate import parse_aggregate, parse_evidence_aggregate
 

@@ -14,9 +14,9 @@ grid search evaluates every setting in-process, vectorised, in seconds.
 
 Example:
     >>> from evirank.tune import cross_validate, k_folds, parse_aggregate, parse_grid
-    >>> grid = parse_grid("alpha=0:1:0.1 w2=0:1:0.1 w3=0:1:0.1")
-    >>> len(grid), parse_aggregate("birch:3").parameters
-    (1331, ('alpha', 'w1', 'w2', 'w3'))
+    >>> grid = parse_grid("alpha=0:1:0.1 w2=0:1:0.1")
+    >>> len(grid), parse_aggregate("birch:2").parameters
+    (121, ('alpha', 'w1', 'w2'))
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@
 Example:
     >>> config = TuneConfig(qrels="qrels.txt", passages="passages.parquet", k_folds=5, seed=1)
     >>> config.aggregate, config.metric
-    ('birch:3', 'AP')
+    ('maxp', 'AP')
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import pandas as pd
 
 from evirank import markdown
 from evirank.aggregate.registry import AggregateSpec
+from evirank.config import SETTINGS
 from evirank.frames import QID
 from evirank.outputs import atomic_output
 from evirank.record import write_record
@@ -77,7 +78,7 @@ class TuneConfig:
     """
 
     qrels: str | Path
-    aggregate: str = "birch:3"
+    aggregate: str = SETTINGS.default("aggregate")
     normalise: str | None = None
     scores: str | Path | None = None
     fingerprint: str | None = None
@@ -85,10 +86,10 @@ class TuneConfig:
     run: str | Path | None = None
     depth: int | None = None
     folds: str | Path | None = None
-    tune_on: tuple[str, ...] = ("train", "dev")
-    k_folds: int = 5
-    seed: int = 0
-    metric: str = "AP"
+    tune_on: tuple[str, ...] = SETTINGS.default("tune_on")
+    k_folds: int = SETTINGS.default("k_folds")
+    seed: int = SETTINGS.default("seed")
+    metric: str = SETTINGS.default("metric")
     relevance_level: int | None = None
     grid: tuple[str, ...] | None = None
     measures: tuple[str, ...] = ("AP", "P@20", "nDCG@20", "nDCG@10")
@@ -177,10 +178,10 @@ def default_grid(aggregator: AggregateSpec) -> Grid:
     they sum to 1 or less.
 
     Example:
-        >>> len(default_grid(AggregateSpec.parse("birch:3"))), len(default_grid(AggregateSpec.parse("maxp")))
-        (1331, 11)
-        >>> len(default_grid(AggregateSpec.parse("birch:3", scorers=("cross", "bi"))))
-        14641
+        >>> len(default_grid(AggregateSpec.parse("birch:2"))), len(default_grid(AggregateSpec.parse("meanp")))
+        (121, 11)
+        >>> len(default_grid(AggregateSpec.parse("birch:2", scorers=("cross", "bi"))))
+        1331
     """
     axes = ["alpha=0:1:0.1"]
     if aggregator.stage_class.numbered:

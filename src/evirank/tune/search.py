@@ -313,7 +313,7 @@ class CrossValidatedTuner(Estimator):
 
     Example:
         >>> from evirank.tune import parse_aggregate, parse_grid
-        >>> tuner = CrossValidatedTuner(parse_aggregate("birch:3"), parse_grid("alpha=0:1:0.1"))
+        >>> tuner = CrossValidatedTuner(parse_aggregate("birch:2"), parse_grid("alpha=0:1:0.1"))
         >>> tuner.metric
         'AP'
     """
