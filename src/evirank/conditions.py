@@ -26,10 +26,11 @@ scores it must reach. :func:`check_conditions` runs the commands, evaluates the 
 pipefail`` from the working folder, with the variables exported, and ``evirank`` and ``python``
 on ``PATH`` running this Python and this evirank (so a checkout runs its own code).
 
-Several scorers' evidence is written as the commands write it (``evirank rerank --evidence
-cross:$MODELS/minilm --evidence bi --evidence-weights bi=0.3``, ``evirank tune --evidence
-cross=$OUT/ce.sqlite --evidence bi=$OUT/bi.passages.parquet``); those flags are parsed when the
-file is read, as ``--segment`` and ``--aggregate`` are.
+Every flag of a command is read when the file is read, through the command's own parser (the
+settings table's flags), so a flag the command does not take is refused with its nearest spelling;
+``--segment``, ``--aggregate`` and several scorers' flags (``evirank rerank --scorer
+cross:$MODELS/minilm --scorer bi --scorer-weights bi=0.3``, ``evirank tune --scorer-scores
+cross=$OUT/ce.sqlite --scorer-scores bi=$OUT/bi.passages.parquet``) are parsed then too.
 
 A condition may list ``needs``: extras (``lucene``, ``torch``, ``onnx``, ...), files that are
 not in the repository, such as a trained model (``$MODELS/minilm-mb``, or
@@ -54,6 +55,8 @@ Example:
 from __future__ import annotations
 
 import argparse
+import difflib
+import functools
 import itertools
 import logging
 import math
@@ -312,25 +315,25 @@ def _check_specs(
     from evirank.segment.segment_spec import SegmentSpec
 
     kinds: dict[str, tuple[str, Callable[[str], object], str]] = {
-        "--segment": ("segmenter", SegmentSpec.parse, SEGMENT_GRAMMAR),
-        "--aggregate": ("aggregator", AggregateSpec.parse, AGGREGATE_GRAMMAR),
+        "segment": ("segmenter", SegmentSpec.parse, SEGMENT_GRAMMAR),
+        "aggregate": ("aggregator", AggregateSpec.parse, AGGREGATE_GRAMMAR),
     }
     used: dict[str, set[str]] = {"segmenter": set(), "aggregator": set()}
     for command in commands:
-        try:
-            words = shlex.split(command)
-        except ValueError:
-            continue
-        for flag, value in itertools.pairwise(words):
-            if flag not in kinds or "$" in value:
+        given = command_settings(file, name, command, line)
+        for setting, values in given.items():
+            if setting not in kinds:
                 continue
-            part, parse, grammar = kinds[flag]
-            try:
-                used[part].add(str(parse(value)))
-            except ValueError:
-                raise InputFormatError(
-                    file, line, f"condition {name!r}: {flag} {grammar}", repr(value)
-                ) from None
+            part, parse, grammar = kinds[setting]
+            for value in values:
+                if "$" in value:
+                    continue
+                try:
+                    used[part].add(str(parse(value)))
+                except ValueError:
+                    raise InputFormatError(
+                        file, line, f"condition {name!r}: --{setting} {grammar}", repr(value)
+                    ) from None
     _check_evidence(file, name, commands, line)
     for part, (_, parse, _) in ((k[0], k) for k in kinds.values()):
         text = parts.get(part, "")
@@ -349,10 +352,101 @@ def _check_specs(
             )
 
 
+def _words(command: str) -> list[str]:
+    """The words of a shell command (none when the shell could not split it)."""
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return []
+
+
+def _command_name(command: str) -> str | None:
+    """The evirank subcommand a shell command runs (``rerank``), or None."""
+    words = _words(command)
+    return next((b for a, b in itertools.pairwise(words) if Path(a).name == "evirank"), None)
+
+
+def command_settings(file: Path, name: str, command: str, line: int | None) -> dict[str, list[str]]:
+    """The settings an ``evirank`` command of a condition gives, by name, each with its words:
+    flags are read through the settings table (:data:`evirank.config.SETTINGS`), so a flag no
+    setting has is refused when the file is read, with the nearest spelling.
+
+    Example:
+        >>> command_settings(Path("c.yaml"), "demo", "evirank rerank --scorer bi --weights 1 0.5", 1)
+        {'scorer': ['bi'], 'weights': ['1', '0.5']}
+    """
+    from evirank.config import SETTINGS
+
+    words = _words(command)
+    start = next((i for i, w in enumerate(words) if Path(w).name == "evirank"), None)
+    if start is None:
+        return {}
+    known = _command_flags(tuple(words[start + 1 :]))
+    given: dict[str, list[str]] = {}
+    setting, room = None, 0  # the flag being read, and how many more words it takes
+    for word in words[start + 1 :]:
+        if word in ("|", "&&", "||", ";", ">", "2>", "<"):
+            break
+        if word.startswith("-") and not _is_number(word):
+            flag = word.split("=", 1)[0]
+            setting = SETTINGS.by_flag(flag) if flag in known else None
+            if setting is None:
+                near = difflib.get_close_matches(flag, known, n=1, cutoff=0.6)
+                hint = f" (did you mean {near[0]}?)" if near else ""
+                raise InputFormatError(
+                    file, line, f"condition {name!r}: a flag evirank knows", f"{flag}{hint}"
+                )
+            values = given.setdefault(setting.name, [])
+            room = _words_taken(setting)
+            if "=" in word:
+                values.append(word.split("=", 1)[1])
+                room -= 1
+            continue
+        if setting is not None and room > 0:
+            given[setting.name].append(word)
+            room -= 1
+    return given
+
+
+@functools.lru_cache(maxsize=64)
+def _command_flags(words: tuple[str, ...]) -> list[str]:
+    """Every flag spelling of the evirank command ``words`` name (its parser's)."""
+    from evirank.cli import command_parser
+
+    parser, _ = command_parser(_parser(), list(words))
+    return [s for action in parser._actions for s in action.option_strings]
+
+
+@functools.lru_cache(maxsize=1)
+def _parser() -> argparse.ArgumentParser:
+    from evirank.cli import build_parser
+
+    return build_parser()
+
+
+def _words_taken(setting: Any) -> int:
+    """How many words after its flag a setting takes (a large number: until the next flag)."""
+    if setting.switch or setting.action == "count":
+        return 0
+    if isinstance(setting.nargs, int):
+        return setting.nargs
+    if setting.nargs in ("*", "+"):
+        return 10**6
+    return 1
+
+
+def _is_number(word: str) -> bool:
+    try:
+        float(word)
+    except ValueError:
+        return False
+    return True
+
+
 def _check_evidence(file: Path, name: str, commands: Sequence[str], line: int | None) -> None:
     """Parse the several-scorer flags of ``rerank`` (``--scorer [LABEL=]FAMILY[:MODEL]`` repeated,
-    ``--scorer-weights LABEL=W``, and their earlier spellings ``--evidence``/``--evidence-weights``)
-    and ``tune`` (``--evidence LABEL=SOURCE``) when the file is read. Models are not opened here (a
+    ``--scorer-weights LABEL=W``) and ``tune`` (``--scorer-scores LABEL=SOURCE``) when the file is
+    read. Models are not opened here (a
     model made by an earlier command does not exist yet): the grammar, the families, the labels and
     the weights are checked."""
     from evirank.aggregate.evidence import check_labels
@@ -362,22 +456,13 @@ def _check_evidence(file: Path, name: str, commands: Sequence[str], line: int | 
     from evirank.tune.inputs import EvidenceSource
 
     for command in commands:
-        try:
-            words = shlex.split(command)
-        except ValueError:
-            continue
-        command_name = next((b for a, b in itertools.pairwise(words) if Path(a).name == "evirank"), None)
+        command_name = _command_name(command)
         if command_name not in ("rerank", "tune"):
             continue
-        scorer_flags = ("--scorer", "--evidence") if command_name == "rerank" else ("--evidence",)
-        specs = [b for a, b in itertools.pairwise(words) if a in scorer_flags]
-        weights: list[str] = []
-        for flag in ("--scorer-weights", "--evidence-weights"):
-            if flag in words:
-                for word in words[words.index(flag) + 1 :]:
-                    if word.startswith("--"):
-                        break
-                    weights.append(word)
+        given = command_settings(file, name, command, line)
+        specs = given.get("scorer" if command_name == "rerank" else "scorer_scores", [])
+        weights = given.get("scorer_weights", [])
+        words = _words(command)
         try:
             if command_name == "rerank":
                 parsed = [parse_spec(text, what="scorer", labelled=True, tail=True) for text in specs]
@@ -406,7 +491,7 @@ def _check_evidence(file: Path, name: str, commands: Sequence[str], line: int | 
                 file,
                 line,
                 f"condition {name!r}: {command_name} "
-                + (f"--scorer {GRAMMAR}" if command_name == "rerank" else "--evidence LABEL=SOURCE"),
+                + (f"--scorer {GRAMMAR}" if command_name == "rerank" else "--scorer-scores LABEL=SOURCE"),
                 str(exc),
             ) from None
 

@@ -9,10 +9,10 @@ own facts (counts, timings, inputs).
 Example:
     >>> import tempfile, json, pathlib
     >>> path = pathlib.Path(tempfile.mkdtemp()) / "run.txt.json"
-    >>> _ = write_record(path, "search", {"k": 10, "bm25": (0.9, 0.4)}, queries=3)
+    >>> _ = write_record(path, "search", {"k": 10, "bm25": (1.2, 0.75)}, queries=3)
     >>> record = json.loads(path.read_text())
     >>> record["command"], record["config"], record["queries"], "evirank" in record["versions"]
-    ('search', {'k': 10, 'bm25': [0.9, 0.4]}, 3, True)
+    ('search', {'k': 10, 'bm25': [1.2, 0.75]}, 3, True)
 """
 
 from __future__ import annotations

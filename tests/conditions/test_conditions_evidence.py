@@ -22,11 +22,12 @@ def write(tmp_path: Path, command: str) -> Path:
 
 def test_a_two_scorer_rerank_and_tune_load(tmp_path: Path) -> None:
     rerank = (
-        "evirank rerank --evidence cross:$MODELS/minilm --evidence bi --evidence-weights bi=0.3 "
+        "evirank rerank --scorer cross:$MODELS/minilm --scorer bi --scorer-weights bi=0.3 "
         "--aggregate birch:3 --output $OUT/r.txt"
     )
     tune = (
-        "evirank tune --evidence cross=$OUT/r.txt.scores.sqlite#3fa2 --evidence bi=$OUT/bi.parquet --output t"
+        "evirank tune --scorer-scores cross=$OUT/r.txt.scores.sqlite#3fa2 --scorer-scores bi=$OUT/bi.parquet "
+        "--output t"
     )
     for command in (rerank, tune):
         assert load_conditions(write(tmp_path, command)).conditions[0].parts["scorer"].startswith("cross")
@@ -40,10 +41,11 @@ def test_train_keeps_its_own_evidence_flag(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("command", "words"),
     [
-        ("evirank rerank --evidence cross --output r.txt", "needs its model"),
-        ("evirank rerank --evidence bi --evidence bi --output r.txt", "'bi' is given twice"),
-        ("evirank rerank --evidence cross:m --evidence bi --evidence-weights ce=0.3 --output r", "ce"),
-        ("evirank tune --evidence $OUT/scores.sqlite --output t", "expected LABEL=STORE"),
+        ("evirank rerank --scorer cross --output r.txt", "needs its model"),
+        ("evirank rerank --scorer bi --scorer bi --output r.txt", "'bi' is given twice"),
+        ("evirank rerank --scorer cross:m --scorer bi --scorer-weights ce=0.3 --output r", "ce"),
+        ("evirank rerank --evidence bi --output r.txt", "found --evidence .did you mean --device"),
+        ("evirank tune --scorer-scores $OUT/scores.sqlite --output t", "expected LABEL=STORE"),
     ],
 )
 def test_bad_scorer_flags_name_the_condition_and_line(tmp_path: Path, command: str, words: str) -> None:

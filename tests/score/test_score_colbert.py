@@ -351,7 +351,7 @@ def test_serve_searches_with_the_colbert_scorer(tmp_path: Path, colbert_path: Pa
     assert main(["-q", "index", "--corpus", str(files["corpus"]), "--index", str(index)]) == 0
     searcher = build_searcher(index, model=str(colbert_path), scorer="colbert", device="cpu")
     assert searcher.scorer.family == "colbert"
-    result = searcher.search("cat mat", k=2, depth=3)
+    result = searcher.search("cat mat", top=2, depth=3)
     assert len(result.candidates) == 2
     best = result.candidates[0].evidence[0]
     from evirank.score.families.colbert import ColBERT

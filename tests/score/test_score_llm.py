@@ -377,7 +377,7 @@ def test_the_service_ranks_with_the_llm(tiny_llm: Path, tmp_path: Path) -> None:
     index = tmp_path / "index"
     assert main(["-q", "index", "--corpus", str(corpus), "--index", str(index)]) == 0
     searcher = build_searcher(index, model=str(tiny_llm), scorer="llm", device="cpu", aggregate="maxp")
-    result = searcher.search("cat mat", k=2, depth=4)
+    result = searcher.search("cat mat", top=2, depth=4)
     assert 1 <= len(result.candidates) <= 2 and result.passages > 0
     assert searcher.info["scorer"] == "llm"
     best = result.candidates[0].evidence[0]

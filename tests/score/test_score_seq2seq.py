@@ -148,6 +148,8 @@ def rerank_args(files: dict[str, Path], model: Path, out: Path, *extra: str) -> 
         "whole",
         "--aggregate",
         "maxp",
+        "--alpha",
+        "0",
         "--normalise",
         "none",
         "--device",
@@ -211,7 +213,7 @@ def test_serve_builds_a_monot5_searcher(t5: Path, tmp_path: Path) -> None:
     assert main(["-q", "index", "--corpus", str(files["corpus"]), "--index", str(index)]) == 0
     searcher = build_searcher(index, model=str(t5), scorer="seq2seq", device="cpu", segment="whole")
     try:
-        result = searcher.search("the cat ranks documents", k=2, depth=4)
+        result = searcher.search("the cat ranks documents", top=2, depth=4)
     finally:
         searcher.close()
     assert len(result.candidates) == 2

@@ -275,8 +275,8 @@ def refuse_unknown_flags(parser: argparse.ArgumentParser, words: Sequence[str]) 
         ...
         SystemExit: 2
     """
-    command_parser, rest = _command_of(parser, words)
-    known = [s for action in command_parser._actions for s in action.option_strings]
+    found, rest = command_parser(parser, words)
+    known = [s for action in found._actions for s in action.option_strings]
     unknown = []
     for word in rest:
         if word == "--":
@@ -289,10 +289,10 @@ def refuse_unknown_flags(parser: argparse.ArgumentParser, words: Sequence[str]) 
         near = difflib.get_close_matches(flag, known, n=1, cutoff=0.6)
         unknown.append(f"{flag} (did you mean {near[0]}?)" if near else flag)
     if unknown:
-        command_parser.error(f"unrecognized arguments: {', '.join(unknown)}")
+        found.error(f"unrecognized arguments: {', '.join(unknown)}")
 
 
-def _command_of(
+def command_parser(
     parser: argparse.ArgumentParser, words: Sequence[str]
 ) -> tuple[argparse.ArgumentParser, list[str]]:
     """The parser of the (sub)command ``words`` name, and the words after its name."""
@@ -300,7 +300,7 @@ def _command_of(
         if isinstance(action, argparse._SubParsersAction):
             for i, word in enumerate(words):
                 if word in action.choices:
-                    return _command_of(action.choices[word], words[i + 1 :])
+                    return command_parser(action.choices[word], words[i + 1 :])
     return parser, list(words)
 
 

@@ -14,12 +14,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from evirank.config.runtime import RUNTIME_SETTINGS
 from evirank.segment.segment_spec import GRAMMAR
 
 logger = logging.getLogger(__name__)
 
-#: The segmenter embedded when none is named: sentences with the title before each (what serve uses).
-DEFAULT_SEGMENT = "sentences:prepend"
 
 EPILOG = """\
 Every document is split with --segment (the grammar of `evirank rerank --segment`, long sentences
@@ -51,6 +50,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=CommandHelpFormatter,
     )
+    from evirank.config import SETTINGS
     from evirank.pipeline import flags
 
     flags.add_flags(
@@ -62,14 +62,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "output": "the vector folder to create (default with --index: INDEX/vectors)",
             "overwrite": "replace an existing vector folder",
         },
-        defaults={"segment": DEFAULT_SEGMENT},
+        defaults={"segment": SETTINGS.default("default_segment")},
         changes={"scorer": {"action": None, "metavar": "FAMILY"}, "output": {"metavar": "VDIR"}},
     )
     return parser
 
 
 #: The settings that choose what is embedded and how (``embed``, and ``index --embed``).
-EMBEDDING = ["segment", "scorer", "model", "max_length", "batch_tokens", "device", "scores", "block_size"]
+EMBEDDING = ["segment", "scorer", "model", *RUNTIME_SETTINGS, "scores", "block_size"]
 #: What they mean when passages are embedded.
 EMBEDDING_HELPS = {
     "segment": f"{GRAMMAR}; rerank and serve must use the same",
@@ -94,9 +94,7 @@ def passage_encoder(args: argparse.Namespace) -> Any:
         {
             "scorer": args.scorer,
             "model": args.model,
-            "max_length": args.max_length,
-            "batch_tokens": args.batch_tokens,
-            "device": args.device,
+            **{name: getattr(args, name, None) for name in RUNTIME_SETTINGS},
             "segment": args.segment,
             "vectors": "none",  # the vectors being made are not read
         }

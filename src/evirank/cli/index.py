@@ -57,7 +57,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    from evirank.cli.embed import DEFAULT_SEGMENT, EMBEDDING, EMBEDDING_HELPS
+    from evirank.cli.embed import EMBEDDING, EMBEDDING_HELPS
+    from evirank.config import SETTINGS
     from evirank.pipeline import flags
 
     flags.add_flags(
@@ -83,7 +84,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "threads": "indexing threads",
             "overwrite": "replace an existing index folder",
         },
-        defaults={"segment": DEFAULT_SEGMENT},
+        defaults={"segment": SETTINGS.default("default_segment")},
         changes={"scorer": {"action": None, "metavar": "FAMILY"}},
     )
     return parser

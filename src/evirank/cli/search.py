@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     for path in [Path(args.output), sidecar(args.output), *extra]:
         check_output(path, args.overwrite)
     with build_pipeline(spec, first_stage_only=True) as pipeline:
-        stage = pipeline.first_stage
+        stage: Any = pipeline.first_stage  # BM25, dense or fused: each writes its own record below
         assert pipeline.collection is not None
         topics = read_topics(args.topics, field=args.field, split=args.split)
         tag = args.tag or first.name

@@ -2,7 +2,7 @@
 
 Example:
     $ evirank serve --index indexes/scifact --scorer bi --depth 20 --port 8080
-    $ curl 'http://127.0.0.1:8080/v1/search?q=vitamin+d+cancer&k=5'
+    $ curl 'http://127.0.0.1:8080/v1/search?q=vitamin+d+cancer&top=5'
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     from evirank.config import SETTINGS
     from evirank.pipeline import flags
 
-    defaults = ServeConfig()
     parser = subparsers.add_parser(
         "serve",
         help="serve search with evidence over HTTP (JSON API and a web page)",
         description=(
             "Serve a Lucene index: a first stage (BM25 by default), passages re-ranked by a model, "
             "evidence shown. Endpoints: / (web page), /v1/search, /v1/doc/{docno}, /health, /docs (OpenAPI). "
-            "The pipeline flags mean what they mean in evirank rerank and search."
+            "The pipeline flags mean what they mean in evirank rerank and search; a request names top, "
+            "depth and k (the first-stage depth, default: its depth) as these flags do."
         ),
         formatter_class=CommandHelpFormatter,
     )
@@ -53,28 +53,29 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "batch",
             "no_warmup",
         ],
-        defaults={"depth": defaults.default_depth, "top": defaults.default_k},
         required={"source"},
         helps={
-            "segment": SETTINGS["segment"].help
-            + " (default: the stored passage vectors' segmenter when the index has some, else "
-            "sentences:prepend)",
             "depth": SETTINGS["depth"].help
-            + "; what a request gets when it names none (it may ask for up to --max-depth)",
-            "top": "results shown per request when it names no number (it may ask for more)",
+            + "; what a request that names no depth gets (it may ask for up to --max-depth); only "
+            "re-ranked documents are returned",
+            "top": SETTINGS["top"].help
+            + " per request when it names none (it may ask for up to its depth; 0: every document re-ranked)",
+            "max_depth": SETTINGS["max_depth"].help + ", and the largest k (documents retrieved) and top",
         },
     )
     return parser
 
 
 def config_from_args(args: argparse.Namespace) -> ServeConfig:
-    """The service limits from the parsed flags (raises ValueError on inconsistent ones)."""
-    top = args.top or ServeConfig().default_k
+    """The service's defaults and limits from the parsed flags (raises ValueError on inconsistent ones).
+
+    ``--top`` and ``--depth`` are what a request gets when it names no ``top`` or ``depth`` (``--top 0``:
+    every document re-ranked); ``--max-depth`` bounds a request's ``depth``, ``k`` and ``top``.
+    """
     return ServeConfig(
-        default_k=min(top, args.depth),
+        default_top=args.top or args.max_depth,
         default_depth=args.depth,
         max_depth=args.max_depth,
-        max_k=max(ServeConfig().max_k, top),
         timeout_s=args.timeout,
         workers=args.workers,
         max_pending=args.max_pending,
@@ -84,9 +85,9 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
 def searcher_from_args(args: argparse.Namespace, max_depth: int) -> Any:
     """The :class:`~evirank.serve.Searcher` of the parsed flags (nothing heavy loaded yet)."""
     from evirank.pipeline.flags import spec_from_args
-    from evirank.serve.build import DEFAULT_SEGMENT, searcher_from_spec
+    from evirank.serve.build import searcher_from_spec
 
-    spec = spec_from_args(args, default_segment=DEFAULT_SEGMENT, depth=min(args.depth, max_depth))
+    spec = spec_from_args(args, depth=min(args.depth, max_depth))
     return searcher_from_spec(spec, scores=args.scores, show_passages=args.show_passages, batch=args.batch)
 
 

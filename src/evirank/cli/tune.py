@@ -22,7 +22,6 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MEASURES = ("AP", "P@20", "nDCG@20", "nDCG@10")
 
 EPILOG = """\
 inputs: --scores STORE with --run (the first-stage run that was re-ranked; --fingerprint picks
@@ -66,6 +65,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         formatter_class=CommandHelpFormatter,
     )
     from evirank.pipeline.flags import add_flags
+    from evirank.tune.runner import TuneConfig
 
     add_flags(
         parser,
@@ -92,7 +92,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "overwrite",
         ],
         required={"qrels", "output"},
-        defaults={"depth": None, "measures": DEFAULT_MEASURES},
+        defaults={"depth": None, "measures": TuneConfig.measures},
         helps={
             "scores": "the score store of evirank rerank --scores",
             "fingerprint": "the scorer's fingerprint in the store (a prefix is enough)",

@@ -9,8 +9,8 @@ Example:
     'sentences:segment'
     >>> segment_spec("windows:100")
     'windows:100:50'
-    >>> identity = VectorsIdentity("ab" * 32, "sentences:prepend", {"model": "minilm"})
-    >>> identity.matches(VectorsIdentity("ab" * 32, "sentences:prepend", {"model": "elsewhere"}))
+    >>> identity = VectorsIdentity("ab" * 32, "windows:100:50", {"model": "minilm"})
+    >>> identity.matches(VectorsIdentity("ab" * 32, "windows:100:50", {"model": "elsewhere"}))
     True
 """
 

@@ -404,7 +404,7 @@ class VectorBuilder:
 
     Example:
         >>> from evirank.score import BiEncoder
-        >>> builder = VectorBuilder("/tmp/vectors", BiEncoder(), "sentences:prepend")  # doctest: +SKIP
+        >>> builder = VectorBuilder("/tmp/vectors", BiEncoder(), "windows:100:50")  # doctest: +SKIP
         >>> len(builder.build([Document("d1", "Cats", "Cats purr. They sleep.")]))  # doctest: +SKIP
         2
         >>> # the same, one block at a time (what a distributed build does on its workers):
