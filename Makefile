@@ -36,8 +36,12 @@ serve: install
 		--corpus "$$(DATA=$(DATA) $(BIN)/evirank -q data get scifact)" --index demo/index
 	HF_HUB_OFFLINE=1 $(BIN)/evirank serve --index demo/index --scores demo/scores.sqlite --host 127.0.0.1 --port 8080
 
+# The suite on TEST_WORKERS pytest-xdist workers, a file per worker at a time, the long files first
+# (tests/conftest.py); TEST_WORKERS=1 runs it in one process. benchmarks/suite_time.py measures both.
+TEST_WORKERS ?= 2
+
 test: install browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 test-slow: install
 	$(BIN)/python -m pytest -q -m slow

@@ -25,6 +25,15 @@ PACKAGE = Path(__file__).resolve().parent / "src" / "evirank"
 LEFTOVER_PREFIXES = ("evirank-", "tmp")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist (``make test`` runs workers side by side), each worker and every command
+    it starts computes on one thread: the workers already share the cores, and two thread pools per
+    core only contend. Set before torch or the engines are imported, so they read it."""
+    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+        for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            os.environ.setdefault(name, "1")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def private_temp_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """Point ``tempfile`` and ``TMPDIR`` at a folder of this session's; fail if tests leave files there."""

@@ -126,3 +126,19 @@ def tiny_two_logit_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def tiny_bi_encoder_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random encoder (no head) for bi-encoder tests."""
     return build_tiny_bert(tmp_path_factory.mktemp("tiny-bi"), head="embed", seed=2)
+
+
+#: The file that takes minutes: the docs' examples, after the demo they start from. It is collected
+#: first, so that when the suite runs on several workers (``make test`` runs pytest-xdist with
+#: ``--dist loadfile``) one worker starts on it while the others take the many short files, instead
+#: of one worker being handed it last. (The other files keep their order: the Ray tests, say, start
+#: their local Ray where they always did, after the in-process JVM of the Lucene tests.)
+LONG_FILES = ("tests/test_docs_examples.py",)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def position(item: pytest.Item) -> int:
+        path = item.nodeid.split("::", 1)[0]
+        return LONG_FILES.index(path) if path in LONG_FILES else len(LONG_FILES)
+
+    items.sort(key=position)  # stable: the order within each file and among the rest is kept

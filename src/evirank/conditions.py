@@ -55,7 +55,6 @@ Example:
 from __future__ import annotations
 
 import argparse
-import difflib
 import functools
 import itertools
 import logging
@@ -73,6 +72,7 @@ from pathlib import Path
 from typing import Any
 
 from evirank import markdown
+from evirank.config import SETTINGS, is_flag, unknown_flag
 from evirank.errors import EvirankError, InputFormatError
 from evirank.io.collections.papers import PAPER_COLLECTIONS, describe_missing, missing_files
 
@@ -375,7 +375,6 @@ def command_settings(file: Path, name: str, command: str, line: int | None) -> d
         >>> command_settings(Path("c.yaml"), "demo", "evirank rerank --scorer bi --weights 1 0.5", 1)
         {'scorer': ['bi'], 'weights': ['1', '0.5']}
     """
-    from evirank.config import SETTINGS
 
     words = _words(command)
     start = next((i for i, w in enumerate(words) if Path(w).name == "evirank"), None)
@@ -387,14 +386,12 @@ def command_settings(file: Path, name: str, command: str, line: int | None) -> d
     for word in words[start + 1 :]:
         if word in ("|", "&&", "||", ";", ">", "2>", "<"):
             break
-        if word.startswith("-") and not _is_number(word):
+        if is_flag(word):
             flag = word.split("=", 1)[0]
             setting = SETTINGS.by_flag(flag) if flag in known else None
             if setting is None:
-                near = difflib.get_close_matches(flag, known, n=1, cutoff=0.6)
-                hint = f" (did you mean {near[0]}?)" if near else ""
                 raise InputFormatError(
-                    file, line, f"condition {name!r}: a flag evirank knows", f"{flag}{hint}"
+                    file, line, f"condition {name!r}: a flag evirank knows", unknown_flag(flag, known)
                 )
             values = given.setdefault(setting.name, [])
             room = _words_taken(setting)
@@ -433,14 +430,6 @@ def _words_taken(setting: Any) -> int:
     if setting.nargs in ("*", "+"):
         return 10**6
     return 1
-
-
-def _is_number(word: str) -> bool:
-    try:
-        float(word)
-    except ValueError:
-        return False
-    return True
 
 
 def _check_evidence(file: Path, name: str, commands: Sequence[str], line: int | None) -> None:

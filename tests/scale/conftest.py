@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +20,12 @@ def ray_session() -> Iterator[Any]:
     """One local Ray with logical resources (4 CPUs, 2 GPUs that run on the CPU) for the module."""
     ray = pytest.importorskip("ray")
     pytest.importorskip("ray.data")
+    # Ray's sockets live under its temp folder and a socket path may not exceed 107 bytes: a session
+    # folder of pytest's (deeper still on an xdist worker) is too long, so Ray gets a short one of
+    # its own, here and in the commands the tests start.
+    short = tempfile.mkdtemp(prefix="evirank-ray-", dir="/tmp" if os.path.isdir("/tmp") else None)
+    saved = os.environ.get("RAY_TMPDIR")
+    os.environ["RAY_TMPDIR"] = short
     if not ray.is_initialized():
         from evirank.scale.engine import init_on_loopback
         from evirank.scale.reaper import watch_ray_processes
@@ -25,6 +34,11 @@ def ray_session() -> Iterator[Any]:
         init_on_loopback(ray, num_cpus=4, num_gpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
+    if saved is None:
+        os.environ.pop("RAY_TMPDIR", None)
+    else:
+        os.environ["RAY_TMPDIR"] = saved
+    shutil.rmtree(short, ignore_errors=True)
 
 
 @pytest.fixture

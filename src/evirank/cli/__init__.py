@@ -14,7 +14,6 @@ Example:
 from __future__ import annotations
 
 import argparse
-import difflib
 import importlib
 import logging
 import os
@@ -30,7 +29,7 @@ from evirank.cli.interrupts import (
     stop_on_termination,
     stop_ray,
 )
-from evirank.config import SETTINGS
+from evirank.config import SETTINGS, is_flag, unknown_flag
 from evirank.errors import EvirankError
 from evirank.version import __version__
 
@@ -281,13 +280,12 @@ def refuse_unknown_flags(parser: argparse.ArgumentParser, words: Sequence[str]) 
     for word in rest:
         if word == "--":
             break
-        if not word.startswith("-") or _is_number(word) or word == "-":
+        if not is_flag(word):
             continue
         flag = word.split("=", 1)[0]
         if flag in known or (flag.startswith("--") and any(k.startswith(flag) for k in known)):
             continue
-        near = difflib.get_close_matches(flag, known, n=1, cutoff=0.6)
-        unknown.append(f"{flag} (did you mean {near[0]}?)" if near else flag)
+        unknown.append(unknown_flag(flag, known))
     if unknown:
         found.error(f"unrecognized arguments: {', '.join(unknown)}")
 
@@ -302,14 +300,6 @@ def command_parser(
                 if word in action.choices:
                     return command_parser(action.choices[word], words[i + 1 :])
     return parser, list(words)
-
-
-def _is_number(word: str) -> bool:
-    try:
-        float(word)
-    except ValueError:
-        return False
-    return True
 
 
 def java_exception_message(exc: BaseException) -> str | None:

@@ -17,6 +17,15 @@ from __future__ import annotations
 
 from evirank.config.runtime import BlockRunner, Runtime
 from evirank.config.settings import SETTINGS
-from evirank.config.table import Setting, SettingError, SettingsTable
+from evirank.config.table import Setting, SettingError, SettingsTable, is_flag, unknown_flag
 
-__all__ = ["SETTINGS", "BlockRunner", "Runtime", "Setting", "SettingError", "SettingsTable"]
+__all__ = [
+    "SETTINGS",
+    "BlockRunner",
+    "Runtime",
+    "Setting",
+    "SettingError",
+    "SettingsTable",
+    "is_flag",
+    "unknown_flag",
+]

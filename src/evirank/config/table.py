@@ -32,6 +32,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import difflib
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -274,6 +275,33 @@ class SettingsTable:
                 else:
                     options[key] = value
             group.add_argument(*setting._spellings, **options)
+
+
+def is_flag(word: str) -> bool:
+    """Whether a command-line word names a flag, rather than being a value such as ``-0.5`` or ``-``.
+
+    Example:
+        >>> [is_flag(w) for w in ("--depth", "-q", "-0.5", "-", "20")]
+        [True, True, False, False, False]
+    """
+    if not word.startswith("-") or word == "-":
+        return False
+    try:
+        float(word)
+    except ValueError:
+        return True
+    return False
+
+
+def unknown_flag(flag: str, known: Iterable[str]) -> str:
+    """``flag``, with the nearest known spelling when one is close, for an error message.
+
+    Example:
+        >>> unknown_flag("--qeury", ["--query", "--depth"])
+        '--qeury (did you mean --query?)'
+    """
+    near = difflib.get_close_matches(flag, list(known), n=1, cutoff=0.6)
+    return f"{flag} (did you mean {near[0]}?)" if near else flag
 
 
 def _argparse_options(

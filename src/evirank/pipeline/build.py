@@ -20,15 +20,17 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from evirank.pipeline.collection import Collection
 from evirank.pipeline.spec import PipelineSpec, PipelineSpecError
 from evirank.segment.budget import passage_budget
 
 if TYPE_CHECKING:
+    from evirank.aggregate import Aggregator, MultiEvidence
     from evirank.rerank import Rerank
     from evirank.score.document_pairs import Duo
+    from evirank.score.family import Scorer
     from evirank.stage import Stage
     from evirank.vectors import PassageVectors
 
@@ -77,16 +79,16 @@ class Pipeline:
         return self.rerank
 
     @property
-    def scorer(self) -> Any:
+    def scorer(self) -> Stage:
         """The scorer stage (a :class:`~evirank.score.multi.Scorers` for several)."""
         return self.reranker.scorer
 
     @property
-    def aggregator(self) -> Any:
-        """The aggregator stage."""
-        return self.reranker.aggregator
+    def aggregator(self) -> Aggregator | MultiEvidence:
+        """The aggregator stage (the builder makes it from :meth:`PipelineSpec.aggregator`)."""
+        return cast("Aggregator | MultiEvidence", self.reranker.aggregator)
 
-    def retriever(self, k: int | None = None, *, fetch_text: int = 0) -> Any:
+    def retriever(self, k: int | None = None, *, fetch_text: int = 0) -> Stage:
         """The first stage with another depth ``k`` (and the text of its top ``fetch_text`` hits),
         over the same opened index and the same query encoder: what a service asks per request.
 
@@ -99,7 +101,9 @@ class Pipeline:
         stage = self._retrievers.get(key)
         if stage is None:
             if self.spec.first_stage.uses_vectors and self._encoder is None:
-                self._encoder = query_encoder(self.spec, self.collection.vectors(self.spec.vectors))
+                stored = self.collection.vectors(self.spec.vectors)
+                if stored is not None:  # else first_stage_of says how to build them
+                    self._encoder = query_encoder(self.spec, stored)
             stage = first_stage_of(
                 self.spec,
                 self.collection,
@@ -205,7 +209,7 @@ def build_pipeline(
     return Pipeline(spec, collection, rerank, first, duo, vectors, source, info)
 
 
-def _vectors(spec: PipelineSpec, collection: Collection | None) -> Any:
+def _vectors(spec: PipelineSpec, collection: Collection | None) -> PassageVectors | None:
     """The stored passage vectors the pipeline reads (None when no stage reads any)."""
     named = spec.vectors
     if not spec.reads_vectors:
@@ -274,9 +278,9 @@ def first_stage_of(
     *,
     k: int | None = None,
     fetch_text: int = 0,
-    vectors: Any = None,
-    encoder: Any = None,
-) -> Any:
+    vectors: PassageVectors | None = None,
+    encoder: Scorer | None = None,
+) -> Stage:
     """The first-stage stage of ``spec`` over ``collection`` (BM25, dense or fused), depth ``k``.
 
     A dense side embeds queries with ``encoder`` (default: :func:`query_encoder`).
@@ -301,7 +305,7 @@ def first_stage_of(
     return Hybrid(collection.bm25(depth, **lexical), dense, Fusion.parse(first.method), k=depth)
 
 
-def query_encoder(spec: PipelineSpec, stored: Any) -> Any:
+def query_encoder(spec: PipelineSpec, stored: PassageVectors) -> Scorer:
     """The model that embeds queries for a search over ``stored`` passage vectors.
 
     The family that made the vectors (their manifest says it): the pipeline's scorer of that
@@ -321,7 +325,7 @@ def query_encoder(spec: PipelineSpec, stored: Any) -> Any:
     )
 
 
-def _duo(spec: PipelineSpec, store: Any) -> Any:
+def _duo(spec: PipelineSpec, store: Any) -> Duo | None:
     """The pairwise stage (None without ``duo``), sharing the score store."""
     if spec.duo is None or spec.duo_model is None:
         return None

@@ -19,9 +19,14 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from evirank.config import SETTINGS
+
+if TYPE_CHECKING:
+    from evirank.lucene.docs import LuceneDocs
+    from evirank.lucene.search import Bm25
+    from evirank.vectors import PassageVectors
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +129,7 @@ class Collection:
         rm3: Any = None,
         threads: int = 1,
         fetch_text: int = 0,
-    ) -> Any:
+    ) -> Bm25:
         """A :class:`~evirank.lucene.Bm25` stage over this collection's shared searcher (cheap to make).
 
         Example:
@@ -144,7 +149,7 @@ class Collection:
         )
 
     @property
-    def docs(self) -> Any:
+    def docs(self) -> LuceneDocs:
         """Document lookup by id (:class:`~evirank.lucene.LuceneDocs`) over the shared searcher."""
         with self._lock:
             if self._docs is None:
@@ -159,7 +164,7 @@ class Collection:
                 return next(iter(self._searchers.values()))
         return self.searcher()
 
-    def vectors(self, spec: str | None = None) -> Any:
+    def vectors(self, spec: str | None = None) -> PassageVectors | None:
         """The passage vectors ``spec`` names (a folder), the index's own (None), or none (``"none"``).
 
         Opened once per spec; None when there are none.

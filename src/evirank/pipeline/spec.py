@@ -88,7 +88,8 @@ class FirstStageSpec:
         object.__setattr__(self, "bm25", (k1, b))
         if self.run is not None and self.method != "bm25":
             raise PipelineSpecError(
-                f"--first-stage {self.method} searches the index; --run is a finished first stage: give one of them"
+                f"--first-stage {self.method} searches the index; --run is a finished first stage: "
+                "give one of them"
             )
         if self.rm3 is not None and self.method == "dense":
             raise PipelineSpecError(

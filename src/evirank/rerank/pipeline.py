@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from evirank.aggregate.tail import merge_tail, ranked_run
+from evirank.config import SETTINGS
 from evirank.frames import (
     DOCNO,
     DOCUMENT_SCORE,
@@ -145,7 +146,7 @@ class Rerank(Stage):
         aggregator: Stage,
         *,
         fetch: Stage | None = None,
-        depth: int = 100,
+        depth: int = SETTINGS.default("depth"),
         passage_stages: Sequence[Stage] = (),
         topics: pd.DataFrame | None = None,
     ) -> None:

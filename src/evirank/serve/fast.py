@@ -21,6 +21,7 @@ import time
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from evirank.serve.batcher import MicroBatcher
 from evirank.serve.searcher import SearchTimeout, time_left
@@ -40,7 +41,7 @@ class CascadeStage(Stage):
         self.prune = prune
         self.scorer = scorer
 
-    def transform(self, frame: Any) -> Any:
+    def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
         return self.scorer(self.prune(frame))
 
     def __getattr__(self, name: str) -> Any:  # warm_up and stats reach the real scorer
@@ -103,7 +104,7 @@ class BatchedQueries(Stage):
         """Queries per model call so far (the last 1,000)."""
         return list(self._batcher.batch_sizes) if self._batcher is not None else []
 
-    def transform(self, frame: Any) -> Any:
+    def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
         batcher = self._start()
 
         waited = [0.0]
