@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from evirank.config import SETTINGS
+
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -67,7 +69,8 @@ class TrainConfig:
             is laid out over the steps actually taken.
         seed: seeds the head's initialisation, the data order and dropout.
         bf16: bf16 autocast when training on a CUDA device that supports it.
-        device: "cpu", "cuda", "cuda:1"...; None picks CUDA when available.
+        device: ``auto`` (cuda, then mps, then cpu: the device rule of scoring and serving too),
+            ``cpu``, ``cuda``, ``cuda:1``...; None is ``auto``.
         eval_batch_size: pairs per forward pass when scoring the validation set.
         validation_measures: ir_measures names scored on the validation queries' candidates;
             the first one selects the best checkpoint.
@@ -105,7 +108,7 @@ class TrainConfig:
     max_steps: int | None = None
     seed: int = 42
     bf16: bool = True
-    device: str | None = None
+    device: str | None = SETTINGS.default("device")
     eval_batch_size: int = 64
     validation_measures: tuple[str, ...] = ("AP", "nDCG@10")
     validate_every_steps: int | None = None
