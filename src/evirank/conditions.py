@@ -69,7 +69,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from evirank import markdown
 from evirank.config import SETTINGS, is_flag, unknown_flag
@@ -221,7 +221,7 @@ def load_conditions(path: str | os.PathLike[str]) -> ConditionsFile:
         pass
 
     def mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[str, Any]:
-        value = loader.construct_mapping(node, deep=True)
+        value = cast("dict[str, Any]", loader.construct_mapping(node, deep=True))
         value["__line__"] = node.start_mark.line + 1
         return value
 

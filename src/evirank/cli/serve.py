@@ -67,8 +67,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         ],
         changes={"model": {"action": "append"}},
         helps={
-            "model": "a model to serve, as NAME=PATH or PATH (its folder's name names it): a Hugging Face id or "
-            "a local folder; repeat it to serve several (a rerank request's model picks one; search and "
+            "model": "a model to serve, as NAME=PATH or PATH (its folder's name names it): a Hugging Face id "
+            "or a local folder; repeat it to serve several (a rerank request's model picks one; search and "
             "the page use the first). Without it, the offline all-MiniLM-L6-v2 bi-encoder",
             "depth": SETTINGS["depth"].help
             + "; what a request that names no depth gets (it may ask for up to --max-depth); only "
@@ -194,7 +194,9 @@ def run(args: argparse.Namespace) -> int:
             seconds = searcher.warm_up() if searcher is not None else 0.0
             seconds += rerank.warm_up()
             logger.info("warm-up (index open, models loaded) took %.1f s", seconds)
-        app = create_app(searcher, config, rerank=rerank, api_key=api_key, cors_origins=args.cors_origins or ())
+        app = create_app(
+            searcher, config, rerank=rerank, api_key=api_key, cors_origins=args.cors_origins or ()
+        )
         port = sock.getsockname()[1]
         what = args.index if searcher is not None else "rerank (" + ", ".join(models) + ")"
         logger.info("serving %s on http://%s:%d/ (API docs at /docs)", what, args.host, port)

@@ -8,8 +8,10 @@ key sent, so the key cannot be guessed a character at a time. Without one, the s
 are named (``--cors-origins``).
 
 Example:
-    >>> key_matches("Bearer s3cret", "s3cret"), key_matches("Bearer guess", "s3cret"), key_matches(None, "s3cret")
-    (True, False, False)
+    >>> key_matches("Bearer s3cret", "s3cret"), key_matches("s3cret", "s3cret")
+    (True, True)
+    >>> key_matches("Bearer guess", "s3cret"), key_matches(None, "s3cret")
+    (False, False)
 """
 
 from __future__ import annotations

@@ -209,6 +209,8 @@ def create_app(
     metrics = ServiceMetrics()
     app.state.metrics = metrics
     metrics.track_queue(lambda: (rerank.pending if rerank else 0) + (runner.in_flight if runner else 0))
+    if rerank is not None and rerank.on_batch is None:
+        rerank.on_batch = metrics.batch
     _add_error_handlers(app, runner)
     if searcher is not None and runner is not None:
         _add_api_routes(app, runner, searcher, config)

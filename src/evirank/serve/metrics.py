@@ -34,29 +34,43 @@ class ServiceMetrics:
         self._prometheus = prometheus
         self.registry = prometheus.CollectorRegistry()
         self.requests = prometheus.Counter(
-            "evirank_requests", "requests answered, by endpoint and status", ["endpoint", "status"],
+            "evirank_requests",
+            "requests answered, by endpoint and status",
+            ["endpoint", "status"],
             registry=self.registry,
         )
         self.latency = prometheus.Histogram(
-            "evirank_request_seconds", "time to answer a request, by endpoint", ["endpoint"],
-            buckets=LATENCY_BUCKETS, registry=self.registry,
+            "evirank_request_seconds",
+            "time to answer a request, by endpoint",
+            ["endpoint"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
         )
         self.documents = prometheus.Counter(
             "evirank_documents_ranked", "documents ranked by /rerank requests", registry=self.registry
         )
         self.passages = prometheus.Counter(
-            "evirank_passages_scored", "passages read by the model for /rerank requests", registry=self.registry
+            "evirank_passages_scored",
+            "passages read by the model for /rerank requests",
+            registry=self.registry,
         )
         self.batch_requests = prometheus.Histogram(
-            "evirank_batch_requests", "requests ranked together in one model batch",
-            buckets=(1, 2, 4, 8, 16, 32, 64, 128), registry=self.registry,
+            "evirank_batch_requests",
+            "requests ranked together in one model batch",
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128),
+            registry=self.registry,
         )
         self.batch_passages = prometheus.Histogram(
-            "evirank_batch_passages", "passages scored in one model batch",
-            buckets=(1, 10, 30, 100, 300, 1000, 3000, 10000, 30000, 100000), registry=self.registry,
+            "evirank_batch_passages",
+            "passages scored in one model batch",
+            buckets=(1, 10, 30, 100, 300, 1000, 3000, 10000, 30000, 100000),
+            registry=self.registry,
         )
         self.batch_seconds = prometheus.Histogram(
-            "evirank_batch_seconds", "time of one model batch", buckets=LATENCY_BUCKETS, registry=self.registry
+            "evirank_batch_seconds",
+            "time of one model batch",
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
         )
         self.queue = prometheus.Gauge(
             "evirank_queue_depth", "rerank requests waiting or running", registry=self.registry

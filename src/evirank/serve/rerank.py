@@ -115,7 +115,8 @@ class RerankLimits:
         """
         if documents > self.max_documents:
             raise LimitExceeded(
-                f"{documents} documents: at most {self.max_documents} per request (the server's --max-documents)"
+                f"{documents} documents: at most {self.max_documents} per request "
+                "(the server's --max-documents)"
             )
         longest = max(chars, default=0)
         if longest > self.max_document_chars:
@@ -184,7 +185,9 @@ class CallerDocument:
         title = item[title_field] if title_field else ""
         return cls("\n".join(pieces), title, tuple(parts), title_field, item)
 
-    def locate(self, where: str | None, start: int | None, end: int | None) -> tuple[str | None, int | None, int | None]:
+    def locate(
+        self, where: str | None, start: int | None, end: int | None
+    ) -> tuple[str | None, int | None, int | None]:
         """A passage's ``(field, start, end)`` in the ranked text or title, as the caller's field and
         offsets in it (``(None, None, None)`` when it spans two fields or was not located)."""
         if where == "title" and self.title_field is not None:
@@ -279,7 +282,9 @@ class _Stats:
     def add(self, seconds: float, jobs: int) -> None:
         per_job = seconds / max(1, jobs)
         with self.lock:
-            self.seconds_per_job = per_job if self.seconds_per_job == 0 else 0.8 * self.seconds_per_job + 0.2 * per_job
+            self.seconds_per_job = (
+                per_job if self.seconds_per_job == 0 else 0.8 * self.seconds_per_job + 0.2 * per_job
+            )
 
 
 class RerankService:
@@ -474,9 +479,7 @@ class RerankService:
             self._stats.add(seconds, len(jobs))
             if self.on_batch is not None:
                 self.on_batch(len(jobs), sum(o.passages for o in outcomes), seconds)
-            return [
-                RerankOutcome(o.model, o.hits, o.tokens, round(seconds * 1000.0, 3)) for o in outcomes
-            ]
+            return [RerankOutcome(o.model, o.hits, o.tokens, round(seconds * 1000.0, 3)) for o in outcomes]
 
         return run
 
@@ -486,8 +489,9 @@ def run_jobs(name: str, ranker: Any, jobs: Sequence[RerankJob]) -> list[RerankOu
 
     Example:
         >>> from evirank.serve.testing import toy_ranker
-        >>> [o.hits[0].index for o in run_jobs("toy", toy_ranker(), [RerankJob.of("purr", ["x", "cats purr"])])]
-        [1]
+        >>> jobs = [RerankJob.of("purr", ["x", "cats purr"]), RerankJob.of("x", ["x", "cats purr"])]
+        >>> [outcome.hits[0].index for outcome in run_jobs("toy", toy_ranker(), jobs)]
+        [1, 0]
     """
     outcomes: dict[int, RerankOutcome] = {}
     groups: dict[tuple[int | None, int | None], list[int]] = {}
@@ -498,7 +502,9 @@ def run_jobs(name: str, ranker: Any, jobs: Sequence[RerankJob]) -> list[RerankOu
         limit = max_passages
         if limit is not None and ranker.max_passages:
             limit = min(limit, int(ranker.max_passages))
-        documents = [[_as_ranked(d, ranker, max_tokens, i) for i, d in enumerate(job.documents)] for job in group]
+        documents = [
+            [_as_ranked(d, ranker, max_tokens, i) for i, d in enumerate(job.documents)] for job in group
+        ]
         ranked = ranker.rank_many([job.query for job in group], documents, max_passages=limit)
         for position, job, results in zip(positions, group, ranked, strict=True):
             outcomes[position] = RerankOutcome(name, _hits(ranker, job, results), job.tokens)

@@ -305,7 +305,10 @@ def _respond_v2(outcome: RerankOutcome, job: RerankJob, options: Options) -> dic
 def _respond_tei(outcome: RerankOutcome, job: RerankJob, options: Options) -> list[dict[str, Any]]:
     results = []
     for hit in outcome.hits:
-        result: dict[str, Any] = {"index": hit.index, "score": hit.score if options.raw_scores else hit.relevance}
+        result: dict[str, Any] = {
+            "index": hit.index,
+            "score": hit.score if options.raw_scores else hit.relevance,
+        }
         if options.return_documents:
             result["text"] = job.documents[hit.index].text
         results.append({**result, **_extras(hit)})
@@ -318,7 +321,7 @@ API: dict[str, Api] = {
         "/v1/rerank",
         CohereV1Request,
         400,
-        _read_v1,  # type: ignore[arg-type]
+        _read_v1,
         _respond_v1,
         lambda message, kind: {"message": message, "detail": message},
     ),
@@ -327,7 +330,7 @@ API: dict[str, Api] = {
         "/v2/rerank",
         CohereV2Request,
         400,
-        _read_v2,  # type: ignore[arg-type]
+        _read_v2,
         _respond_v2,
         lambda message, kind: {"message": message},
     ),
@@ -336,7 +339,7 @@ API: dict[str, Api] = {
         "/rerank",
         TeiRequest,
         422,
-        _read_tei,  # type: ignore[arg-type]
+        _read_tei,
         _respond_tei,
         lambda message, kind: {"error": message, "error_type": kind},
     ),

@@ -56,7 +56,9 @@ async def read_body(request: Any, limit: int = MAX_BODY_BYTES) -> bytes:
     return b"".join(chunks)
 
 
-def error_response(api: Api | None, status: int, message: str, kind: str, headers: dict[str, str] | None = None) -> Any:
+def error_response(
+    api: Api | None, status: int, message: str, kind: str, headers: dict[str, str] | None = None
+) -> Any:
     """An error in the shape of ``api`` (``{"error": ...}`` outside the rerank routes)."""
     from fastapi.responses import JSONResponse
 
@@ -119,7 +121,9 @@ def _endpoint(api: Api, service: RerankService, metrics: ServiceMetrics | None) 
             return Response(status_code=499)
         except Exception as exc:  # a model failure: logged whole, answered without a traceback
             logger.error("rerank failed: %s: %s", type(exc).__name__, exc, exc_info=exc)
-            return error_response(api, 500, f"internal error: {type(exc).__name__} (see the server log)", "Backend")
+            return error_response(
+                api, 500, f"internal error: {type(exc).__name__} (see the server log)", "Backend"
+            )
         if metrics is not None:
             metrics.documents.inc(len(job.documents))
         return JSONResponse(api.respond(outcome, job, options))
@@ -135,7 +139,9 @@ class ServiceMiddleware:
     and streaming bodies pass through untouched.
     """
 
-    def __init__(self, app: Any, key: str | None, metrics: ServiceMetrics | None, endpoints: set[str]) -> None:
+    def __init__(
+        self, app: Any, key: str | None, metrics: ServiceMetrics | None, endpoints: set[str]
+    ) -> None:
         self.app = app
         self.key = key
         self.metrics = metrics
@@ -156,7 +162,9 @@ class ServiceMiddleware:
 
         try:
             if self.key is not None and path not in OPEN_PATHS and scope.get("method") != "OPTIONS":
-                headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
+                headers = {
+                    k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())
+                }
                 if not key_matches(headers.get("authorization"), self.key):
                     response = error_response(
                         api_for_path(path),
