@@ -64,6 +64,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "max_request_tokens",
             "api_key_file",
             "cors_origins",
+            "ray",
+            "replicas",
         ],
         changes={"model": {"action": "append"}},
         helps={
@@ -145,6 +147,7 @@ def rerank_from_args(args: argparse.Namespace, models: dict[str, str | None]) ->
     from evirank.serve.rerank import RerankLimits, RerankService
 
     settings = {name: getattr(args, name) for name in IN_MEMORY if name not in ("model", "scores")}
+    settings["alpha"] = None  # documents sent come without first-stage scores: the evidence alone
     rankers = {
         name: Ranker(path, store=args.scores, show_passages=args.show_passages, **settings)
         for name, path in models.items()
@@ -178,6 +181,10 @@ def run(args: argparse.Namespace) -> int:
             searcher = searcher_from_args(args, config.max_depth, model=next(iter(models.values())))
         rerank = rerank_from_args(args, models)
         api_key = read_api_key(args.api_key_file) if args.api_key_file else None
+        if args.ray is not None:
+            if searcher is not None:
+                raise ValueError("--ray serves /rerank only: leave out --index (serve the index on its own)")
+            return run_on_ray(args, models, rerank.limits, api_key)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     try:
@@ -213,6 +220,33 @@ def run(args: argparse.Namespace) -> int:
         uvicorn.Server(server_config).run(sockets=[sock])
     finally:
         sock.close()
+    return 0
+
+
+def run_on_ray(
+    args: argparse.Namespace, models: dict[str, str | None], limits: Any, api_key: str | None
+) -> int:
+    """Deploy ``/rerank`` on Ray Serve: ``--replicas`` model replicas behind one front."""
+    from evirank.serve.ray_serve import serve_on_ray
+
+    def build() -> Any:
+        return rerank_from_args(args, models)
+
+    on_gpu = str(args.device).startswith("cuda")
+    serve_on_ray(
+        build,
+        list(models),
+        limits,
+        address=args.ray,
+        replicas=args.replicas,
+        host=args.host,
+        port=args.port,
+        cpus_per_replica=float(args.model_threads or 1),
+        gpus_per_replica=1.0 if on_gpu else 0.0,
+        api_key=api_key,
+        cors_origins=args.cors_origins or (),
+        warm_up=not args.no_warmup,
+    )
     return 0
 
 

@@ -36,7 +36,7 @@ from evirank.errors import UsageError
 from evirank.extras import require
 from evirank.serve.config import BadRequest, ServeConfig
 from evirank.serve.metrics import ServiceMetrics
-from evirank.serve.rerank import RerankService
+from evirank.serve.rerank import RerankFront
 from evirank.serve.searcher import (
     DocumentNotFound,
     PassageAttention,
@@ -178,7 +178,7 @@ def create_app(
     searcher: Searcher | None = None,
     config: ServeConfig | None = None,
     *,
-    rerank: RerankService | None = None,
+    rerank: RerankFront | None = None,
     api_key: str | None = None,
     cors_origins: Sequence[str] = (),
 ) -> FastAPI:
@@ -246,7 +246,7 @@ def _add_middleware(app: Any, api_key: str | None, metrics: ServiceMetrics, orig
 
 
 def _new_app(
-    config: ServeConfig, runner: SearchRunner | None, searcher: Searcher | None, rerank: RerankService | None
+    config: ServeConfig, runner: SearchRunner | None, searcher: Searcher | None, rerank: RerankFront | None
 ) -> Any:
     """The FastAPI object (with Swagger UI served from a local copy when available: no internet)."""
     fastapi = require("fastapi", "serve")
@@ -456,7 +456,7 @@ def _add_service_routes(
     app: Any,
     runner: SearchRunner | None,
     searcher: Searcher | None,
-    rerank: RerankService | None,
+    rerank: RerankFront | None,
     config: ServeConfig,
     metrics: ServiceMetrics,
 ) -> None:
@@ -511,7 +511,7 @@ def _add_service_routes(
         return Response(body, media_type=content_type)
 
 
-def _add_rerank_home(app: Any, rerank: RerankService | None) -> None:
+def _add_rerank_home(app: Any, rerank: RerankFront | None) -> None:
     """``/`` of a service without an index: what it serves, in JSON."""
 
     @app.get("/", include_in_schema=False)

@@ -86,7 +86,6 @@ class ServiceMetrics:
         self.batch_requests.observe(requests)
         self.batch_passages.observe(passages)
         self.batch_seconds.observe(seconds)
-        self.passages.inc(passages)
 
     def track_queue(self, depth: Callable[[], float]) -> None:
         """Read the queue depth from ``depth`` at each scrape."""

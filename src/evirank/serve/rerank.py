@@ -287,50 +287,32 @@ class _Stats:
             )
 
 
-class RerankService:
-    """Named rankers behind one admission queue; each model's requests batched together.
+class RerankFront:
+    """What every rerank service shares: the served names, the limits, admission and the deadline.
+
+    A subclass says how a job reaches a model (:meth:`_start`): :class:`RerankService` in this process,
+    :class:`evirank.serve.ray_serve.RayRerank` on Ray Serve replicas.
 
     Args:
-        rankers: the served models by name (:class:`~evirank.Ranker` objects; the first one is the
-            default).
+        names: the served models' names (the first is the default).
         limits: what a request may hold and how long it may wait.
-        on_batch: called after each model batch with (requests, passages read, seconds), e.g. to
-            update metrics.
-
-    Example:
-        See the module docstring.
     """
 
-    def __init__(
-        self,
-        rankers: Mapping[str, Any],
-        limits: RerankLimits | None = None,
-        on_batch: Callable[[int, int, float], None] | None = None,
-    ) -> None:
-        if not rankers:
+    def __init__(self, names: Sequence[str], limits: RerankLimits | None = None) -> None:
+        if not names:
             raise ValueError("serve at least one model")
-        self.rankers = dict(rankers)
+        self._names = list(names)
         self.limits = limits or RerankLimits()
-        self.on_batch = on_batch
+        #: called after each model batch with (requests, passages read, seconds), e.g. for metrics
+        self.on_batch: Callable[[int, int, float], None] | None = None
         self._stats = _Stats()
         self._pending = 0
         self._lock = threading.Lock()
-        self._batchers: dict[str, MicroBatcher[RerankJob, RerankOutcome]] = {
-            name: MicroBatcher(
-                self._runner(name),
-                max_batch=self.limits.max_batch,
-                max_wait_s=0.002,
-                name=f"evirank-rerank-{name}",
-                size=lambda job: job.tokens,
-                max_size=self.limits.batch_tokens,
-            )
-            for name in self.rankers
-        }
 
     @property
     def names(self) -> list[str]:
         """The served models' names, the default first."""
-        return list(self.rankers)
+        return list(self._names)
 
     @property
     def pending(self) -> int:
@@ -346,28 +328,11 @@ class RerankService:
         Raises:
             UnknownModel: naming the served models.
         """
-        if len(self.rankers) == 1:
-            return next(iter(self.rankers))
-        if requested is None or not str(requested).strip():
-            return next(iter(self.rankers))
-        if requested in self.rankers:
+        if len(self._names) == 1 or requested is None or not str(requested).strip():
+            return self._names[0]
+        if requested in self._names:
             return str(requested)
-        raise UnknownModel(f"unknown model {requested!r}; this server serves {', '.join(self.names)}")
-
-    def describe(self) -> dict[str, dict[str, Any]]:
-        """What each served model is: its family, model, segmenter, aggregator and score scale."""
-        described = {}
-        for name, ranker in self.rankers.items():
-            spec = getattr(ranker, "spec_", None)
-            scorer = getattr(ranker, "scorer", None)
-            described[name] = {
-                "scorer": getattr(scorer, "family", type(scorer).__name__),
-                "model": str(getattr(scorer, "model", None) or "default"),
-                "segment": str(getattr(ranker, "segment", None)),
-                "aggregate": str(getattr(getattr(spec, "aggregate", None), "spec", None)),
-                "scale": score_scale(ranker),
-            }
-        return described
+        raise UnknownModel(f"unknown model {requested!r}; this server serves {', '.join(self._names)}")
 
     def check(self, job: RerankJob) -> None:
         """Refuse a job over the limits (413) before any work."""
@@ -393,6 +358,112 @@ class RerankService:
         with self._lock:
             self._pending -= 1
 
+    def _start(self, name: str, job: RerankJob) -> asyncio.Future[RerankOutcome]:
+        """Start an admitted job in the running event loop; call :meth:`_release` when its work ends."""
+        raise NotImplementedError
+
+    async def rerank(
+        self,
+        model: str | None,
+        job: RerankJob,
+        disconnected: Callable[[], Awaitable[bool]] | None = None,
+        poll_s: float = 0.25,
+    ) -> RerankOutcome:
+        """Rank ``job``'s documents with the model ``model`` names.
+
+        Args:
+            disconnected: checked while waiting; when it says the client is gone, the job is
+                dropped (if its batch has not started) and :class:`ClientGone` is raised.
+
+        Raises:
+            UnknownModel: a model not served. LimitExceeded: a job over a limit. RerankBusy: the
+            queue is full. RerankTimeout: no answer within the limits' ``timeout_s``.
+        """
+        name = self.resolve(model)
+        self.check(job)
+        self._admit()
+        try:
+            waiting = self._start(name, job)
+        except BaseException:
+            self._release()
+            raise
+        deadline = time.monotonic() + self.limits.timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                waiting.cancel()
+                raise RerankTimeout(self._timeout_message(), self.retry_after())
+            done, _ = await asyncio.wait({waiting}, timeout=min(poll_s, left))
+            if done:
+                return waiting.result()
+            if disconnected is not None and await disconnected():
+                waiting.cancel()
+                raise ClientGone("the client disconnected; its request was dropped")
+
+    def _timeout_message(self) -> str:
+        return (
+            f"the request took longer than {self.limits.timeout_s:g} s (the server's --timeout); send "
+            "fewer or shorter documents, or retry when the server is less busy"
+        )
+
+    def describe(self) -> dict[str, dict[str, Any]]:
+        """What each served model is (for ``/health``)."""
+        return {name: {} for name in self._names}
+
+    def close(self) -> None:
+        """Stop taking work."""
+
+
+class RerankService(RerankFront):
+    """Named rankers in this process; each model's requests batched together.
+
+    Args:
+        rankers: the served models by name (:class:`~evirank.Ranker` objects; the first one is the
+            default).
+        limits: what a request may hold and how long it may wait.
+        on_batch: called after each model batch with (requests, passages read, seconds), e.g. to
+            update metrics.
+
+    Example:
+        See the module docstring.
+    """
+
+    def __init__(
+        self,
+        rankers: Mapping[str, Any],
+        limits: RerankLimits | None = None,
+        on_batch: Callable[[int, int, float], None] | None = None,
+    ) -> None:
+        super().__init__(list(rankers), limits)
+        self.rankers = dict(rankers)
+        self.on_batch = on_batch
+        self._batchers: dict[str, MicroBatcher[RerankJob, RerankOutcome]] = {
+            name: MicroBatcher(
+                self._runner(name),
+                max_batch=self.limits.max_batch,
+                max_wait_s=0.002,
+                name=f"evirank-rerank-{name}",
+                size=lambda job: job.tokens,
+                max_size=self.limits.batch_tokens,
+            )
+            for name in self.rankers
+        }
+
+    def describe(self) -> dict[str, dict[str, Any]]:
+        """What each served model is: its family, model, segmenter, aggregator and score scale."""
+        described = {}
+        for name, ranker in self.rankers.items():
+            spec = getattr(ranker, "spec_", None)
+            scorer = getattr(ranker, "scorer", None)
+            described[name] = {
+                "scorer": getattr(scorer, "family", type(scorer).__name__),
+                "model": str(getattr(scorer, "model", None) or "default"),
+                "segment": str(getattr(ranker, "segment", None)),
+                "aggregate": str(getattr(getattr(spec, "aggregate", None), "spec", None)),
+                "scale": score_scale(ranker),
+            }
+        return described
+
     def submit(self, model: str | None, job: RerankJob) -> tuple[str, Future[RerankOutcome]]:
         """Check and admit ``job`` for the model ``model`` names; return its name and the job's future.
 
@@ -404,44 +475,19 @@ class RerankService:
         self.check(job)
         self._admit()
         try:
-            (future,) = self._batchers[name].enqueue([job])
+            return name, self._enqueue(name, job)
         except BaseException:
             self._release()
             raise
-        future.add_done_callback(self._release)
-        return name, future
 
-    async def rerank(
-        self,
-        model: str | None,
-        job: RerankJob,
-        disconnected: Callable[[], Awaitable[bool]] | None = None,
-        poll_s: float = 0.25,
-    ) -> RerankOutcome:
-        """Rank ``job``'s documents with the model ``model`` names, awaiting the batch.
+    def _enqueue(self, name: str, job: RerankJob) -> Future[RerankOutcome]:
+        (future,) = self._batchers[name].enqueue([job])
+        future.add_done_callback(self._release)  # when the batch ends, or the job is dropped unstarted
+        return future
 
-        Args:
-            disconnected: checked while waiting; when it says the client is gone, the job is
-                dropped (if its batch has not started) and :class:`ClientGone` is raised.
-
-        Raises:
-            RerankTimeout: no answer within the limits' ``timeout_s``.
-        """
-        _, future = self.submit(model, job)
-        waiting = asyncio.wrap_future(future)
-        deadline = time.monotonic() + self.limits.timeout_s
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                future.cancel()
-                raise RerankTimeout(self._timeout_message(), self.retry_after())
-            done, _ = await asyncio.wait({waiting}, timeout=min(poll_s, left))
-            if done:
-                return waiting.result()
-            if disconnected is not None and await disconnected():
-                future.cancel()
-                waiting.cancel()
-                raise ClientGone("the client disconnected; its request was dropped")
+    def _start(self, name: str, job: RerankJob) -> asyncio.Future[RerankOutcome]:
+        # cancelling the asyncio future cancels the queued job; a running batch finishes
+        return asyncio.wrap_future(self._enqueue(name, job))
 
     def rerank_blocking(self, model: str | None, job: RerankJob) -> RerankOutcome:
         """:meth:`rerank` for callers outside an event loop."""
@@ -451,12 +497,6 @@ class RerankService:
         except TimeoutError:
             future.cancel()
             raise RerankTimeout(self._timeout_message(), self.retry_after()) from None
-
-    def _timeout_message(self) -> str:
-        return (
-            f"the request took longer than {self.limits.timeout_s:g} s (the server's --timeout); send "
-            "fewer or shorter documents, or retry when the server is less busy"
-        )
 
     def warm_up(self) -> float:
         """Load every model (one tiny request each); return the seconds it took."""

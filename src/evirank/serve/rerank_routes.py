@@ -24,7 +24,7 @@ from starlette.requests import Request
 from evirank.serve.access import OPEN_PATHS, key_matches
 from evirank.serve.batcher import BatcherClosed
 from evirank.serve.metrics import ServiceMetrics
-from evirank.serve.rerank import ClientGone, LimitExceeded, RerankBusy, RerankService, UnknownModel
+from evirank.serve.rerank import ClientGone, LimitExceeded, RerankBusy, RerankFront, UnknownModel
 from evirank.serve.rerank_api import API, Api, ApiProblem, api_for_path
 
 logger = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ def error_response(
     return JSONResponse(status_code=status, content=body, headers=headers)
 
 
-def add_rerank_routes(app: Any, service: RerankService, metrics: ServiceMetrics | None = None) -> None:
+def add_rerank_routes(app: Any, service: RerankFront, metrics: ServiceMetrics | None = None) -> None:
     """``POST /v1/rerank`` (Cohere v1, Jina), ``/v2/rerank`` (Cohere v2) and ``/rerank`` (TEI)."""
     for api in API.values():
         app.add_api_route(
@@ -98,7 +98,7 @@ _DESCRIPTION = (
 )
 
 
-def _endpoint(api: Api, service: RerankService, metrics: ServiceMetrics | None) -> Callable[..., Any]:
+def _endpoint(api: Api, service: RerankFront, metrics: ServiceMetrics | None) -> Callable[..., Any]:
     async def rerank(request: Request) -> Any:
         from fastapi.responses import JSONResponse, Response
 
@@ -126,6 +126,7 @@ def _endpoint(api: Api, service: RerankService, metrics: ServiceMetrics | None) 
             )
         if metrics is not None:
             metrics.documents.inc(len(job.documents))
+            metrics.passages.inc(outcome.passages)
         return JSONResponse(api.respond(outcome, job, options))
 
     rerank.__name__ = f"rerank_{api.name.replace('-', '_')}"
