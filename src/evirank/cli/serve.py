@@ -69,9 +69,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         ],
         changes={"model": {"action": "append"}},
         helps={
-            "model": "a model to serve, as NAME=PATH or PATH (its folder's name names it): a Hugging Face id "
-            "or a local folder; repeat it to serve several (a rerank request's model picks one; search and "
-            "the page use the first). Without it, the offline all-MiniLM-L6-v2 bi-encoder",
+            "model": SETTINGS["model"].help
+            + "; here also NAME=PATH (PATH alone: named by its folder), repeated to serve several models "
+            "to /rerank (a request's model picks one; search and the page use the first)",
             "depth": SETTINGS["depth"].help
             + "; what a request that names no depth gets (it may ask for up to --max-depth); only "
             "re-ranked documents are returned",
