@@ -37,7 +37,7 @@ from evirank.config.runtime import RUNTIME_SETTINGS
 from evirank.frames import DOCNO, FIRST_STAGE_SCORE, PID, QID, QUERY, RANK, SCORE, TEXT, TITLE
 from evirank.segment.budget import passage_budget
 from evirank.segment.segment_spec import SegmentSpec
-from evirank.segment.spans import WORD, passage_span
+from evirank.segment.spans import locate_passages
 
 logger = logging.getLogger(__name__)
 
@@ -398,13 +398,8 @@ class Ranker:
             evidence: list[Evidence] = []
             if rows is not None and self.show_passages:
                 ordered = rows.sort_values(PID, kind="mergesort")
-                located: dict[int, tuple[str | None, int | None, int | None]] = {}
-                cursor = 0
-                for pid, text in zip(ordered[PID], ordered[TEXT], strict=True):
-                    where = passage_span(str(text), doc["title"], doc["text"], cursor)
-                    located[int(pid)] = where
-                    if where[0] == "text" and where[1] is not None:
-                        cursor = len(WORD.findall(doc["text"][: where[1]]))
+                spans = locate_passages([str(t) for t in ordered[TEXT]], doc["title"], doc["text"])
+                located = dict(zip((int(p) for p in ordered[PID]), spans, strict=True))
                 best = rows.sort_values([SCORE, PID], ascending=[False, True], kind="mergesort").head(
                     self.show_passages
                 )
