@@ -32,12 +32,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from evirank.config import SETTINGS
+from evirank.config import SETTINGS, values
 from evirank.config.runtime import RUNTIME_SETTINGS
+from evirank.errors import UsageError
 from evirank.frames import DOCNO, FIRST_STAGE_SCORE, PID, QID, QUERY, RANK, SCORE, TEXT, TITLE
 from evirank.segment.budget import passage_budget
 from evirank.segment.segment_spec import SegmentSpec
-from evirank.segment.spans import WORD, passage_span
+from evirank.segment.spans import locate_passages
 
 logger = logging.getLogger(__name__)
 
@@ -140,27 +141,111 @@ class RankedDocument:
         }
 
 
+class ArgumentError(UsageError):
+    """An argument of :func:`rank` or :class:`Ranker` that cannot be used (the message names it)."""
+
+
 def _as_document(item: Any, position: int) -> dict[str, Any]:
-    """A document dict with ``id``, ``title``, ``text`` (and metadata) from a string or a mapping."""
+    """A document dict with ``id``, ``title``, ``text`` (and metadata) from a string or a mapping.
+
+    Raises:
+        ArgumentError: not a string or a mapping, an id that is not a string or an integer, a title
+            or text that is not a string, no text at all, or text that UTF-8 cannot hold.
+    """
     if isinstance(item, str):
-        return {"id": str(position), "title": "", "text": item}
-    if not isinstance(item, Mapping):
-        raise TypeError(
+        doc: dict[str, Any] = {"id": str(position), "title": "", "text": item}
+    elif isinstance(item, Mapping):
+        doc = dict(item)
+        key = next((k for k in ID_KEYS if k in doc), None)
+        raw_id = doc.pop(key) if key is not None else str(position)
+        if isinstance(raw_id, bool) or not isinstance(raw_id, str | int) or not str(raw_id).strip():
+            raise ArgumentError(
+                f"document {position}: expected its {key!r} to be a non-empty string or an integer, "
+                f"found {raw_id!r}"
+            )
+        text_key = next((k for k in TEXT_KEYS if k in doc), None)
+        text = doc.pop(text_key) if text_key is not None else ""
+        title = doc.pop("title", "")
+        doc = {"id": str(raw_id), "title": "" if title is None else title, "text": text, **doc}
+    else:
+        raise ArgumentError(
             f"document {position}: expected a string or a dict with a text, found {type(item).__name__}"
         )
-    doc = dict(item)
-    key = next((k for k in ID_KEYS if k in doc), None)
-    doc_id = str(doc.pop(key)) if key is not None else str(position)
-    text_key = next((k for k in TEXT_KEYS if k in doc), None)
-    text = doc.pop(text_key) if text_key is not None else ""
-    title = doc.pop("title", "") or ""
-    if not isinstance(text, str) or not isinstance(title, str):
-        raise TypeError(f"document {doc_id!r}: its title and text must be strings")
-    if not text.strip() and not title.strip():
-        raise ValueError(
-            f"document {doc_id!r} (position {position}) has no text (keys: text, contents or body)"
+    where = f"document {doc['id']!r} (position {position})"
+    for name in ("title", "text"):
+        if not isinstance(doc[name], str):
+            raise ArgumentError(f"{where}: its {name} must be a string, found {type(doc[name]).__name__}")
+    if not doc["text"].strip() and not doc["title"].strip():
+        raise ArgumentError(f"{where} has no text (keys: text, contents or body)")
+    found = values.find_lone_surrogate(doc)
+    if found is not None:
+        field_name, value, at = found
+        raise ArgumentError(f"{where}: its {field_name} holds {values.surrogate_message(value, at)}")
+    return doc
+
+
+def _check_documents(documents: Any, what: str = "documents") -> list[Any]:
+    """``documents`` as a list: any iterable of documents but a string, a bytes or a mapping."""
+    if isinstance(documents, str | bytes | Mapping) or not hasattr(documents, "__iter__"):
+        hint = (
+            " (a dict: give its values, or a list of dicts with an id)"
+            if isinstance(documents, Mapping)
+            else ""
         )
-    return {"id": doc_id, "title": title, "text": text, **doc}
+        raise ArgumentError(
+            f"{what}: expected a list of documents (strings, or dicts with an id, a title and a text), "
+            f"found {type(documents).__name__}{hint}"
+        )
+    return list(documents)
+
+
+def _check_first_stage(scores: Any, count: int, what: str) -> np.ndarray:
+    """One finite first-stage score per document, as float64."""
+    try:
+        checked = values.finite_floats(scores, count, "first-stage scores (one per document)")
+        return np.asarray(checked, dtype=np.float64)
+    except ValueError as exc:
+        raise ArgumentError(f"{what}: {exc}") from None
+
+
+def _check_arguments(
+    queries: Any, documents: Any, first_stage_scores: Any, top: Any
+) -> tuple[list[str], list[list[Any]], list[Any] | None, int | None]:
+    """The queries, one list of documents per query, one list of first-stage scores per query (or
+    None) and ``top`` of :meth:`Ranker.rank_many`, checked.
+
+    Raises:
+        ArgumentError: naming the argument, what was expected and what was found.
+    """
+    top = None if top is None else SETTINGS.check_argument("top", top)
+    if isinstance(queries, str | bytes) or not hasattr(queries, "__iter__"):
+        raise ArgumentError(
+            f"queries: expected a list of queries (one query: Ranker.rank), found {type(queries).__name__}"
+        )
+    queries = [
+        SETTINGS.check_argument("query", q, f"queries[{i}]", required=True) for i, q in enumerate(queries)
+    ]
+    documents = _check_documents(documents)
+    per_query = bool(documents) and all(
+        hasattr(d, "__iter__") and not isinstance(d, str | bytes | Mapping) for d in documents
+    )
+    if per_query:
+        doc_lists = [_check_documents(d, f"documents[{i}]") for i, d in enumerate(documents)]
+    else:
+        doc_lists = [documents] * len(queries)
+    if len(doc_lists) != len(queries):
+        raise ArgumentError(f"{len(queries)} queries but {len(doc_lists)} lists of documents")
+    if first_stage_scores is None:
+        return queries, doc_lists, None, top
+    if isinstance(first_stage_scores, str | bytes) or not hasattr(first_stage_scores, "__iter__"):
+        raise ArgumentError(
+            "first_stage_scores: expected one list of scores per query, found "
+            f"{type(first_stage_scores).__name__} {first_stage_scores!r}"
+        )
+    score_lists = list(first_stage_scores)
+    if len(score_lists) != len(queries):
+        raise ArgumentError(f"{len(queries)} queries but {len(score_lists)} lists of first-stage scores")
+    return queries, doc_lists, score_lists, top
 
 
 class Ranker:
@@ -216,8 +301,7 @@ class Ranker:
         from evirank.pipeline import Pipeline, PipelineSpec, build_pipeline
 
         show = SETTINGS.default("show_passages") if show_passages is None else show_passages
-        if not isinstance(show, int) or isinstance(show, bool) or show < 0:
-            raise ValueError(f"show_passages must be an integer >= 0, found {show_passages!r}")
+        show = SETTINGS.check_argument("show_passages", show)
         given_scorer = scorer if isinstance(scorer, str | list | tuple) or scorer is None else None
         given_segment = segment if isinstance(segment, str) or segment is None else None
         settings = {k: options.pop(k) for k in IN_MEMORY_SETTINGS if k in options}
@@ -299,12 +383,12 @@ class Ranker:
             first_stage_scores: one score per document (BM25, say), interpolated by ``alpha``.
             top: keep the best ``top`` documents (None: all).
         """
-        return self.rank_many(
-            [query],
-            [documents],
-            first_stage_scores=None if first_stage_scores is None else [first_stage_scores],
-            top=top,
-        )[0]
+        query = SETTINGS.check_argument("query", query, required=True)
+        documents = _check_documents(documents)
+        checked = _check_arguments(
+            [query], [documents], None if first_stage_scores is None else [first_stage_scores], top
+        )
+        return self._rank(*checked, one_query=True)[0]
 
     def rank_many(
         self,
@@ -321,34 +405,31 @@ class Ranker:
         ``max_passages`` reads only each document's first passages in this call (None: the
         ranker's own limit).
         """
+        checked = _check_arguments(queries, documents, first_stage_scores, top)
+        return self._rank(*checked, one_query=False)
+
+    def _rank(
+        self,
+        queries: list[str],
+        doc_lists: list[list[Any]],
+        score_lists: list[Any] | None,
+        top: int | None,
+        *,
+        one_query: bool,
+    ) -> list[list[RankedDocument]]:
         from evirank.rerank import Rerank
 
-        queries = [str(q) for q in queries]
-        per_query = bool(documents) and all(
-            isinstance(d, Sequence) and not isinstance(d, str | Mapping) for d in documents
-        )
-        doc_lists = list(documents) if per_query else [documents] * len(queries)
-        if len(doc_lists) != len(queries):
-            raise ValueError(f"{len(queries)} queries but {len(doc_lists)} lists of documents")
-        if first_stage_scores is not None and len(first_stage_scores) != len(queries):
-            raise ValueError(
-                f"{len(queries)} queries but {len(first_stage_scores)} lists of first-stage scores"
-            )
         frames, given = [], []
         for q_index, (query, docs) in enumerate(zip(queries, doc_lists, strict=True)):
             parsed = [_as_document(d, i) for i, d in enumerate(docs)]
             ids = [d["id"] for d in parsed]
             if len(set(ids)) != len(ids):
                 repeated = sorted({i for i in ids if ids.count(i) > 1})
-                raise ValueError(f"document ids must differ; repeated: {', '.join(repeated[:5])}")
+                raise ArgumentError(f"document ids must differ; repeated: {', '.join(repeated[:5])}")
             scores = np.zeros(len(parsed))
-            if first_stage_scores is not None:
-                scores = np.asarray(first_stage_scores[q_index], dtype=np.float64)
-                if scores.shape != (len(parsed),) or not np.isfinite(scores).all():
-                    raise ValueError(
-                        f"query {q_index}: expected {len(parsed)} finite first-stage scores, "
-                        f"found {scores.shape[0]}"
-                    )
+            if score_lists is not None:
+                what = "first_stage_scores" if one_query else f"first_stage_scores[{q_index}]"
+                scores = _check_first_stage(score_lists[q_index], len(parsed), what)
             given.append({d["id"]: d for d in parsed})
             frames.append(
                 pd.DataFrame(
@@ -365,7 +446,7 @@ class Ranker:
         run = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
         if run.empty:
             return [[] for _ in queries]
-        aggregator = self._aggregator(first_stage_scores is not None)
+        aggregator = self._aggregator(score_lists is not None)
         depth = int(run.groupby(QID).size().max())
         cascade = self.pipeline_.reranker.passage_stages if self.pipeline_ is not None else ()
         segmenter = self._segmenter()
@@ -375,7 +456,7 @@ class Ranker:
         passages = result.passages
         terms = aggregator.terms(passages)
         return [
-            self._results(str(i), given[i], result.run, passages, terms, first_stage_scores is not None, top)
+            self._results(str(i), given[i], result.run, passages, terms, score_lists is not None, top)
             for i in range(len(queries))
         ]
 
@@ -405,13 +486,8 @@ class Ranker:
             evidence: list[Evidence] = []
             if rows is not None and self.show_passages:
                 ordered = rows.sort_values(PID, kind="mergesort")
-                located: dict[int, tuple[str | None, int | None, int | None]] = {}
-                cursor = 0
-                for pid, text in zip(ordered[PID], ordered[TEXT], strict=True):
-                    where = passage_span(str(text), doc["title"], doc["text"], cursor)
-                    located[int(pid)] = where
-                    if where[0] == "text" and where[1] is not None:
-                        cursor = len(WORD.findall(doc["text"][: where[1]]))
+                spans = locate_passages([str(t) for t in ordered[TEXT]], doc["title"], doc["text"])
+                located = dict(zip((int(p) for p in ordered[PID]), spans, strict=True))
                 best = rows.sort_values([SCORE, PID], ascending=[False, True], kind="mergesort").head(
                     self.show_passages
                 )

@@ -132,11 +132,18 @@ def test_bad_topics_are_refused(tiny_index: Path) -> None:
     assert empty.empty and empty.columns.tolist() == [QID, DOCNO, SCORE, RANK, QUERY]
 
 
-def test_empty_and_stopword_only_queries_retrieve_nothing(tiny_index: Path) -> None:
+def test_empty_and_stopword_only_queries_retrieve_nothing_and_a_warning_names_them(
+    tiny_index: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     topics = make_topics([("1", ""), ("2", "the of and"), ("3", "( ) * ? : ~ ^ AND"), ("4", "cats")])
     for threads in (1, 2):
+        caplog.clear()
         run = Bm25(tiny_index, rm3=Rm3(), threads=threads)(topics)
         assert set(run[QID]) == {"4"}
+        warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        assert len(warned) == 1
+        assert "3 of 4 queries retrieved no document and are absent from the run" in warned[0]
+        assert "2 ('the of and')" in warned[0] and "stop word" in warned[0]
 
 
 def test_missing_index_raises_file_not_found(tmp_path: Path) -> None:

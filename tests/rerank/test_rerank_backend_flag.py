@@ -64,3 +64,30 @@ def test_backend_flag_rejects_an_unknown_engine(
 ) -> None:
     with pytest.raises(SystemExit):
         main(args_for(collection, tiny_cross_encoder_path, tmp_path / "x.txt", "--backend", "tensorrt"))
+
+
+def test_every_stage_that_runs_a_model_runs_on_the_backend_asked_for(tiny_cross_encoder_path: Path) -> None:
+    """--backend reaches the passage scorer, the cascade's cheap scorer and the duo stage (the cheap
+    scorer ran on torch whatever was asked); a stage whose family cannot run there is refused when the
+    pipeline is built, before any model loads."""
+    from evirank.pipeline import PipelineSpec, build_pipeline
+    from evirank.score.family import UnknownFamilyError
+
+    model = str(tiny_cross_encoder_path)
+    options = {
+        "corpus": "corpus.jsonl",
+        "scorer": f"cross:{model}",
+        "prune": 1,
+        "prune_by": f"cross:{model}",
+        "duo": 2,
+        "duo_model": f"duo:{model}",
+        "device": "cpu",
+    }
+    for backend in ("onnx", "onnx-int8"):
+        pipeline = build_pipeline(PipelineSpec.from_mapping({**options, "backend": backend}))
+        (prune,) = pipeline.reranker.passage_stages
+        assert pipeline.duo is not None
+        assert {pipeline.scorer.backend, prune.scorer.backend, pipeline.duo.scorer.backend} == {backend}
+        assert prune.scorer.store is None and prune.scorer.ray is None  # local and unstored, as before
+    with pytest.raises(UnknownFamilyError, match=r"the duo family runs on .*not 'openvino'"):
+        build_pipeline(PipelineSpec.from_mapping({**options, "backend": "openvino"}))

@@ -150,8 +150,28 @@ def duo_model(tmp_path_factory: pytest.TempPathFactory, tiny_bert_builder: Calla
     return tiny_bert_builder(tmp_path_factory.mktemp("duo"), head="classify", num_labels=1, seed=5)
 
 
-def reference_probabilities(folder: Path, query: str, pairs: list[tuple[str, str]]) -> list[float]:
-    """P(first more relevant) by transformers: [CLS] q [SEP] d_i [SEP] d_j [SEP]; q, d_i type 0, d_j 1."""
+@pytest.fixture(scope="module")
+def three_type_duo_model(tmp_path_factory: pytest.TempPathFactory, duo_model: Path) -> Path:
+    """A duoBERT checkpoint with three token types (type_vocab_size 3), as the reference duoBERT has."""
+    import shutil
+
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    folder = tmp_path_factory.mktemp("duo3")
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt"):
+        if (duo_model / name).exists():
+            shutil.copy(duo_model / name, folder / name)
+    config = transformers.BertConfig.from_pretrained(duo_model, type_vocab_size=3)
+    torch.manual_seed(7)
+    transformers.BertForSequenceClassification(config).eval().save_pretrained(folder)
+    return folder
+
+
+def reference_probabilities(
+    folder: Path, query: str, pairs: list[tuple[str, str]], three_types: bool = False
+) -> list[float]:
+    """P(first more relevant) by transformers: [CLS] q [SEP] d_i [SEP] d_j [SEP]; q, d_i type 0, d_j 1
+    (``three_types``: [CLS] q [SEP] type 0, d_i [SEP] type 1, d_j [SEP] type 2, as castorini's duoBERT)."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
@@ -165,6 +185,8 @@ def reference_probabilities(folder: Path, query: str, pairs: list[tuple[str, str
             cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
             ids = [cls, *q, sep, *a, sep, *b, sep]
             types = [0] * (len(q) + len(a) + 3) + [1] * (len(b) + 1)
+            if three_types:
+                types = [0] * (len(q) + 2) + [1] * (len(a) + 1) + [2] * (len(b) + 1)
             logit = model(
                 input_ids=torch.tensor([ids]),
                 attention_mask=torch.ones(1, len(ids), dtype=torch.long),
@@ -206,6 +228,30 @@ def test_duobert_pair_probabilities_equal_transformers(duo_model: Path) -> None:
         scored[SCORE].to_numpy(), reference_probabilities(duo_model, QUERY, pairs), atol=1e-5
     )
     assert scored[SCORE].between(0, 1).all()
+
+
+def test_a_duobert_with_three_token_types_reads_query_d_i_and_d_j_as_types_0_1_2(
+    three_type_duo_model: Path, duo_model: Path
+) -> None:
+    pytest.importorskip("torch")
+    from evirank.score.families.duo import DuoBERT
+
+    texts = list(DOCS.values())[:3]
+    pairs = [(a, b) for a in texts for b in texts if a != b]
+    frame = pd.DataFrame(
+        {"qid": "1", "query": QUERY, "docno": "", "pid": 0, "text": [join_pair(a, b) for a, b in pairs]}
+    )
+    scorer = DuoBERT(three_type_duo_model, Runtime(device="cpu", batch_tokens=40))
+    expected = reference_probabilities(three_type_duo_model, QUERY, pairs, three_types=True)
+    np.testing.assert_allclose(scorer(frame)[SCORE].to_numpy(), expected, atol=1e-5)
+    assert scorer.token_types == 3 and "token types 0 1 2" in scorer.settings()["input"]
+    batch = scorer.pair_inputs([QUERY, "cat"], [join_pair("cat", "dog dog"), join_pair("a", "b")])
+    assert batch.token_type_ids is not None
+    for row, mask in zip(batch.token_type_ids.tolist(), batch.attention_mask.tolist(), strict=True):
+        kept = row[: sum(mask)]
+        assert kept == sorted(kept) and set(kept) == {0, 1, 2} and not any(row[sum(mask) :])
+    two = DuoBERT(duo_model, Runtime(device="cpu"))
+    assert two.token_types == 2 and "token types 0 0 1" in two.settings()["input"]
 
 
 def test_duobert_cuts_both_documents_to_their_share(duo_model: Path) -> None:

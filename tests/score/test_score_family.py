@@ -142,3 +142,29 @@ def test_a_family_registered_from_outside_reranks_through_the_cli(tmp_path: Path
     record = json.loads(Path(str(out) + ".json").read_text())
     assert record["scorer"]["fingerprint"] == "overlap-v1"
     assert np.isfinite([float(line.split()[4]) for line in out.read_text().splitlines()]).all()
+
+
+def test_a_family_is_registered_and_found_in_one_spelling_and_usable_as_a_scorer() -> None:
+    """register_family kept case while get_family lowercased: 'Word-Overlap' was registered and never
+    found; a hyphen in a family name made its default scorer label invalid."""
+    family = register_family(
+        Family("Word-Overlap", scorer=WordOverlap, summary="word overlap", needs_model=False)
+    )
+    assert family.name == "word-overlap" and "word-overlap" in family_names()
+    assert get_family("WORD-OVERLAP") is family and get_family("word-overlap") is family
+    spec = ScorerSpec.parse("Word-Overlap")
+    assert (spec.label, spec.family) == ("word_overlap", "word-overlap")
+    assert isinstance(spec.build(), WordOverlap)
+    with pytest.raises(ValueError, match="two model families are named 'word-overlap'"):
+        register_family(Family("WORD-overlap", scorer=lambda *a, **k: None, summary="another"))
+    for bad in ("", "a:b", "x=y", "two words", "9lives"):
+        with pytest.raises(ValueError, match="a model family's name must start with a letter"):
+            register_family(Family(bad, scorer=WordOverlap, summary="bad"))
+
+
+def test_every_registered_family_can_be_named_in_a_scorer_spec() -> None:
+    """Each family parses as --scorer FAMILY[:MODEL] with a valid default label (a pairwise one is then
+    refused by the pipeline spec, with words that say where it goes)."""
+    for name in family_names():
+        spec = ScorerSpec.parse(f"{name}:models/m")
+        assert spec.family == name and spec.model == "models/m"

@@ -46,9 +46,10 @@ QWEN_PATTERN = (
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<bos>"]
 
 
-def build_tiny_llm(folder: Path, seed: int = 0) -> Path:
+def build_tiny_llm(folder: Path, seed: int = 0, extra: tuple[str, ...] = ()) -> Path:
     """A random 2-layer Qwen2ForCausalLM (hidden 16) with a Qwen-style byte-level BPE tokenizer
-    trained on the prompts' pieces and the test texts (transformers reads it as Qwen2Tokenizer)."""
+    trained on the prompts' pieces and the test texts, and ``extra`` texts (transformers reads it as
+    Qwen2Tokenizer)."""
     import torch
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
@@ -69,7 +70,7 @@ def build_tiny_llm(folder: Path, seed: int = 0) -> Path:
     pieces = [piece for p in PROMPTS.values() for piece in p.pieces()]
     answers = [f"{p.yes} {p.no} " * 20 for p in PROMPTS.values()]
     texts = [*TEXTS, *QUERIES, *WORDS, *(" " + w for w in WORDS)]
-    backend.train_from_iterator([*pieces, *answers, *texts] * 3, trainer)
+    backend.train_from_iterator([*pieces, *answers, *texts, *extra] * 3, trainer)
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=backend, pad_token="<|endoftext|>", eos_token="<|im_end|>", bos_token="<bos>"
     )
@@ -186,20 +187,81 @@ def test_the_last_real_token_of_a_right_padded_batch_gives_the_unpadded_logits(t
 
 @pytest.mark.parametrize("prompt", sorted(PROMPTS))
 def test_a_byte_level_tokenizer_gets_the_whole_prompts_tokens(tiny_llm: Path, prompt: str) -> None:
-    """With Qwen's byte-level BPE, the texts are tokenised with their leading space, so the ids
-    assembled from each text's own tokens are those of the whole prompt string."""
+    """With Qwen's byte-level BPE, the model's input ids are those of the whole prompt string."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_llm))
     scorer = YesNoReranker(tiny_llm, Runtime(device="cpu"), prompt=prompt)
-    scorer.prepare()  # tokenizer and config only
-    assert scorer.settings()["text_after_space"]
-    encoder, chosen = scorer.encoder_, PROMPTS[prompt]
+    chosen = PROMPTS[prompt]
     bos = [tokenizer.bos_token_id] if chosen.bos else []
-    for q, query in zip(encoder.token_ids(QUERIES, 64), QUERIES, strict=True):
-        for p, text in zip(encoder.token_ids(TEXTS, 400), TEXTS, strict=True):
-            ids, _ = scorer.pair_template().pair(q, p)
+    for query in QUERIES:
+        got = scorer.prompt_ids([query] * len(TEXTS), TEXTS)
+        for ids, text in zip(got, TEXTS, strict=True):
             assert ids == bos + tokenizer.encode(chosen.text(query, text), add_special_tokens=False)
+
+
+#: Questions whose "?" the prompt's newline follows: Qwen's pre-tokenizer keeps "?\n" together.
+QUESTIONS = ["where did the cat sit?", "is bm25 a model?", "what trains cells?"]
+
+
+@pytest.fixture(scope="module")
+def question_llm(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny LLM with a tokenizer that also learnt the prompt with questions: "?\n" is one token."""
+    prompts = tuple(PROMPTS["qwen3"].text(q, t) for q in QUESTIONS for t in TEXTS)
+    return build_tiny_llm(tmp_path_factory.mktemp("question-llm"), seed=3, extra=prompts * 5)
+
+
+def test_a_question_is_tokenised_with_the_prompt_that_follows_it_as_the_model_card_does(
+    question_llm: Path,
+) -> None:
+    """The query used to be tokenised apart from the newline after it: "?" and "\n" where the model
+    card's prompt has the one token "?\n" (log P(yes) off by up to 0.41 on tiny models)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(question_llm))
+    assert len(tokenizer.encode("?\n", add_special_tokens=False)) == 1  # the tokenizer merges them
+    scorer = YesNoReranker(question_llm, Runtime(device="cpu"))
+    prompt = PROMPTS["qwen3"]
+    frame = pairs_frame(QUESTIONS, TEXTS)
+    queries, texts = frame[QUERY].tolist(), frame["text"].tolist()
+    prompts = [prompt.text(q, t) for q, t in zip(queries, texts, strict=True)]
+    whole = [tokenizer.encode(text, add_special_tokens=False) for text in prompts]
+    assert scorer.prompt_ids(queries, texts) == whole
+    apart = [  # the old assembly: each text's own tokens between the prompt's pieces
+        scorer.pair_template().pair(q, p)[0]
+        for q, p in zip(
+            scorer.encoder_.token_ids(queries, 64), scorer.encoder_.token_ids(texts, 400), strict=True
+        )
+    ]
+    assert all(a != w for a, w in zip(apart, whole, strict=True))
+    got = scorer(frame)[SCORE].to_numpy()
+    np.testing.assert_allclose(
+        np.exp(got),
+        reference_p_yes(question_llm, prompts),
+        atol=1e-5,
+        rtol=0,
+    )
+
+
+def test_a_long_passage_loses_its_last_tokens_and_the_prompt_stays_whole(question_llm: Path) -> None:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(question_llm))
+    prompt = PROMPTS["qwen3"]
+    query, words = QUESTIONS[0], ("the cat sat on the mat " * 30).split()
+    full = tokenizer.encode(prompt.text(query, " ".join(words)), add_special_tokens=False)
+    scorer = YesNoReranker(question_llm, Runtime(device="cpu", max_length=len(full) - 25))
+    (ids,) = scorer.prompt_ids([query], [" ".join(words)])
+    assert len(ids) <= len(full) - 25
+    kept = [
+        k
+        for k in range(len(words))
+        if tokenizer.encode(prompt.text(query, " ".join(words[:k])), add_special_tokens=False) == ids
+    ]
+    assert kept and kept[0] < len(words)  # the prompt of the passage's first words, suffix and all
+    suffix = tokenizer.encode(prompt.pieces()[2], add_special_tokens=False)
+    assert ids[-len(suffix) :] == suffix
+    assert len(ids) > len(full) - 25 - 3  # the room is used (a word is one token or two here)
 
 
 def test_a_causal_lm_is_told_from_its_config(tiny_llm: Path) -> None:

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from evirank.config import values
 from evirank.pipeline import flags
 
 
@@ -71,6 +72,7 @@ def read_documents(path: str) -> list[dict[str, Any]]:
             )
         seen.add(parsed.docno)
         record = json.loads(line)
+        values.check_unicode_record(record, source, line_no)
         extra = {
             k: v for k, v in record.items() if k not in ("_id", "id", "docid", "title", "text", "contents")
         }

@@ -170,7 +170,7 @@ SETTINGS = SettingsTable(
             action="store_true",
         ),
         # -- queries ---------------------------------------------------------------------------
-        Setting("query", None, "the query text", QUERIES, kind=values.non_empty_text),
+        Setting("query", None, "the query text", QUERIES, kind=values.query_text),
         Setting("topics", None, "topics file, BEIR folder, or irds:<id>", QUERIES, metavar="T"),
         Setting(
             "field",

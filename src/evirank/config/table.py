@@ -101,11 +101,13 @@ class Setting:
         """Whether it is an on/off flag (no value on the command line)."""
         return self.action in ("store_true", "store_false")
 
-    def check(self, value: Any) -> Any:
+    def check(self, value: Any, *, label: str | None = None) -> Any:
         """``value`` checked and in its type (None stays None: not given).
 
+        ``label`` names the value in the error instead of the flag (a Python argument's name).
+
         Raises:
-            SettingError: naming the flag, what was expected and what was found.
+            SettingError: naming the flag (or ``label``), what was expected and what was found.
         """
         if value is None:
             return None
@@ -129,7 +131,7 @@ class Setting:
                 return type(value)(checked) if isinstance(value, tuple) else checked
             return self._one(value)
         except ValueError as exc:
-            raise SettingError(f"{self.flag}: {exc}") from None
+            raise SettingError(f"{label or self.flag}: {exc}") from None
 
     def _one(self, value: Any) -> Any:
         checked = self.kind(value)
@@ -213,6 +215,28 @@ class SettingsTable:
     def check(self, name: str, value: Any) -> Any:
         """``value`` of setting ``name``, checked (see :meth:`Setting.check`)."""
         return self[name].check(value)
+
+    def check_argument(
+        self, name: str, value: Any, label: str | None = None, *, required: bool = False
+    ) -> Any:
+        """``value`` of setting ``name`` given to a Python function, checked: the error names the
+        argument (``label``, default ``name``) rather than the flag; None is refused when ``required``.
+
+        Example:
+            >>> from evirank.config import SETTINGS
+            >>> SETTINGS.check_argument("top", -1)
+            Traceback (most recent call last):
+            ...
+            evirank.config.table.SettingError: top: expected an integer from 0 to 2147483647, found -1
+        """
+        setting = self[name]
+        if value is None and required:
+            try:
+                setting.kind(None)
+            except ValueError as exc:
+                raise SettingError(f"{label or name}: {exc}") from None
+            raise SettingError(f"{label or name}: expected a value, found None")
+        return setting.check(value, label=label or name)
 
     def group(self, title: str) -> list[str]:
         """The names of the settings shown under ``title``, in table order."""

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
+from evirank.config.values import check_unicode_record
 from evirank.errors import InputFormatError
 from evirank.frames import Document
 from evirank.io.collections import FORMATS, count_collection, detect_format, read_collection
@@ -176,6 +177,7 @@ def _parse_record(line: str, path: Path, line_no: int) -> Document:
     else:
         text = _field(record, "text", path, line_no)
     url = record.get("url")
+    check_unicode_record({"id": docno, "title": title, "text": text}, path, line_no)
     return Document(docno, title, text, url if isinstance(url, str) and url.strip() else None)
 
 

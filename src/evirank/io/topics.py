@@ -38,6 +38,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from evirank.config.values import check_unicode_record
 from evirank.errors import InputFormatError
 from evirank.frames import QID, QUERY, make_topics, require_columns
 from evirank.io.fields import TOPIC_FIELDS, field_text, parse_field
@@ -289,6 +290,7 @@ def _parse_jsonl(path: Path) -> list[tuple[str, _Topic]]:
             raise InputFormatError(path, line_no, f'"{id_key}" to be a string', type_name(qid))
         if not isinstance(query, str) or not query.strip():
             raise InputFormatError(path, line_no, f'"{text_key}" to be a non-empty string', shorten(query))
+        check_unicode_record({id_key: str(qid), text_key: query}, path, line_no)
         out.append((str(qid).strip(), _Topic(line_no, {"title": " ".join(query.split())})))
     return out
 

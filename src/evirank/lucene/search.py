@@ -313,9 +313,10 @@ class Bm25(SearcherOwner, Stage):
         searcher = self._open()
         query_of = dict(zip(qids, queries, strict=True))
         parts: list[pd.DataFrame] = []
+        nothing: list[str] = []
         for qid, hits in self._hits(searcher, qids, queries):
             if not hits:
-                logger.debug("query %s (%r) retrieved nothing", qid, query_of[qid])
+                nothing.append(qid)
                 continue
             docnos = [h.docid for h in hits]
             scores = _clean_scores([h.score for h in hits])
@@ -335,6 +336,8 @@ class Bm25(SearcherOwner, Stage):
                 if any(urls):
                     part[URL] = urls
             parts.append(part)
+        if nothing:
+            _warn_empty(nothing, query_of, len(qids))
         columns = [QID, DOCNO, SCORE, RANK, QUERY] + ([TITLE, TEXT] if cfg.fetch_text else [])
         if any(URL in part.columns for part in parts):
             columns.append(URL)  # the documents' sources, when the corpus gave them
@@ -343,3 +346,21 @@ class Bm25(SearcherOwner, Stage):
             return empty.astype({SCORE: np.float64, RANK: np.int64})
         run = sort_run(pd.concat(parts, ignore_index=True))
         return run[columns]
+
+
+def _warn_empty(qids: list[str], query_of: dict[str, str], total: int) -> None:
+    """Say which queries retrieved no document (they are absent from the run), and why that happens.
+
+    Example:
+        >>> _warn_empty(["2"], {"1": "cats", "2": "the of and"}, 2)  # logs a warning
+    """
+    shown = ", ".join(f"{qid} ({query_of[qid]!r})" for qid in qids[:5])
+    more = f" and {len(qids) - 5} more" if len(qids) > 5 else ""
+    logger.warning(
+        "%d of %d queries retrieved no document and are absent from the run: %s%s (each of their "
+        "words is a stop word or in no document of the index)",
+        len(qids),
+        total,
+        shown,
+        more,
+    )

@@ -171,8 +171,12 @@ def build_pipeline(
     segmenter = segment.build(
         tokenizer=budget[0] if budget else None, max_tokens=budget[1] if budget else None
     ).with_max_passages(spec.max_passages or None)
-    cascade = Cascade(
-        vectors, spec.prune, spec.prune_by, spec.runtime.device, from_index=spec.vectors is None
+    cascade = Cascade(  # the cheap scorer runs where and how the others do (in this process, unstored)
+        vectors,
+        spec.prune,
+        spec.prune_by,
+        from_index=spec.vectors is None,
+        runtime=spec.runtime.with_changes(store=None, ray=None),
     )
     for reader in readers:
         cascade.check(segmenter, reader)

@@ -223,6 +223,7 @@ class PipelineSpec:
             if isinstance(exc, PipelineSpecError):
                 raise
             raise PipelineSpecError(str(exc)) from exc
+        self._check_scorer_kinds()
         self._check_cascade()
         if (self.duo is None) != (self.duo_model is None):
             raise PipelineSpecError("--duo K and --duo-model MODEL go together")
@@ -230,6 +231,12 @@ class PipelineSpec:
             isinstance(self.duo, bool) or not isinstance(self.duo, int) or self.duo < 2
         ):
             raise PipelineSpecError(f"--duo re-ranks at least 2 documents per query, found {self.duo}")
+        if self.duo is not None and self.duo > self.depth:
+            raise PipelineSpecError(
+                f"--duo {self.duo} compares the top {self.duo} documents by their best passages, but only "
+                f"the top {self.depth} are split into passages and scored (--depth {self.depth}): give "
+                f"--duo at most {self.depth}, or --depth at least {self.duo}"
+            )
         if self.first_stage.run is None and self.first_stage.method != "bm25":
             self.require_index(f"--first-stage {self.first_stage.method}")
         from evirank.score.devices import DeviceUnavailableError, check_device
@@ -239,6 +246,34 @@ class PipelineSpec:
         except DeviceUnavailableError as exc:
             raise PipelineSpecError(str(exc)) from None
 
+    def _check_scorer_kinds(self) -> None:
+        """Refuse, before anything loads, scorers the pipeline cannot use as they are named: a
+        pairwise family as a passage scorer, and ``--aggregate document`` over a scorer that writes
+        no document score."""
+        from evirank.score.family import family_names, get_family
+
+        for scorer in self.scorers:
+            family = get_family(scorer.family)
+            if family.pairwise:
+                passage_families = [n for n in family_names() if not get_family(n).pairwise]
+                model = scorer.model or "MODEL"
+                raise PipelineSpecError(
+                    f"--scorer {family.name}:{model}: the {family.name} family compares two documents "
+                    f"for a query (a pairwise model), it does not score one passage; it re-ranks the top "
+                    f"documents after aggregation: --duo K --duo-model {family.name}:{model}, with a "
+                    f"passage scorer as --scorer ({', '.join(passage_families)})"
+                )
+        if self.aggregate.kind == "document":
+            for scorer in self.scorers:
+                family = get_family(scorer.family)
+                if not family.document_score:
+                    writers = [n for n in family_names() if get_family(n).document_score]
+                    raise PipelineSpecError(
+                        f"--aggregate document reads the score a document-level scorer gives each "
+                        f"document (--scorer {' or '.join(writers) or 'parade'}); the {family.name} "
+                        "scorer scores passages only: aggregate them with maxp, firstp, birch, sump or meanp"
+                    )
+
     def _check_cascade(self) -> None:
         from evirank.rerank.prune import BM25, check_prune
 
@@ -247,9 +282,17 @@ class PipelineSpec:
         try:
             check_prune(self.aggregator(), self.prune)
             if self.prune_by != BM25:
+                from evirank.score.family import get_family
                 from evirank.score.multi import ScorerSpec
 
-                ScorerSpec.parse(self.prune_by)
+                cheap = get_family(ScorerSpec.parse(self.prune_by).family)
+                if cheap.pairwise:
+                    raise PipelineSpecError(
+                        f"--prune-by {self.prune_by}: the {cheap.name} family compares two documents (a "
+                        "pairwise model); the cascade needs a scorer of one passage (bm25, bi, cross, ...)"
+                    )
+        except PipelineSpecError:
+            raise
         except ValueError as exc:
             raise PipelineSpecError(f"--prune-by: {exc}" if "scorer" in str(exc) else str(exc)) from exc
         if len(self.scorers) > 1:

@@ -190,8 +190,10 @@ class Cascade:
         vectors: the stored passage vectors to read (None: none).
         prune: passages kept per document (None: no cascade).
         by: the cheap scorer: ``bm25`` or a scorer spec (``bi``, ``bi:MODEL``, ``colbert:MODEL``).
-        device: where a model scorer built for pruning runs.
+        device: where a model scorer built for pruning runs (when no ``runtime`` is given).
         from_index: the vectors were found in the index (not named): a mismatch says how to opt out.
+        runtime: where and how a model scorer built for pruning runs (the pipeline's device,
+            backend, precision and batching; None: ``device`` and the defaults).
     """
 
     def __init__(
@@ -201,12 +203,14 @@ class Cascade:
         by: str = "bm25",
         device: str = "auto",
         from_index: bool = False,
+        runtime: Any = None,
     ) -> None:
         self.vectors = vectors
         self.prune = prune
         self.by = by
-        self.device = device
+        self.device = device if runtime is None else runtime.device
         self.from_index = from_index
+        self.runtime = runtime
 
     def check(self, segmenter: Any, reader: Any) -> None:
         """Refuse vectors made by another model or segmenter than ``reader`` and ``segmenter``."""
@@ -242,7 +246,8 @@ class Cascade:
                 stored = self.vectors if spec.stores_passages else None
                 from evirank.config import Runtime
 
-                cheap = spec.build(Runtime(device=self.device), vectors=stored)
+                runtime = Runtime(device=self.device) if self.runtime is None else self.runtime
+                cheap = spec.build(runtime, vectors=stored)
         checked = reader if reader is not None else cheap
         if checked is not None and (checked is reader or getattr(checked, "vectors", None) is not None):
             self.check(segmenter, checked)

@@ -207,6 +207,24 @@ class TwoDocumentScorer(PairScorer):
         """
         return list(query), [*first, *self.between_ids(), *second]
 
+    def input_batch(
+        self, rows: list[tuple[list[int], list[int], list[int]]], pad_multiple: int = 1
+    ) -> TokenBatch:
+        """The padded inputs of (query, first, second) id lists, already cut: :meth:`segments` of
+        each row joined by :meth:`pair_template`. A family may set the token types its checkpoint
+        was trained with (duoBERT's three).
+
+        Example:
+            >>> scorer.input_batch([([7], [8], [9])]).input_ids.tolist()  # doctest: +SKIP
+            [[101, 7, 102, 8, 102, 9, 102]]
+        """
+        heads, tails = [], []
+        for query, first, second in rows:
+            head, tail = self.segments(query, first, second)
+            heads.append(head)
+            tails.append(tail)
+        return self.encoder_.pair_batch(heads, tails, pad_multiple, template=self.pair_template())
+
     def _passage_room(self) -> int:
         """Tokens of one document when both fill their half."""
         return int((super()._passage_room() - len(self.between_ids())) // 2)
@@ -221,13 +239,11 @@ class TwoDocumentScorer(PairScorer):
         halves = [split_pair(text) for text in texts]
         firsts = self.encoder_.token_ids([h[0] for h in halves], cap)
         seconds = self.encoder_.token_ids([h[1] for h in halves], cap)
-        heads, tails = [], []
+        rows = []
         for q, a, b in zip(q_ids, firsts, seconds, strict=True):
             keep_a, keep_b = share_room(len(a), len(b), cap - len(q))
-            head, tail = self.segments(q, a[:keep_a], b[:keep_b])
-            heads.append(head)
-            tails.append(tail)
-        return self.encoder_.pair_batch(heads, tails, template=template)
+            rows.append((q, a[:keep_a], b[:keep_b]))
+        return self.input_batch(rows)
 
     # Rows are pairs of documents, not passages of one: [query, text] suffice, and no segments
     # are recorded in the store.
@@ -273,18 +289,18 @@ class TwoDocumentScorer(PairScorer):
             return lengths
 
         def build(items: np.ndarray, pad_multiple: int) -> TokenBatch:
-            heads, tails = [], []
+            rows = []
             for item in items:
                 pair = todo[item]
                 t = int(pairs.pair_text[pair])
-                head, tail = self.segments(
-                    q_ids[int(pairs.pair_query[pair])],
-                    d_ids[(t, 0)][: kept[item, 0]],
-                    d_ids[(t, 1)][: kept[item, 1]],
+                rows.append(
+                    (
+                        q_ids[int(pairs.pair_query[pair])],
+                        d_ids[(t, 0)][: kept[item, 0]],
+                        d_ids[(t, 1)][: kept[item, 1]],
+                    )
                 )
-                heads.append(head)
-                tails.append(tail)
-            return encoder.pair_batch(heads, tails, pad_multiple, template=template)
+            return self.input_batch(rows, pad_multiple)
 
         with _ChunkedWriter(write, self.commit_every) as writer:
 

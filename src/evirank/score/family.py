@@ -26,8 +26,9 @@ import json
 import logging
 import os
 import pkgutil
+import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -158,6 +159,8 @@ class Family:
             instead of scoring one.
         scale: what its score is (:data:`evirank.score.relevance.SCALES`: ``log-odds``,
             ``log-probability``, ``cosine``, ``maxsim``), so services can report it in [0, 1].
+        document_score: whether its scorer also writes one score per document computed from all
+            its passages (the ``document_score`` column ``--aggregate document`` reads; PARADE).
 
     Example:
         >>> Family("demo", scorer=dict, summary="a demo").backends
@@ -174,22 +177,50 @@ class Family:
     recipe: str | None = None
     pairwise: bool = False
     scale: str = "log-odds"
+    document_score: bool = False
 
 
 _FAMILIES: dict[str, Family] = {}
 _discovered = False
 
 
+#: What a family's name may hold: it is written in specs (``NAME:MODEL``, ``LABEL=NAME``) and looked up
+#: in any case, so it is kept in lower case.
+_FAMILY_NAME = re.compile(r"^[a-z][a-z0-9_.+-]*$")
+
+
+def family_key(name: str) -> str:
+    """The registry's spelling of a family name: stripped, lower case (what specs are read as).
+
+    Example:
+        >>> family_key(" Duo-Seq2Seq ")
+        'duo-seq2seq'
+    """
+    return str(name).strip().lower()
+
+
 def register_family(family: Family) -> Family:
     """Make ``family`` available by its name (a module registers its family when imported).
 
+    The name is kept in lower case, the spelling :func:`get_family` looks up (``My-Family`` is
+    registered, listed and found as ``my-family``); the family returned carries that spelling.
+
     Raises:
-        ValueError: another family already has that name.
+        ValueError: another family already has that name (in any case), or a name that a spec
+            could not hold (empty, blanks, ``:`` or ``=``).
     """
-    known = _FAMILIES.get(family.name)
+    key = family_key(family.name)
+    if not _FAMILY_NAME.match(key):
+        raise ValueError(
+            f"a model family's name must start with a letter and hold letters, digits, _ . + or -, "
+            f"found {family.name!r}"
+        )
+    if key != family.name:
+        family = replace(family, name=key)
+    known = _FAMILIES.get(key)
     if known is not None and known.scorer is not family.scorer:
-        raise ValueError(f"two model families are named {family.name!r}")
-    _FAMILIES[family.name] = family
+        raise ValueError(f"two model families are named {key!r}")
+    _FAMILIES[key] = family
     return family
 
 
@@ -234,7 +265,7 @@ def get_family(name: str) -> Family:
     """
     _discover()
     try:
-        return _FAMILIES[str(name).strip().lower()]
+        return _FAMILIES[family_key(name)]
     except KeyError:
         raise UnknownFamilyError(
             f"unknown model family {name!r}; expected one of {', '.join(family_names())} "

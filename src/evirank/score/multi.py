@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
@@ -75,7 +76,7 @@ class ScorerSpec:
             family = resolve_family(parsed.name, model)
         except (UnknownFamilyError, OSError) as exc:  # OSError: a model folder that is not there
             raise EvidenceSpecError(f"scorer {text!r}: {exc}") from None
-        label = parsed.label or family.name
+        label = parsed.label or default_label(family.name)
         check_labels([label])
         return cls(label, family.name, model)
 
@@ -95,6 +96,18 @@ class ScorerSpec:
         from evirank.score.family import get_family
 
         return get_family(self.family).stores_passages
+
+
+def default_label(family: str) -> str:
+    """The label of a scorer that names none: its family's name, in the letters a label holds
+    (``duo-seq2seq`` is labelled ``duo_seq2seq``; its column is ``score_duo_seq2seq``).
+
+    Example:
+        >>> default_label("duo-seq2seq"), default_label("cross")
+        ('duo_seq2seq', 'cross')
+    """
+    label = re.sub(r"[^a-z0-9_]", "_", family.lower())
+    return label if label[:1].isalpha() else f"s_{label}"
 
 
 def parse_scorers(texts: Iterable[str]) -> tuple[ScorerSpec, ...]:

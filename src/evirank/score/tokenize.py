@@ -155,6 +155,18 @@ class TextEncoder:
         ]
         return Template(parts[0], parts[1], (*parts[2], *end), (0, 0, 0, 0, 0))
 
+    def encodings(self, texts: Sequence[str]) -> list[Any]:
+        """Each text tokenised whole, without special tokens or truncation: the tokenizer's
+        encodings (``ids`` and the character ``offsets`` of each token in the text).
+
+        Example:
+            >>> [e.ids for e in encoder.encodings(["a cat?"])]  # doctest: +SKIP
+            [[64, 8415, 30]]
+        """
+        if not texts:
+            return []
+        return list(self._backend.encode_batch(list(texts), add_special_tokens=False))
+
     def token_ids(self, texts: Sequence[str], max_tokens: int) -> list[list[int]]:
         """Token ids of each text without special tokens, cut to at most ``max_tokens``."""
         if not texts:

@@ -3,10 +3,12 @@
 A BERT-style sequence classifier reads ``[CLS] q [SEP] d_i [SEP] d_j [SEP]`` and its one logit
 (or the log-odds of its relevant class) is read as P(d_i is more relevant than d_j) through a
 sigmoid. The query keeps at most ``query_max_tokens`` (64) tokens and the two documents share the
-rest of ``max_length``, half each (what one leaves unused goes to the other); the query and d_i
-are the first segment (token type 0) and d_j the second (type 1), as duoBERT's reference code
-builds its inputs (with both documents in one segment, a MiniLM initialisation did not learn
-the order here: its training loss stayed at ln 2). The :class:`~evirank.score.document_pairs.Duo`
+rest of ``max_length``, half each (what one leaves unused goes to the other). Token types follow
+the checkpoint (its config's ``type_vocab_size``): with three, as the reference duoBERT's inputs
+are built, ``[CLS] q [SEP]`` is type 0, ``d_i [SEP]`` type 1 and ``d_j [SEP]`` type 2; with two
+(a BERT or MiniLM initialisation), the query and d_i are the first segment (type 0) and d_j the
+second (type 1) (with both documents in one segment, a MiniLM initialisation did not learn the
+order here: its training loss stayed at ln 2). The :class:`~evirank.score.document_pairs.Duo`
 stage re-ranks the top ``k`` of an earlier ranking with it (``rerank --duo K --duo-model
 duo:MODEL --duo-aggregate sum``): ``k(k-1)`` model calls per query, every pair score kept in
 the score store under (query, both texts).
@@ -35,6 +37,7 @@ import numpy as np
 from scipy.special import expit
 
 from evirank.config import Runtime
+from evirank.score.backends import TokenBatch
 from evirank.score.document_pairs import TwoDocumentScorer
 from evirank.score.families.cross import relevance_from_logits
 from evirank.score.family import Family, ModelInfo, register_family
@@ -85,14 +88,48 @@ class DuoBERT(TwoDocumentScorer):
         type as well as by position, so the order the model must learn is explicit from the start."""
         return [*query, *self.between_ids(), *first], list(second)
 
+    @property
+    def token_types(self) -> int:
+        """How many token types the checkpoint has (its config's ``type_vocab_size``): with three,
+        the query, d_i and d_j are types 0, 1 and 2, as the reference duoBERT's inputs are built;
+        with two, the query and d_i are type 0 and d_j type 1."""
+        self.prepare()
+        return int(getattr(self.config_, "type_vocab_size", 2) or 2)
+
+    def input_batch(
+        self, rows: list[tuple[list[int], list[int], list[int]]], pad_multiple: int = 1
+    ) -> TokenBatch:
+        """The inputs of (query, d_i, d_j) rows; with three token types, ``[CLS] q [SEP]`` is type 0,
+        ``d_i [SEP]`` type 1 and ``d_j [SEP]`` type 2 (padding 0).
+
+        Example:
+            >>> duo = DuoBERT("models/duobert-3-types")  # doctest: +SKIP
+            >>> duo.input_batch([([7], [8], [9])]).token_type_ids.tolist()  # doctest: +SKIP
+            [[0, 0, 0, 1, 1, 2, 2]]
+        """
+        batch = super().input_batch(rows, pad_multiple)
+        if self.token_types < 3 or batch.token_type_ids is None:
+            return batch
+        template = self.pair_template()
+        between = len(self.between_ids())
+        lengths = batch.attention_mask.sum(axis=1)
+        start = len(template.prefix)
+        d_i_at = np.array([start + len(q) + between for q, _, _ in rows], dtype=np.int64)
+        d_j_at = d_i_at + np.array([len(a) for _, a, _ in rows], dtype=np.int64) + len(template.middle)
+        columns = np.arange(batch.input_ids.shape[1])[None, :]
+        types = (columns >= d_i_at[:, None]).astype(np.int64) + (columns >= d_j_at[:, None])
+        types[columns >= lengths[:, None]] = 0
+        return TokenBatch(batch.input_ids, batch.attention_mask, types)
+
     def settings(self) -> dict[str, Any]:
         labels = int(getattr(self.config_, "num_labels", 1))
         head = "sigmoid(logit)" if labels == 1 else f"sigmoid(log_odds:{self.relevant_class}/{labels})"
+        types = "0 1 2" if self.token_types >= 3 else "0 0 1"
         return {
             **super().settings(),
             "head": head,
             "pair_text": "first + U+001E + second",
-            "input": "[CLS] q [SEP] d_i [SEP] d_j [SEP], token types 0 0 1",
+            "input": f"[CLS] q [SEP] d_i [SEP] d_j [SEP], token types {types}",
             "room": "query capped, documents half each",
         }
 

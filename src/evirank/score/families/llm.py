@@ -44,7 +44,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -53,9 +53,11 @@ import numpy as np
 
 from evirank.config import Runtime
 from evirank.extras import require
+from evirank.score.backends import TokenBatch
 from evirank.score.family import Family, ModelInfo, register_family
 from evirank.score.query_passage import PairScorer
 from evirank.score.tokenize import Template, TextEncoder
+from evirank.score.transformer import DistinctPairs, ScoringStats
 
 logger = logging.getLogger(__name__)
 
@@ -423,7 +425,85 @@ class YesNoReranker(PairScorer):
         super()._check_settings()
 
     def pair_template(self) -> Template:
+        """The prompt's pieces as token ids around the query and the passage (what the passage's
+        room is reckoned from; the model's inputs are :meth:`prompt_ids`)."""
         return self.template_
+
+    # -- the prompt as one text ------------------------------------------------------------
+    def cut_query(self, query: str) -> str:
+        """The query, cut after its first ``query_max_tokens`` tokens (tokenised alone).
+
+        Example:
+            >>> YesNoReranker(m, query_max_tokens=2).cut_query("why do cats purr")  # doctest: +SKIP
+            'why do'
+        """
+        self.prepare()
+        (encoding,) = self.encoder_.encodings([query])
+        if len(encoding.ids) <= self.query_max_tokens:
+            return query
+        return query[: encoding.offsets[self.query_max_tokens - 1][1]]
+
+    def prompt_ids(self, queries: Sequence[str], passages: Sequence[str]) -> list[list[int]]:
+        """The model's input ids of (query, passage) pairs: each whole prompt tokenised as one text,
+        as the model card's code tokenises it (``?\\n`` after a question is one token there, as it
+        is here), after the beginning-of-sequence token when the prompt has one. The query is cut as
+        :meth:`cut_query` cuts it; a passage too long for ``max_length`` loses its last tokens,
+        the prompt's pieces and the query are kept whole.
+
+        Example:
+            >>> scorer.prompt_ids(["where did the cat sit?"], ["On the mat."])  # doctest: +SKIP
+            [[151644, 8948, ...]]
+        """
+        self.prepare()
+        prefix, middle, suffix = self.prompt_.pieces()
+        bos = list(self.template_.prefix[: 1 if self.prompt_.bos else 0])
+        room = self.max_length_ - len(bos)
+        heads = [f"{prefix}{self.cut_query(q)}{middle}" for q in queries]
+        texts = list(passages)
+        out: list[list[int] | None] = [None] * len(texts)
+        todo = list(range(len(texts)))
+        while todo:
+            encodings = self.encoder_.encodings([heads[i] + texts[i] + suffix for i in todo])
+            again = []
+            for i, encoding in zip(todo, encodings, strict=True):
+                over = len(encoding.ids) - room
+                if over <= 0 or not texts[i]:
+                    out[i] = [*bos, *encoding.ids]
+                    continue
+                texts[i] = _cut_passage(texts[i], len(heads[i]), encoding.offsets, over)
+                again.append(i)
+            todo = again
+        return [ids for ids in out if ids is not None]
+
+    def pair_inputs(self, queries: list[str], texts: list[str]) -> TokenBatch:
+        """The padded inputs of (query, passage) pairs, the prompts tokenised whole (:meth:`prompt_ids`)."""
+        rows = self.prompt_ids(queries, texts)
+        return self.encoder_.pair_batch(rows, [[] for _ in rows], template=_AS_IS)
+
+    def _run_pairs(
+        self,
+        pairs: DistinctPairs,
+        todo: np.ndarray,
+        consume: Callable[[np.ndarray, np.ndarray], None],
+        stats: ScoringStats,
+    ) -> None:
+        """Run the model on the distinct pairs ``todo``, each prompt tokenised as one text."""
+        ids: dict[int, list[int]] = {}
+
+        def tokenize(items: np.ndarray) -> np.ndarray:
+            chosen = todo[items]
+            rows = self.prompt_ids(
+                [pairs.queries[i] for i in pairs.pair_query[chosen]],
+                [pairs.texts[i] for i in pairs.pair_text[chosen]],
+            )
+            ids.update(zip(items.tolist(), rows, strict=True))
+            return np.array([len(r) for r in rows], dtype=np.int64)
+
+        def build(items: np.ndarray, pad_multiple: int) -> TokenBatch:
+            rows = [ids.pop(int(i)) for i in items]
+            return self.encoder_.pair_batch(rows, [[] for _ in rows], pad_multiple, template=_AS_IS)
+
+        self._run_batches(len(todo), tokenize, build, consume, stats, desc=self.family)
 
     @property
     def task(self) -> YesNoHead:  # type: ignore[override]
@@ -441,13 +521,33 @@ class YesNoReranker(PairScorer):
             "instruction": prompt.instruction,
             "pieces": [prefix, middle, suffix],
             "bos": prompt.bos,
-            "text_after_space": self.spaced_,  # with the tokenizer's files (fingerprinted): the ids
+            "text_after_space": self.spaced_,  # how the passage's room is reckoned
+            "tokenised": "the whole prompt as one text",  # with the tokenizer's files: the ids
             "answers": {"no": [prompt.no, self.answer_ids_[0]], "yes": [prompt.yes, self.answer_ids_[1]]},
             "head": "log_softmax(no,yes)[yes]@last",
         }
 
     def read_out(self, output: np.ndarray) -> np.ndarray:
         return log_p_yes(output)
+
+
+#: A template that adds nothing: rows already assembled (whole prompts) are only padded.
+_AS_IS = Template((), (), (), (0, 0, 0, 0, 0))
+
+
+def _cut_passage(passage: str, start: int, offsets: Sequence[tuple[int, int]], over: int) -> str:
+    """``passage`` (at ``start`` in a prompt whose tokens end at ``offsets``) without the text of its
+    last ``over`` tokens; always shorter than it was.
+
+    Example:
+        >>> _cut_passage("a b c", 2, [(0, 2), (2, 3), (3, 5), (5, 7), (7, 9)], 1)
+        'a b'
+    """
+    end = start + len(passage)
+    ends = [b for a, b in offsets if start < b <= end]  # the passage's tokens (one may begin before it)
+    keep = len(ends) - over
+    cut = ends[keep - 1] - start if keep > 0 else 0
+    return passage[: min(cut, len(passage) - 1)]
 
 
 def claims_causal_lm(info: ModelInfo) -> int:

@@ -361,5 +361,6 @@ FAMILY = register_family(
         "avg, max, attn or transformer network (aggregate with --aggregate document)",
         claims=_claims,
         recipe="evirank.train.parade:ParadeRecipe",
+        document_score=True,
     )
 )
