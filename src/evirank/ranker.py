@@ -406,7 +406,9 @@ class Ranker:
         ranker's own limit).
         """
         checked = _check_arguments(queries, documents, first_stage_scores, top)
-        return self._rank(*checked, one_query=False)
+        if max_passages is not None:
+            max_passages = SETTINGS.check_argument("max_passages", max_passages)
+        return self._rank(*checked, one_query=False, max_passages=max_passages or None)
 
     def _rank(
         self,
@@ -416,6 +418,7 @@ class Ranker:
         top: int | None,
         *,
         one_query: bool,
+        max_passages: int | None = None,
     ) -> list[list[RankedDocument]]:
         from evirank.rerank import Rerank
 
