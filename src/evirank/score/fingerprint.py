@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from evirank.checksums import file_digest
 from evirank.extras import require
 
 logger = logging.getLogger(__name__)
@@ -153,14 +154,10 @@ def file_sha256(
         if known is not None:
             _memory_cache[key] = known
             return known
-        digest = hashlib.sha256()
-        with path.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 22), b""):
-                digest.update(block)
+        known = file_digest(path)
         if file_identity(path.stat(), path) != key:
             logger.info("%s changed while it was read; reading it again", path)
             continue
-        known = digest.hexdigest()
         logger.debug("hashed %s (%d bytes)", path, stat.st_size)
         if cache_put is not None:
             cache_put(*key, known)
