@@ -3,6 +3,7 @@ from; cached teacher scores of another teacher or other examples, or damaged, ar
 
 from __future__ import annotations
 
+import importlib
 import logging
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,12 +14,13 @@ import pandas as pd
 import pytest
 from train_helpers import toy_examples
 
-import evirank.train.distill as distill_module  # the module (evirank.train.distill is also a function)
 from evirank.checksums import DamagedArtefactError
 from evirank.train import TrainConfig, train_cross_encoder
 from evirank.train.trainer import CHECKPOINT_DIR
 
 pytest.importorskip("torch")
+# the module: ``evirank.train.distill`` is also the name of a function of ``evirank.train``
+distill_module = importlib.import_module("evirank.train.distill")
 
 
 def test_a_damaged_checkpoint_is_named_and_never_resumed_from(tiny_encoder: Path, tmp_path: Path) -> None:
