@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from evirank.errors import InputFormatError
+from evirank.io.files import json_error
 
 #: The main weight files of a Hugging Face folder (one file, or shards); other safetensors files
 #: (a PARADE head beside its encoder) hold other modules.
@@ -72,9 +73,7 @@ def read_config(folder: Path) -> dict[str, Any]:
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise InputFormatError(
-            path, exc.lineno, "a JSON model configuration", f"invalid JSON ({exc.msg})"
-        ) from None
+        raise InputFormatError(path, exc.lineno, "a JSON model configuration", json_error(exc)) from None
     except UnicodeDecodeError:
         raise InputFormatError(path, None, "a JSON model configuration", "bytes that are not UTF-8") from None
     if not isinstance(config, dict):
