@@ -18,6 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "evirank"
 #: layer or below. ``evirank`` itself (the front door) and ``__main__`` sit above everything.
 LAYERS: list[set[str]] = [
     {"errors", "frames", "stage", "version", "extras", "outputs", "progress", "terms", "markdown", "grammar"},
+    {"checksums"},
     {"config", "datasets", "record"},
     {"io", "segment", "aggregate", "evaluate", "data", "vectors"},
     {"score"},

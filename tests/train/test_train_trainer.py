@@ -13,7 +13,7 @@ from train_helpers import toy_examples
 from evirank.config import Runtime
 from evirank.errors import OutputExistsError
 from evirank.train import TrainConfig, split_by_query, train_cross_encoder
-from evirank.train.trainer import CHECKPOINT_DIR, TRAIN_JSON, TRAIN_LOG
+from evirank.train.trainer import CHECKPOINT_DIR, TRAIN_JSON, TRAIN_LOG, ResumeMismatchError
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -146,6 +146,24 @@ def test_existing_output_needs_overwrite_and_a_completed_resume_returns(
         toy_examples(), config(tiny_encoder, epochs=2), tmp_path / "m", overwrite=True
     )
     assert replaced.steps == 2 * first.steps
+
+
+def test_resuming_a_finished_model_refuses_other_settings_or_examples(
+    tiny_encoder: Path, tmp_path: Path
+) -> None:
+    cfg = config(tiny_encoder, epochs=1)
+    first = train_cross_encoder(toy_examples(), cfg, tmp_path / "m")
+    weights = (tmp_path / "m" / "model.safetensors").read_bytes()
+    with pytest.raises(
+        ResumeMismatchError, match=r"finished model trained with other settings \(seed differ"
+    ):
+        train_cross_encoder(
+            toy_examples(), config(tiny_encoder, epochs=1, seed=7), tmp_path / "m", resume=True
+        )
+    with pytest.raises(ResumeMismatchError, match="finished model trained on other examples"):
+        train_cross_encoder(toy_examples(seed=3), cfg, tmp_path / "m", resume=True)
+    assert (tmp_path / "m" / "model.safetensors").read_bytes() == weights  # nothing touched
+    assert train_cross_encoder(toy_examples(), cfg, tmp_path / "m", resume=True).steps == first.steps
 
 
 def test_resume_refuses_a_changed_config(tiny_encoder: Path, tmp_path: Path) -> None:

@@ -236,3 +236,28 @@ def test_stored_segments_read_passages_and_split_only_documents_not_stored(tmp_p
     stored = StoredSegments(vectors, fallback=segmenter)(run)
     expected = segmenter(run)
     pd.testing.assert_frame_equal(stored.reset_index(drop=True), expected[list(stored.columns)])
+
+
+@pytest.mark.parametrize("name", ["vectors.npy", "passages.parquet"])
+def test_a_damaged_vector_folder_is_named_never_read(tmp_path: Path, name: str) -> None:
+    from evirank.checksums import DamagedArtefactError
+
+    build(tmp_path / "v")
+    assert (tmp_path / "v" / "checksums.json").is_file()
+    path = tmp_path / "v" / name
+    data = bytearray(path.read_bytes())
+    data[-20] ^= 0x01  # one bit of the last vector (or of the table's footer), same size
+    path.write_bytes(bytes(data))
+    with pytest.raises(
+        DamagedArtefactError, match=rf"v: this passage-vector folder is damaged \({name}: other"
+    ):
+        PassageVectors.open(tmp_path / "v")
+    path.write_bytes(bytes(data[:100]))  # cut short
+    with pytest.raises(DamagedArtefactError, match=rf"{name}: 100 bytes, [\d,]+ when it was made"):
+        PassageVectors.open(tmp_path / "v")
+
+
+def test_a_vector_folder_without_checksums_is_still_read(tmp_path: Path) -> None:
+    build(tmp_path / "v")
+    (tmp_path / "v" / "checksums.json").unlink()  # as an older evirank made it
+    assert len(PassageVectors.open(tmp_path / "v")) == 8

@@ -93,7 +93,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Stream the corpus into the indexer and report what was built; with --embed, embed it too."""
     from evirank.io import count_corpus, read_corpus
-    from evirank.io.corpus import corpus_format
+    from evirank.io.corpus import CorpusTally, corpus_format
     from evirank.lucene.index import INFO_FILE, build_index, describe_collection, read_index_info
     from evirank.outputs import check_output
 
@@ -115,16 +115,33 @@ def run(args: argparse.Namespace) -> int:
     if resume_vectors:
         logger.info("%s is a complete index: keeping it and adding its passage vectors", args.index)
     else:
-        documents = read_corpus(args.corpus, format=args.corpus_format, empty=args.empty_documents)
+        tally = CorpusTally()
+        documents = read_corpus(
+            args.corpus, format=args.corpus_format, empty=args.empty_documents, tally=tally
+        )
         about = describe_collection(args.corpus, name=args.name)
         about["format"] = corpus_format(args.corpus, args.corpus_format)
         info = build_index(
             documents, args.index, threads=args.threads, overwrite=args.overwrite, total=total, about=about
         )
+        _summarise(tally, total)
         logger.info("wrote %s (%s)", info.path, "evirank-index.json records how it was built")
     if embed:
         _embed(args, total)
     return 0
+
+
+def _summarise(tally: Any, counted: int | None) -> None:
+    """Log what was read of the corpus, and warn when a quick count of its files says otherwise."""
+    if not tally.complete:
+        return  # irds: ir_datasets reads it
+    logger.info("%s", tally.summary())
+    if counted is not None and counted != tally.read + tally.skipped:
+        logger.warning(
+            "%s: a quick count of the documents' start markers in the files finds %d, but %d were read "
+            "(and %d skipped); if the files are damaged, documents may be missing or merged: check them",
+            tally.source, counted, tally.read + tally.skipped, tally.skipped,
+        )  # fmt: skip
 
 
 def _embed(args: argparse.Namespace, total: int | None) -> None:

@@ -27,6 +27,7 @@ import gzip
 import json
 import logging
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -59,6 +60,39 @@ _SHAPES = '{"_id", "title", "text"} (BEIR), {"id", "contents"} or {"id", "title"
 #: Every format a corpus path may be read in: JSONL corpora and BEIR folders (``jsonl``, or
 #: ``beir``: the same reader), and the collection formats of :mod:`evirank.io.collections`.
 CORPUS_FORMATS = ("jsonl", "beir", *FORMATS)
+
+
+@dataclass
+class CorpusTally:
+    """What a read of a corpus found, filled in as :func:`read_corpus` streams it.
+
+    Attributes:
+        source: the corpus path.
+        files: the files read so far.
+        read: the documents yielded.
+        skipped: the documents skipped (neither title nor text), each named in a warning.
+        complete: whether the whole corpus was read.
+
+    Example:
+        >>> tally = CorpusTally("c.jsonl", files=1, read=2, skipped=1, complete=True)
+        >>> tally.summary()
+        'c.jsonl: read 3 documents from 1 file: 2 kept, 1 skipped (neither title nor text)'
+    """
+
+    source: str = ""
+    files: int = 0
+    read: int = 0
+    skipped: int = 0
+    complete: bool = False
+
+    def summary(self) -> str:
+        """One line for the log: documents read, kept and skipped."""
+        total = self.read + self.skipped
+        return (
+            f"{self.source}: read {total} document{'s' * (total != 1)} from {self.files} "
+            f"file{'s' * (self.files != 1)}: {self.read} kept, "
+            f"{self.skipped} skipped (neither title nor text)"
+        )
 
 
 def corpus_file(path: PathLike) -> Path:
@@ -204,6 +238,7 @@ def read_corpus(
     format: str | None = None,
     check_duplicates: bool = True,
     empty: Literal["error", "skip"] = "error",
+    tally: CorpusTally | None = None,
 ) -> Iterator[Document]:
     """Stream the documents of a corpus: JSONL, a BEIR folder, ``irds:``, or a collection as distributed.
 
@@ -216,6 +251,7 @@ def read_corpus(
         empty: a document with neither title nor text is an error (``"error"``) or is skipped
             with a warning naming its file and line (``"skip"``, what Anserini's indexer does:
             such a document can never be retrieved).
+        tally: filled in with the documents read and skipped, for a summary (not for ``irds:``).
 
     Yields:
         one :class:`~evirank.frames.Document` per document, in file order (files sorted).
@@ -238,10 +274,13 @@ def read_corpus(
     form = corpus_format(path, format)
     if form == "irds":
         return load_irds(str(irds_id(path))).docs()
+    tally = tally if tally is not None else CorpusTally()
     if form == "jsonl":
         file = corpus_file(path)
-        return _checked(_jsonl_records(file), form, file, check_duplicates, empty)
-    return _checked(read_collection(path, form), form, Path(path), check_duplicates, empty)
+        tally.source = str(file)
+        return _checked(_jsonl_records(file), form, file, check_duplicates, empty, tally)
+    tally.source = str(path)
+    return _checked(read_collection(path, form), form, Path(path), check_duplicates, empty, tally)
 
 
 def _jsonl_records(file: Path) -> Iterator[tuple[Path, Located]]:
@@ -251,7 +290,12 @@ def _jsonl_records(file: Path) -> Iterator[tuple[Path, Located]]:
 
 
 def _checked(
-    records: Iterator[tuple[Path, Located]], format: str, source: Path, check_duplicates: bool, empty: str
+    records: Iterator[tuple[Path, Located]],
+    format: str,
+    source: Path,
+    check_duplicates: bool,
+    empty: str,
+    tally: CorpusTally,
 ) -> Iterator[Document]:
     """The corpus rule, the same for every format: repeated ids and (unless skipped) empty documents
     are errors naming their file and line; a corpus without documents is an error."""
@@ -260,14 +304,16 @@ def _checked(
     count = 0
     skipped = 0
     for file, (doc, line) in records:
+        number = files.setdefault(file, len(files))
+        tally.files = len(files)
         if not doc.title.strip() and not doc.text.strip():
             if empty != "skip":
                 raise _empty_error(format, file, line, doc.docno)
             skipped += 1
+            tally.skipped = skipped
             logger.warning("%s:%s: skipped a document with neither title nor text", file, line)
             continue
         if check_duplicates:
-            number = files.setdefault(file, len(files))
             where = seen.setdefault(doc.docno, number * 2**40 + (line or 0))
             if where != number * 2**40 + (line or 0):
                 first_file, first_line = divmod(where, 2**40)
@@ -279,7 +325,9 @@ def _checked(
                     f"id {shorten(doc.docno)} again (first{place} on line {first_line})",
                 )
         count += 1
+        tally.read = count
         yield doc
+    tally.complete = True
     if skipped:
         logger.warning("%s: skipped %d document(s) with neither title nor text", source, skipped)
     if count == 0:

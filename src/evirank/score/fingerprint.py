@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from evirank.checksums import file_digest
 from evirank.extras import require
 
 logger = logging.getLogger(__name__)
@@ -153,14 +154,10 @@ def file_sha256(
         if known is not None:
             _memory_cache[key] = known
             return known
-        digest = hashlib.sha256()
-        with path.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 22), b""):
-                digest.update(block)
+        known = file_digest(path)
         if file_identity(path.stat(), path) != key:
             logger.info("%s changed while it was read; reading it again", path)
             continue
-        known = digest.hexdigest()
         logger.debug("hashed %s (%d bytes)", path, stat.st_size)
         if cache_put is not None:
             cache_put(*key, known)
@@ -210,13 +207,25 @@ _DAMAGED = (
 )
 
 
+#: What transformers says when config.json does not describe the weights, or cannot be read as
+#: the model type it names.
+_CONFIG = (
+    "ignore_mismatched_sizes",
+    "StrictDataclassFieldValidationError",
+    "Unrecognized model",
+    "model_type",
+)
+
+
 @contextmanager
 def reading_model(model: str | os.PathLike[str] | None) -> Iterator[None]:
     """Name the model's files when its weights cannot be read (damaged, cut short, mismatched).
 
     Errors of safetensors, torch and transformers about the bytes of a checkpoint do not say
     which file they read; inside this block they become an :class:`~evirank.errors.InputFormatError`
-    naming the weight file (or the folder) and what to do.
+    naming the weight file (or the folder) and what to do. A ``config.json`` that does not describe
+    the weights (another size, vocabulary, number of layers or model type) is named before the
+    block runs (:func:`evirank.score.config_check.check_config`), or when transformers refuses it.
 
     Example:
         >>> with reading_model("models/m"):  # doctest: +IGNORE_EXCEPTION_DETAIL
@@ -225,13 +234,29 @@ def reading_model(model: str | os.PathLike[str] | None) -> Iterator[None]:
         evirank.errors.InputFormatError: models/m: expected model weights that can be read, ...
     """
     from evirank.errors import EvirankError, InputFormatError
+    from evirank.score.config_check import check_config, read_config
 
+    folder = Path(model) if model is not None and Path(model).is_dir() else None
+    if folder is not None:
+        check_config(folder)  # a config.json that lies about the weights, named before transformers reads it
     try:
         yield
     except EvirankError:
         raise
     except Exception as exc:
         text = f"{type(exc).__name__}: {exc}"
+        if folder is not None and any(needle in text for needle in _CONFIG):
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            claimed = read_config(folder).get("model_type")
+            raise InputFormatError(
+                folder / "config.json",
+                None,
+                "a configuration that describes this model's weights"
+                + (f" (it names model_type {claimed!r})" if isinstance(claimed, str) else ""),
+                f"{type(exc).__name__}: {first[:300]}",
+                hint="the config belongs to another model, or is damaged: put the model's own config.json "
+                "beside its weights",
+            ) from exc
         if model is None or not any(needle in text for needle in _DAMAGED):
             raise
         where = Path(model)

@@ -13,8 +13,10 @@ integer units.
 Exports are cached under ``cache_dir()/onnx/<key>/model.onnx`` (``$EVIRANK_CACHE``, else
 ``$XDG_CACHE_HOME/evirank``, else ``~/.cache/evirank``), keyed by the model files' content, the
 task, the quantisation and the torch / onnxruntime versions, and written atomically (a folder
-renamed into place), so a second load skips the export. A checkpoint with randomly initialised
-parameters (a missing head) is exported afresh each time and never cached.
+renamed into place), so a second load skips the export. Each cached export holds the size and sha256
+of its files (``checksums.json``), checked at every load: a damaged or incomplete one is removed,
+with a warning naming it, and made again. A checkpoint with randomly initialised parameters (a
+missing head) is exported afresh each time and never cached.
 
 Example:
     >>> from evirank.score import CrossEncoder
@@ -41,6 +43,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from evirank.checksums import checksum_problems, has_checksums, write_checksums
 from evirank.extras import require
 from evirank.score import cls_only
 from evirank.score.backends import Backend, ModelHead, Task, TokenBatch, register_backend
@@ -179,6 +182,7 @@ def onnx_export(
             indent=1,
         )
     )
+    write_checksums(work)  # checked at every load: a damaged export is made again, never used
     try:
         os.replace(work, folder)  # atomic: the folder appears complete or not at all
     except OSError:  # another process finished the same export first
@@ -196,11 +200,34 @@ def discard(export: OnnxExport) -> None:
 
 
 def _read_cached(folder: Path) -> OnnxExport | None:
-    meta = folder / "export.json"
-    if not (folder / "model.onnx").is_file() or not meta.is_file():
+    """The export cached in ``folder``, or ``None`` when there is none or it is damaged (then removed)."""
+    if not folder.is_dir() or not usable_cache(folder, "ONNX export"):
         return None
-    info = json.loads(meta.read_text())
+    info = json.loads((folder / "export.json").read_text())
     return OnnxExport(folder / "model.onnx", fused=bool(info["fused"]), quantized=bool(info["quantized"]))
+
+
+def usable_cache(folder: Path, what: str) -> bool:
+    """Whether the cached ``folder`` (a ``what``) holds what its checksums say; if not, it is removed
+    with a warning naming it and what differs, so that the caller makes it again.
+
+    Example:
+        >>> usable_cache(cache_dir() / "onnx" / "no-such-key", "ONNX export")  # doctest: +SKIP
+        False
+    """
+    problems = checksum_problems(folder)
+    if not problems:
+        return True
+    if not has_checksums(folder):
+        logger.info("%s: a cached %s without checksums (an older evirank made it); made again", folder, what)
+        shutil.rmtree(folder, ignore_errors=True)
+        return False
+    logger.warning(
+        "%s: this cached %s is damaged or incomplete (%s); it is removed and made again",
+        folder, what, "; ".join(problems[:3]),
+    )  # fmt: skip
+    shutil.rmtree(folder, ignore_errors=True)
+    return False
 
 
 class _Wrapper:

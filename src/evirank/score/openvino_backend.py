@@ -19,7 +19,8 @@ Precision:
   (:mod:`evirank.score.cls_only`) the last layer and the head stay in floating point: they compute
   one position, so int8 would save almost nothing there, and their rounding reaches the score
   directly (on SciFact, a trained MiniLM's nDCG@10 moved by -0.008 with them quantised and by
-  -0.003 without, at the same speed). The quantised model is cached beside the ONNX export. Needs
+  -0.003 without, at the same speed). The quantised model is cached beside the ONNX export, with
+  the size and sha256 of its files checked at every load (a damaged one is made again). Needs
   the ``openvino`` extra (openvino, nncf).
 
 Example:
@@ -43,11 +44,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from evirank.checksums import write_checksums
 from evirank.extras import require
 from evirank.score import cls_only
 from evirank.score.backends import Backend, ModelHead, Task, TokenBatch, register_backend
 from evirank.score.calibration import CALIBRATION_PAIRS, calibration_digest
-from evirank.score.onnx_backend import OnnxExport, cache_dir, discard, export_key, onnx_export
+from evirank.score.onnx_backend import OnnxExport, cache_dir, discard, export_key, onnx_export, usable_cache
 from evirank.score.streams import default_streams, default_threads, feeds, mean_pooled_numpy, split_batch
 
 logger = logging.getLogger(__name__)
@@ -96,7 +98,7 @@ def _int8_model(model_dir: Path, task: Task, source: OnnxExport) -> Any:
     }
     key = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
     folder = cache_dir() / "openvino" / key[:40]
-    if (folder / "model.xml").is_file() and (folder / "model.bin").is_file():
+    if folder.is_dir() and usable_cache(folder, "int8 OpenVINO model"):
         logger.info("int8 OpenVINO model of %s from the cache (%s)", model_dir, folder)
         return _core().read_model(str(folder / "model.xml"))
     quantized = _quantize(model_dir, source)
@@ -106,6 +108,7 @@ def _int8_model(model_dir: Path, task: Task, source: OnnxExport) -> Any:
     work = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:12]}-", dir=folder.parent))
     try:
         openvino.save_model(quantized, str(work / "model.xml"), compress_to_fp16=False)
+        write_checksums(work)  # checked at every load: a damaged model is made again, never used
         os.replace(work, folder)  # atomic: the folder appears complete or not at all
     except OSError:  # another process cached the same model first
         shutil.rmtree(work, ignore_errors=True)

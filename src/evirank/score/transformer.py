@@ -265,8 +265,11 @@ class TransformerScorer(Stage):
         transformers = require("transformers", "torch")
         model_dir = resolve_model_dir(self.model)
         try:
-            tokenizer = transformers.AutoTokenizer.from_pretrained(str(model_dir))
-            config = transformers.AutoConfig.from_pretrained(str(model_dir))
+            with reading_model(model_dir):  # a config.json that lies about the weights is named
+                tokenizer = transformers.AutoTokenizer.from_pretrained(str(model_dir))
+                config = transformers.AutoConfig.from_pretrained(str(model_dir))
+        except InputFormatError:
+            raise
         except (OSError, ValueError, KeyError) as exc:
             raise InputFormatError(
                 model_dir,

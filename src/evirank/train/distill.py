@@ -22,11 +22,14 @@ Example:
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import logging
 import math
 import os
 import re
+import zipfile
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +44,7 @@ from evirank.outputs import atomic_file
 from evirank.record import write_record
 from evirank.score import relevance_from_logits
 from evirank.score.devices import resolve_device
+from evirank.score.fingerprint import model_fingerprint
 from evirank.train import _model
 from evirank.train.config import DistillConfig, TrainConfig
 from evirank.train.recipe import recipe_for
@@ -49,8 +53,12 @@ from evirank.train.trainer import (
     TRAIN_JSON,
     Fit,
     TrainResult,
+    _compatible,
     _summary,
     _validation_measures,
+    check_finished,
+    examples_fingerprint,
+    fingerprint,
     prepare_output,
     result_from_json,
 )
@@ -214,12 +222,29 @@ def margin_pairs(scored: pd.DataFrame, per_positive: int, seed: int) -> pd.DataF
 def _teacher_scores(
     teacher: Any, tokenizer: Any, frames: dict[str, pd.DataFrame], cfg: TrainConfig, device: str, cache: Path
 ) -> dict[str, np.ndarray]:
-    """The teacher's relevance logits of each frame, cached in ``cache`` (an .npz) for resumes."""
+    """The teacher's relevance logits of each frame, cached in ``cache`` (an .npz) for resumes.
+
+    The cache holds a key of what the scores depend on (the teacher's files, the frames' rows, the
+    maximum length and precision); a cache of other scores, or one that cannot be read (damaged,
+    cut short), is computed again, with a warning naming it.
+    """
+    key = _teacher_key(teacher, frames, cfg)
     if cache.exists():
-        stored = np.load(cache)
-        if all(name in stored and len(stored[name]) == len(frame) for name, frame in frames.items()):
+        try:
+            with np.load(cache) as stored:
+                found = {name: np.array(stored[name]) for name in stored.files}
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+            logger.warning(
+                "%s: the cached teacher scores cannot be read (%s); computing them again", cache, exc
+            )
+            found = {}
+        if found and str(found.get(_KEY, np.array("")).item()) == key:
             logger.info("teacher scores read from %s", cache)
-            return {name: stored[name] for name in frames}
+            return {name: found[name] for name in frames}
+        if found:
+            logger.warning(
+                "%s: cached teacher scores of another teacher or other examples; computing them again", cache
+            )
     scores = {
         name: _model.predict_relevance(
             teacher,
@@ -235,8 +260,20 @@ def _teacher_scores(
         for name, frame in frames.items()
     }
     with atomic_file(cache) as tmp, open(tmp, "wb") as handle:
-        np.savez(handle, **scores)  # type: ignore[arg-type]
+        np.savez(handle, **scores, **{_KEY: np.array(key)})  # type: ignore[arg-type]
     return scores
+
+
+_KEY = "__key__"
+
+
+def _teacher_key(teacher: Any, frames: dict[str, pd.DataFrame], cfg: TrainConfig) -> str:
+    """What the teacher's scores depend on, as one hex string."""
+    folder = Path(str(getattr(teacher, "name_or_path", "") or ""))
+    model = model_fingerprint(folder, {}) if (folder / "config.json").is_file() else str(folder)
+    rows = {name: fingerprint(frame, (QUERY, TEXT)) for name, frame in frames.items()}
+    payload = {"teacher": model, "rows": rows, "max_length": cfg.max_length, "bf16": cfg.bf16}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
 def _parameters(model: Any) -> int:
@@ -287,7 +324,9 @@ def distill(
         require_columns(validation, (QID, QUERY, TEXT, LABEL), "distill: validation")
     out = Path(output_dir)
     mode = prepare_output(out, overwrite=overwrite, resume=resume)
+    data_fingerprint = examples_fingerprint(examples, validation)
     if mode == "complete":
+        check_finished(out, lambda record: _distill_changes(record, str(teacher), config), data_fingerprint)
         payload = json.loads((out / TRAIN_JSON).read_text(encoding="utf-8"))
         return DistillResult(result_from_json(out), payload.get("distillation", {}))
     device = resolve_device(cfg.device)
@@ -302,6 +341,7 @@ def distill(
     fit = _student_fit(
         str(teacher), teacher_model, frames, scores, layers, config, out, provenance, step_callback
     )
+    fit.metadata["examples_fingerprint"] = data_fingerprint
     if mode == "resume":
         student, tokenizer, payload = fit.load_checkpoint()
         fit.metadata = payload["metadata"]
@@ -325,6 +365,17 @@ def distill(
     )
     _add_to_record(out, report)
     return DistillResult(result, report)
+
+
+def _distill_changes(record: dict[str, Any], teacher: str, config: DistillConfig) -> list[str]:
+    """The settings (teacher, distillation, optimisation) that differ from a finished student's."""
+    saved = dict(record.get("distill_config") or {})
+    current = config.to_dict()
+    changed = [f"train.{name}" for name in _compatible(dict(saved.get("train") or {}), current["train"])]
+    changed += sorted(k for k in current if k != "train" and saved.get(k) != current[k])
+    if (record.get("init") or {}).get("model") != teacher:
+        changed.append("teacher")
+    return changed
 
 
 def _load_teacher(teacher: str | os.PathLike[str], device: str) -> tuple[Any, Any]:

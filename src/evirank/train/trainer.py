@@ -16,11 +16,14 @@ The output folder is a standard Hugging Face model folder (``config.json``,
   validation (loss and ranking measures);
 * ``checkpoint/`` while training (removed at the end unless ``keep_checkpoints``):
   ``last/`` (weights, optimizer, scheduler, RNG states, step counters: what resume needs) and
-  ``best/`` (the best validated weights).
+  ``best/`` (the best validated weights), each with the size and sha256 of its files
+  (``checksums.json``), checked before it is read: a damaged checkpoint is an error naming it.
 
-Resume is exact: the data order of each epoch is a function of (seed, epoch), and the
-checkpoint holds the optimizer, scheduler and RNG states, so an interrupted run resumed with
-``resume=True`` ends with the same weights as an uninterrupted one (bitwise on CPU).
+Resume is exact, and checked: a resume with other settings or other examples is refused, even
+of a finished model (which a resume otherwise returns as it is). The data order of each epoch is
+a function of (seed, epoch), and the checkpoint holds the optimizer, scheduler and RNG states, so
+an interrupted run resumed with ``resume=True`` ends with the same weights as an uninterrupted
+one (bitwise on CPU).
 
 Example:
     >>> from evirank.train import TrainConfig, train_cross_encoder  # doctest: +SKIP
@@ -48,7 +51,8 @@ from typing import IO, Any, Protocol
 import numpy as np
 import pandas as pd
 
-from evirank.errors import OutputExistsError
+from evirank.checksums import has_checksums, verify_checksums, write_checksums
+from evirank.errors import EvirankError, OutputExistsError
 from evirank.extras import require
 from evirank.frames import DOCNO, LABEL, QID, QUERY, SCORE, SOURCE, TEXT, require_columns
 from evirank.outputs import atomic_file, check_output, recovered
@@ -177,6 +181,67 @@ def _validation_measures(
     evaluator = Evaluator(items[[QID, DOCNO, LABEL]], measures)
     means = evaluator.mean(items[[QID, DOCNO, SCORE]])
     return {given: float(means[name]) for given, name in zip(measures, evaluator.names, strict=True)}
+
+
+def examples_fingerprint(examples: pd.DataFrame, validation: pd.DataFrame | None = None) -> str:
+    """A SHA-256 of every column of the training (and validation) examples, row by row: what a
+    resume of a finished model checks its data against.
+
+    Example:
+        >>> a = pd.DataFrame({"qid": ["1"], "query": ["q"], "text": ["t"], "label": [1]})
+        >>> examples_fingerprint(a) == examples_fingerprint(a.assign(label=0))
+        False
+    """
+    parts = [fingerprint(examples, tuple(sorted(map(str, examples.columns))))]
+    if validation is not None:
+        parts.append(fingerprint(validation, tuple(sorted(map(str, validation.columns)))))
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+class ResumeMismatchError(EvirankError, ValueError):
+    """``resume`` was asked with other settings or other examples than the run it would continue."""
+
+
+def settings_changed(record: dict[str, Any], config: TrainConfig) -> list[str]:
+    """The settings of ``config`` that differ from those a finished model's record holds."""
+    return _compatible(dict(record.get("config") or {}), config.to_dict())
+
+
+def check_finished(
+    output_dir: Path, changes: Callable[[dict[str, Any]], list[str]], data_fingerprint: str
+) -> None:
+    """Refuse to "resume" a finished model with other settings or other examples.
+
+    A finished folder is returned as it is by a resume; that is only right when the resume asks
+    for what it was trained with (its ``evirank-train.json`` records the settings and the examples'
+    fingerprint, :func:`examples_fingerprint`).
+
+    Args:
+        output_dir: the finished model folder.
+        changes: the settings that differ, given the folder's record (:func:`settings_changed`).
+        data_fingerprint: the examples' :func:`examples_fingerprint`.
+
+    Raises:
+        ResumeMismatchError: naming the folder and what differs.
+    """
+    record = json.loads((output_dir / TRAIN_JSON).read_text(encoding="utf-8"))
+    changed = changes(record)
+    if changed:
+        raise ResumeMismatchError(
+            f"cannot resume {output_dir}: it is a finished model trained with other settings "
+            f"({', '.join(changed)} differ); run with the same settings, train into a new folder, "
+            "or pass --overwrite to train it again"
+        )
+    stored = record.get("examples_fingerprint")
+    if stored is None:
+        logger.warning(
+            "%s records no fingerprint of its examples (an older evirank): not checked", output_dir
+        )
+    elif stored != data_fingerprint:
+        raise ResumeMismatchError(
+            f"cannot resume {output_dir}: it is a finished model trained on other examples; "
+            "train into a new folder, or pass --overwrite to train it again on these"
+        )
 
 
 def _rng_state(torch: Any) -> dict[str, Any]:
@@ -340,26 +405,43 @@ class Fit:
                 "metadata": self.metadata,
             }
             (tmp / "state.json").write_text(json.dumps(plain(payload), indent=2), encoding="utf-8")
+            write_checksums(tmp)  # checked before a resume reads it
         logger.debug("checkpoint at step %d", self.state.step)
 
     def _save_best(self, model: Any) -> None:
         with atomic_file(self.checkpoint_dir / "best") as tmp:
             model.save_pretrained(tmp)
+            write_checksums(tmp)  # checked before the final model is made of it
+
+    def _checked(self, folder: Path, what: str) -> Path:
+        """``folder`` (a checkpoint), after checking its files against their checksums.
+
+        Raises:
+            DamagedArtefactError: naming the checkpoint and what differs.
+        """
+        if not has_checksums(folder):
+            logger.warning("%s has no checksums (an older evirank wrote it): not checked", folder)
+            return folder
+        verify_checksums(
+            folder, what, f"it cannot be used: train again with --overwrite (or remove {self.out} first)"
+        )
+        return folder
 
     def load_checkpoint(self) -> tuple[Any, Any, dict[str, Any]]:
         """The model and tokenizer of ``checkpoint/last`` and its saved payload (checked)."""
         last = recovered(self.checkpoint_dir / "last")
         if last is None:  # pragma: no cover - prepare_output checked it
             raise FileNotFoundError(self.checkpoint_dir / "last")
+        self._checked(last, "training checkpoint")
         payload = json.loads((last / "state.json").read_text(encoding="utf-8"))
         changed = _compatible(payload["config"], self.config.to_dict())
         if changed:
-            raise ValueError(
+            raise ResumeMismatchError(
                 f"cannot resume {self.out}: the config differs in {changed}; resume with the same settings "
                 "or train into a new folder"
             )
         if payload["fingerprint"] != self.fingerprint:
-            raise ValueError(
+            raise ResumeMismatchError(
                 f"cannot resume {self.out}: the training examples differ from the interrupted run's"
             )
         with _model.quiet_transformers():
@@ -535,7 +617,7 @@ class Fit:
     def _finish(self, model: Any, tokenizer: Any, total: int) -> TrainResult:
         best_dir = recovered(self.checkpoint_dir / "best")
         if best_dir is not None:
-            model = self._reload(best_dir)
+            model = self._reload(self._checked(best_dir, "checkpoint of the best validated weights"))
         for name in ("config.json", "model.safetensors"):
             (self.out / name).unlink(missing_ok=True)
         model.save_pretrained(self.out)
@@ -664,7 +746,9 @@ def train_model(
             )
     out = Path(output_dir)
     mode = prepare_output(out, overwrite=overwrite, resume=resume)
+    data_fingerprint = examples_fingerprint(examples, validation)
     if mode == "complete":
+        check_finished(out, lambda record: settings_changed(record, config), data_fingerprint)
         logger.info("%s is already complete; nothing to resume", out)
         return result_from_json(out)
     recipe = recipe_for(config.encoder)
@@ -682,6 +766,7 @@ def train_model(
         "continued_from_checkpoint": config.init is not None,
     }
     metadata: dict[str, Any] = {
+        "examples_fingerprint": data_fingerprint,
         "kind": recipe.kind,
         "init": init,
         "data": {

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from evirank.checksums import has_checksums, verify_checksums
 from evirank.errors import InputFormatError
 from evirank.vectors.manifest import (
     PASSAGES,
@@ -68,6 +69,8 @@ class PassageVectors:
             FileNotFoundError: no such folder or no manifest (an unfinished build has only
                 ``PATH.partial``: run the build again to finish it).
             InputFormatError: a manifest of another format, or files that disagree with it.
+            DamagedArtefactError: a file differs from the size and sha256 recorded when the
+                folder was made (checked once per process while the file is unchanged).
         """
         folder = Path(path)
         if not folder.is_dir():
@@ -79,6 +82,14 @@ class PassageVectors:
         manifest = read_manifest(folder)
         if not manifest.get("complete", False):
             raise InputFormatError(folder, None, "a complete vector folder", '"complete": false')
+        if has_checksums(folder):
+            verify_checksums(
+                folder,
+                "passage-vector folder",
+                "embed the collection again (`evirank embed ... --overwrite`, or `evirank index --embed`)",
+            )
+        else:
+            logger.info("%s has no checksums (an older evirank made it): its files are not checked", folder)
         from evirank.extras import require
 
         pq = require("pyarrow.parquet", "core")

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from evirank.checksums import write_checksums
 from evirank.errors import EvirankError
 from evirank.frames import Document
 from evirank.outputs import atomic_file, check_output, replace_output, temporary_path
@@ -347,6 +348,7 @@ class ShardWriter:
                 compacted=now(),
                 versions=versions(),
             )
+            write_checksums(tmp, [PASSAGES, VECTORS])  # checked when the folder is opened
             write_manifest(tmp, manifest)  # last: a folder with a manifest is complete
             replace_output(tmp, self.output, self.overwrite, marker=MANIFEST)
         finally:

@@ -46,6 +46,10 @@ FILE_SUFFIXES = (".xml", ".xml.gz", *ARCHIVE_SUFFIXES)
 
 _NITF = re.compile(r"<nitf\b.*?</nitf\s*>", re.DOTALL)
 _NITF_BYTES = re.compile(rb"<nitf\b")
+_NITF_START = re.compile(r"<nitf\b")
+# What may stand between articles: XML declarations, document types, comments, processing
+# instructions and white space.
+_PROLOG = re.compile(r"\s+|<\?.*?\?>|<!--.*?-->|<!DOCTYPE[^>\[]*(?:\[.*?\])?\s*>", re.DOTALL | re.IGNORECASE)
 _SHAPE = 'New York Times NITF XML: <nitf> with <doc-id id-string="..."> and <body>'
 
 
@@ -101,8 +105,11 @@ def _read_archive(path: Path) -> Iterator[Located]:
 
 def _articles(where: str, text: str) -> Iterator[Located]:
     found = False
+    position = 0
     for match in _NITF.finditer(text):
         found = True
+        _check_gap(where, text, position, match.start())
+        position = match.end()
         line = text.count("\n", 0, match.start()) + 1
         try:
             root = ET.fromstring(match.group(0))
@@ -113,8 +120,36 @@ def _articles(where: str, text: str) -> Iterator[Located]:
                 where, line + row - 1, _SHAPE, f"an XML error at column {column + 1}: {problem}"
             ) from None
         yield Located(_article(where, root, line), line)
-    if not found:
+    if found:
+        _check_gap(where, text, position, len(text))
+    elif _NITF_START.search(text):
+        _check_gap(where, text, 0, len(text))
+    else:
         raise InputFormatError(where, None, _SHAPE, f"no <nitf> element (starts with {shorten(text[:60])})")
+
+
+def _check_gap(where: str, text: str, start: int, end: int) -> None:
+    """Raise unless ``text[start:end]`` (between articles) holds only what may stand there.
+
+    An article cut short (its ``</nitf>`` missing) or damaged (its ``<nitf>`` tag changed) leaves
+    its words here; they are reported with their line, never dropped.
+    """
+    position = start
+    while position < end:
+        match = _PROLOG.match(text, position, end)
+        if match is None or match.end() == position:
+            break
+        position = match.end()
+    if position >= end:
+        return
+    line = text.count("\n", 0, position) + 1
+    cut = _NITF_START.match(text, position)
+    found = (
+        "a <nitf> without its </nitf> (an article cut short)"
+        if cut is not None
+        else f"text outside a <nitf> element: {shorten(text[position : min(end, position + 60)])}"
+    )
+    raise InputFormatError(where, line, _SHAPE, found, hint="is the file complete?" if cut else None)
 
 
 def _words(element: ET.Element | None) -> str | None:

@@ -25,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Generator, Iterator
 from pathlib import Path
@@ -34,6 +35,8 @@ from evirank.frames import Document
 from evirank.io.collections.base import Located
 from evirank.io.collections.markup import markup_text
 from evirank.io.files import check_docno, iter_lines, open_binary, shorten
+
+logger = logging.getLogger(__name__)
 
 #: The fields Anserini's TrecCollection keeps, and those of them that are headlines (the title).
 FIELDS = ("TEXT", "HEADLINE", "TITLE", "HL", "HEAD", "TTL", "DD", "DATE", "LP", "LEADPARA")
@@ -48,6 +51,7 @@ _END = re.compile(r"</DOC\s*>", re.IGNORECASE)
 _DOCNO = re.compile(r"<DOCNO>(.*?)</DOCNO\s*>", re.IGNORECASE | re.DOTALL)
 _ID_ATTRIBUTE = re.compile(r"""\bid\s*=\s*["']([^"']*)["']""", re.IGNORECASE)
 _FIELD = re.compile(r"<(" + "|".join(FIELDS) + r")>(.*?)(?:</\1\s*>|\Z)", re.IGNORECASE | re.DOTALL)
+_FIELD_TAG = re.compile(r"<(/?)(" + "|".join(FIELDS) + r")(\s*)>", re.IGNORECASE)
 _MARKUP_ONLY = re.compile(r"<[!?/]?[A-Za-z][^>]*>|<!--.*?-->|<\?.*?\?>", re.DOTALL)
 _SHAPE = "TREC documents: <DOC> <DOCNO>id</DOCNO> ... </DOC>"
 
@@ -135,16 +139,31 @@ def _documents(path: Path, text: str, first_line: int) -> Generator[Located, Non
 def _document(path: Path, chunk: str, start_tag: str, line: int) -> Document:
     """One ``<DOC ...> ... `` (without its ``</DOC>``) as a Document."""
     attribute = _ID_ATTRIBUTE.search(start_tag)
-    docno_tag = _DOCNO.search(chunk)
+    body = chunk[len(start_tag) :]
+    docno_tag = _DOCNO.search(body)
     if attribute is not None:
-        docno, body = attribute.group(1).strip(), chunk[len(start_tag) :]
+        docno = attribute.group(1).strip()
     elif docno_tag is not None:
-        docno, body = docno_tag.group(1).strip(), chunk[docno_tag.end() :]
+        again = _DOCNO.search(body, docno_tag.end())
+        if again is not None:  # two documents read as one: their </DOC> and <DOC> were lost
+            raise InputFormatError(
+                path, line + body.count("\n", 0, again.start()),
+                f"one <DOCNO> in each <DOC> (this one's, line {line}, has its own)",
+                f"another <DOCNO>{shorten(again.group(1).strip())}</DOCNO>",
+                hint="is a </DOC> or <DOC> missing?",
+            )  # fmt: skip
+        # the id is not text, wherever it stands: fields before it are kept as those after it
+        kept_lines = " " + "\n" * docno_tag.group(0).count("\n")  # so that lines keep their numbers
+        docno, body = (
+            docno_tag.group(1).strip(),
+            body[: docno_tag.start()] + kept_lines + body[docno_tag.end() :],
+        )
     else:
         raise InputFormatError(
             path, line, 'a <DOCNO>id</DOCNO> (or <DOC id="...">) in each <DOC>', "a document without one"
         )
     check_docno(docno, path, line)
+    _check_fields(path, body, line)
     titles: list[str] = []
     texts: list[str] = []
     for field in _FIELD.finditer(body):
@@ -154,3 +173,23 @@ def _document(path: Path, chunk: str, start_tag: str, line: int) -> Document:
     if not titles and not texts and _FIELD.search(body) is None:
         texts.append(markup_text(body))
     return Document(docno, " ".join(titles), " ".join(texts))
+
+
+def _check_fields(path: Path, body: str, line: int) -> None:
+    """Warn about a kept field closed without being opened: what it held is not read as that field
+    (a damaged ``<TEXT>`` tag would otherwise lose the document's text without a word)."""
+    open_fields: dict[str, int] = {}
+    for tag in _FIELD_TAG.finditer(body):
+        name = tag.group(2).upper()
+        if not tag.group(1):
+            open_fields[name] = open_fields.get(name, 0) + (0 if tag.group(3) else 1)
+        elif open_fields.get(name, 0) > 0:
+            open_fields[name] -= 1
+        else:
+            where = line + body.count("\n", 0, tag.start())
+            logger.warning(
+                "%s:%d: a </%s> without its <%s>: the words before it are not read as that field "
+                "(is the document damaged?)",
+                path, where, name, name,
+            )  # fmt: skip
+            return
