@@ -72,27 +72,24 @@ class _Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="ignore")
 
 
-class CohereV1Request(_Strict):
-    """Cohere's ``/v1/rerank`` request (Jina's is the same, less ``rank_fields`` and chunks)."""
-
+class _CohereRequest(_Strict):
     model: str | None = None
     query: str
     documents: list[str | dict[str, Any]]
     top_n: int | None = None
     rank_fields: list[str] | None = None
     return_documents: bool | None = None
+
+
+class CohereV1Request(_CohereRequest):
+    """Cohere's ``/v1/rerank`` request (Jina's is the same, less ``rank_fields`` and chunks)."""
+
     max_chunks_per_doc: int | None = None
 
 
-class CohereV2Request(_Strict):
+class CohereV2Request(_CohereRequest):
     """Cohere's ``/v2/rerank`` request."""
 
-    model: str | None = None
-    query: str
-    documents: list[str | dict[str, Any]]
-    top_n: int | None = None
-    rank_fields: list[str] | None = None
-    return_documents: bool | None = None
     max_tokens_per_doc: int | None = None
 
 
