@@ -103,6 +103,7 @@ class RankedDocument:
         evidence: the document's best passages, best first (at most ``show_passages``).
         document: the document as given (a dict: its id, title, text and metadata).
         first_stage_score: the first-stage score given for it, if any.
+        passages: how many of its passages the model read.
     """
 
     id: str
@@ -112,6 +113,7 @@ class RankedDocument:
     evidence: tuple[Evidence, ...]
     document: Mapping[str, Any] = field(default_factory=dict)
     first_stage_score: float | None = None
+    passages: int = 0
 
     def explain(self) -> str:
         """The score's terms as one readable line.
@@ -133,6 +135,7 @@ class RankedDocument:
             "first_stage_score": self.first_stage_score,
             "terms": [vars(t) for t in self.terms],
             "evidence": [vars(e) for e in self.evidence],
+            "passages": self.passages,
             "document": dict(self.document),
         }
 
@@ -310,10 +313,13 @@ class Ranker:
         *,
         first_stage_scores: Sequence[Sequence[float]] | None = None,
         top: int | None = None,
+        max_passages: int | None = None,
     ) -> list[list[RankedDocument]]:
         """:meth:`rank` for many queries in one model pass (batches shared across queries).
 
         ``documents`` is one list for every query, or one list per query (a list of lists).
+        ``max_passages`` reads only each document's first passages in this call (None: the
+        ranker's own limit).
         """
         from evirank.rerank import Rerank
 
@@ -362,9 +368,10 @@ class Ranker:
         aggregator = self._aggregator(first_stage_scores is not None)
         depth = int(run.groupby(QID).size().max())
         cascade = self.pipeline_.reranker.passage_stages if self.pipeline_ is not None else ()
-        result = Rerank(self._segmenter(), self.scorer, aggregator, depth=depth, passage_stages=cascade).run(
-            run
-        )
+        segmenter = self._segmenter()
+        if max_passages is not None:
+            segmenter = segmenter.with_max_passages(max_passages)
+        result = Rerank(segmenter, self.scorer, aggregator, depth=depth, passage_stages=cascade).run(run)
         passages = result.passages
         terms = aggregator.terms(passages)
         return [
@@ -436,6 +443,7 @@ class Ranker:
                     evidence=tuple(evidence),
                     document=doc,
                     first_stage_score=first,
+                    passages=0 if rows is None else len(rows),
                 )
             )
         return out

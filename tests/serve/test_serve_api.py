@@ -187,7 +187,7 @@ def test_health_reports_what_is_served_and_the_limits() -> None:
 def test_openapi_documents_400_not_422_and_docs_need_no_cdn() -> None:
     c = client()
     spec = c.get("/openapi.json").json()
-    assert set(spec["paths"]) == {"/v1/search", "/v1/doc/{docno}", "/v1/attention", "/health"}
+    assert set(spec["paths"]) == {"/v1/search", "/v1/doc/{docno}", "/v1/attention", "/health", "/ready", "/metrics"}
     search = spec["paths"]["/v1/search"]["get"]
     assert {"200", "400", "503"} == set(search["responses"])
     assert {p["name"] for p in search["parameters"]} == {"q", "top", "depth", "k"}

@@ -61,9 +61,14 @@ def test_earlier_spellings_are_unknown_flags_named_with_the_nearest_one(
         assert f"unrecognized arguments: {old[0]}" in capsys.readouterr().err
 
 
-def test_index_is_required() -> None:
-    with pytest.raises(SystemExit):
-        parse()
+def test_without_an_index_the_service_only_reranks_and_model_repeats() -> None:
+    from evirank.cli.serve import served_models
+
+    args = parse("--model", "ce=models/a", "--model", "models/b", "--max-documents", "10")
+    assert args.index is None and args.max_documents == 10
+    assert served_models(args.model) == {"ce": "models/a", "b": "models/b"}
+    with pytest.raises(ValueError, match="two models are named 'a'"):
+        served_models(["models/a", "other/a"])
 
 
 def test_inconsistent_limits_fail_with_status_2(caplog: pytest.LogCaptureFixture) -> None:

@@ -22,7 +22,7 @@ def test_a_port_in_use_is_a_clear_error_and_nothing_claims_to_serve(
     import evirank.cli.serve as serve_cli
     from evirank.serve.testing import toy_searcher
 
-    monkeypatch.setattr(serve_cli, "searcher_from_args", lambda *args: toy_searcher())
+    monkeypatch.setattr(serve_cli, "searcher_from_args", lambda *args, **kwargs: toy_searcher())
     held = bind_socket("127.0.0.1", 0)
     held.listen()
     port = held.getsockname()[1]

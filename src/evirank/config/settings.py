@@ -543,6 +543,54 @@ SETTINGS = SettingsTable(
         Setting(
             "no_warmup", False, "do not run a first search before listening", SERVICE, action="store_true"
         ),
+        Setting(
+            "max_documents",
+            1000,
+            "the most documents one rerank request may send (more: 413)",
+            SERVICE,
+            kind=values.positive_int,
+        ),
+        Setting(
+            "max_document_chars",
+            100_000,
+            "the most characters of one document in a rerank request (more: 413)",
+            SERVICE,
+            kind=values.positive_int,
+            metavar="N",
+        ),
+        Setting(
+            "max_request_tokens",
+            250_000,
+            "the most tokens of one rerank request, the query counted once per document (more: 413)",
+            SERVICE,
+            kind=values.positive_int,
+            metavar="N",
+        ),
+        Setting(
+            "api_key_file",
+            None,
+            "a file holding the API key every request must send (Authorization: Bearer KEY; else 401); "
+            "/health and /ready stay open",
+            SERVICE,
+            kind=values.non_empty_text,
+            metavar="FILE",
+        ),
+        Setting(
+            "cors_origins",
+            None,
+            "origins whose web pages may call the service from a browser (CORS; default: none)",
+            SERVICE,
+            kind=values.non_empty_text,
+            metavar="ORIGIN",
+            nargs="+",
+        ),
+        Setting(
+            "replicas",
+            1,
+            "with --ray: copies of the service, each with its own model (one per CPU group or GPU)",
+            SERVICE,
+            kind=values.positive_int,
+        ),
         # -- evaluation ------------------------------------------------------------------------
         Setting("qrels", None, "TREC qrels or BEIR qrels TSV", EVALUATION, metavar="Q"),
         Setting(

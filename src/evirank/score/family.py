@@ -156,6 +156,8 @@ class Family:
             imports training code.
         pairwise: whether the model compares two passages for a query (a ``Duo`` stage's model)
             instead of scoring one.
+        scale: what its score is (:data:`evirank.score.relevance.SCALES`: ``log-odds``,
+            ``log-probability``, ``cosine``, ``maxsim``), so services can report it in [0, 1].
 
     Example:
         >>> Family("demo", scorer=dict, summary="a demo").backends
@@ -171,6 +173,7 @@ class Family:
     stores_passages: bool = False
     recipe: str | None = None
     pairwise: bool = False
+    scale: str = "log-odds"
 
 
 _FAMILIES: dict[str, Family] = {}

@@ -25,7 +25,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -35,6 +35,8 @@ from evirank.config import SETTINGS
 from evirank.errors import UsageError
 from evirank.extras import require
 from evirank.serve.config import BadRequest, ServeConfig
+from evirank.serve.metrics import ServiceMetrics
+from evirank.serve.rerank import RerankService
 from evirank.serve.searcher import (
     DocumentNotFound,
     PassageAttention,
@@ -172,47 +174,108 @@ class SearchRunner:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-def create_app(searcher: Searcher, config: ServeConfig | None = None) -> FastAPI:
-    """Build the web application around ``searcher``.
+def create_app(
+    searcher: Searcher | None = None,
+    config: ServeConfig | None = None,
+    *,
+    rerank: RerankService | None = None,
+    api_key: str | None = None,
+    cors_origins: Sequence[str] = (),
+) -> FastAPI:
+    """Build the web application: search over ``searcher``'s index, ``/rerank`` over ``rerank``'s
+    models, or both.
 
     Args:
-        searcher: the pipeline behind the API (its model is already loaded, or loads on first use).
-        config: limits, defaults and timeout.
+        searcher: the pipeline behind search, the page and documents (None: no index; the service
+            only reranks documents sent to it).
+        config: the search's limits, defaults and timeout.
+        rerank: the named models behind ``/v1/rerank``, ``/v2/rerank`` and ``/rerank`` (None: not
+            served).
+        api_key: a key every request but ``/health`` and ``/ready`` must send (None: open).
+        cors_origins: origins whose pages may call the service from a browser.
 
     Returns:
         A FastAPI app; serve it with uvicorn (``evirank serve`` does).
     """
+    if searcher is None and rerank is None:
+        raise ValueError("serve an index (a Searcher), models to rerank with, or both")
     config = config or ServeConfig()
-    runner = SearchRunner(searcher, config)
-    app = _new_app(config, runner, searcher)
+    runner = SearchRunner(searcher, config) if searcher is not None else None
+    app = _new_app(config, runner, searcher, rerank)
     app.state.runner = runner
     app.state.searcher = searcher
+    app.state.rerank = rerank
     app.state.config = config
+    metrics = ServiceMetrics()
+    app.state.metrics = metrics
+    metrics.track_queue(lambda: (rerank.pending if rerank else 0) + (runner.in_flight if runner else 0))
     _add_error_handlers(app, runner)
-    _add_api_routes(app, runner, searcher, config)
-    _add_page_route(app, runner, searcher, config)
+    if searcher is not None and runner is not None:
+        _add_api_routes(app, runner, searcher, config)
+        _add_page_route(app, runner, searcher, config)
+    else:
+        _add_rerank_home(app, rerank)
+    if rerank is not None:
+        from evirank.serve.rerank_routes import add_rerank_routes
+
+        add_rerank_routes(app, rerank, metrics)
+    _add_service_routes(app, runner, searcher, rerank, config, metrics)
     _use_400_in_openapi(app)
+    _add_middleware(app, api_key, metrics, cors_origins)
     return app
 
 
-def _new_app(config: ServeConfig, runner: SearchRunner, searcher: Searcher) -> Any:
+def _add_middleware(app: Any, api_key: str | None, metrics: ServiceMetrics, origins: Sequence[str]) -> None:
+    """The key check and metrics around every route; CORS outside them, only when origins are named
+    (so a browser's preflight is answered without a key)."""
+    from evirank.serve.rerank_routes import ServiceMiddleware
+
+    endpoints = {str(route.path) for route in app.routes if hasattr(route, "path")}
+    app.add_middleware(ServiceMiddleware, key=api_key, metrics=metrics, endpoints=endpoints)
+    if origins:
+        from fastapi.middleware.cors import CORSMiddleware
+
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type"],
+        )
+
+
+def _new_app(
+    config: ServeConfig, runner: SearchRunner | None, searcher: Searcher | None, rerank: RerankService | None
+) -> Any:
     """The FastAPI object (with Swagger UI served from a local copy when available: no internet)."""
     fastapi = require("fastapi", "serve")
 
     @asynccontextmanager
     async def lifespan(_: Any) -> AsyncIterator[None]:
         yield
-        runner.close()
-        searcher.close()
+        if runner is not None:
+            runner.close()
+        if searcher is not None:
+            searcher.close()
+        if rerank is not None:
+            rerank.close()
 
-    app_kwargs: dict[str, Any] = {
-        "title": f"{config.title} search API",
-        "version": __version__,
-        "description": (
+    parts = []
+    if searcher is not None:
+        parts.append(
             "Search a collection and see why each document ranks where it does: documents from the first "
             "stage (BM25) are re-ranked by the evidence their passages hold, and each candidate comes with "
             "its best passages. The response is a superset of Anserini's REST API."
-        ),
+        )
+    if rerank is not None:
+        parts.append(
+            "Rerank documents you send, whole, by the evidence their passages hold, through the "
+            "Cohere (v1, v2), Jina and Text Embeddings Inference /rerank shapes; each result adds its "
+            "evidence passages with character offsets into the document as sent."
+        )
+    app_kwargs: dict[str, Any] = {
+        "title": f"{config.title} {'search' if searcher is not None else 'rerank'} API",
+        "version": __version__,
+        "description": " ".join(parts),
         "lifespan": lifespan,
     }
     try:
@@ -233,7 +296,7 @@ def _error(status: int, message: str, headers: dict[str, str] | None = None, det
     return JSONResponse(status_code=status, content=body, headers=headers)
 
 
-def _add_error_handlers(app: Any, runner: SearchRunner) -> None:
+def _add_error_handlers(app: Any, runner: SearchRunner | None) -> None:
     """Errors are always ``{"error": message}``, never a bare 500 for bad input; 503s say when to retry."""
     from fastapi import Request
     from fastapi.exceptions import RequestValidationError
@@ -277,7 +340,8 @@ def _add_error_handlers(app: Any, runner: SearchRunner) -> None:
     @app.exception_handler(SearchTimeout)
     async def on_timeout(_: Request, exc: SearchTimeout) -> Any:
         logger.warning("503: %s", exc)
-        return _error(503, str(exc), headers={"Retry-After": str(runner.retry_after())})
+        retry = runner.retry_after() if runner is not None else 1
+        return _error(503, str(exc), headers={"Retry-After": str(retry)})
 
     @app.exception_handler(Exception)
     async def on_crash(_: Request, exc: Exception) -> Any:
@@ -320,7 +384,6 @@ def _add_api_routes(app: Any, runner: SearchRunner, searcher: Searcher, config: 
 
     from evirank.serve import schema
 
-    started = time.monotonic()
     index_name = str(searcher.info.get("index", "index"))
     described = parameter_help(config)
     responses: dict[int | str, dict[str, Any]] = {
@@ -386,21 +449,76 @@ def _add_api_routes(app: Any, runner: SearchRunner, searcher: Searcher, config: 
         )
         return _attention_response(schema, found)
 
+
+def _add_service_routes(
+    app: Any,
+    runner: SearchRunner | None,
+    searcher: Searcher | None,
+    rerank: RerankService | None,
+    config: ServeConfig,
+    metrics: ServiceMetrics,
+) -> None:
+    """``/health`` (liveness, what is served, the limits), ``/ready`` and ``/metrics``."""
+    from fastapi.responses import JSONResponse, Response
+
+    from evirank.serve import schema
+
+    started = time.monotonic()
+
     @app.get("/health", response_model=schema.HealthResponse, tags=["service"])
     def health() -> schema.HealthResponse:
         """Liveness, what is served, and the limits."""
+        info: dict[str, Any] = dict(searcher.info) if searcher is not None else {}
+        limits: dict[str, int | float] = {}
+        if searcher is not None:
+            limits.update(
+                max_depth=config.max_depth,
+                max_query_chars=config.max_query_chars,
+                timeout_s=config.timeout_s,
+                workers=config.workers,
+                max_pending=config.max_pending,
+            )
+        if rerank is not None:
+            info["rerank_models"] = rerank.describe()
+            limits.update(
+                max_documents=rerank.limits.max_documents,
+                max_document_chars=rerank.limits.max_document_chars,
+                max_request_tokens=rerank.limits.max_request_tokens,
+                rerank_timeout_s=rerank.limits.timeout_s,
+                rerank_max_pending=rerank.limits.max_pending,
+            )
         return schema.HealthResponse(
             uptime_s=round(time.monotonic() - started, 3),
-            in_flight=runner.in_flight,
-            info=searcher.info,
-            limits={
-                "max_depth": config.max_depth,
-                "max_query_chars": config.max_query_chars,
-                "timeout_s": config.timeout_s,
-                "workers": config.workers,
-                "max_pending": config.max_pending,
-            },
+            in_flight=(runner.in_flight if runner is not None else 0) + (rerank.pending if rerank else 0),
+            info=info,
+            limits=limits,
         )
+
+    @app.get("/ready", tags=["service"])
+    def ready() -> Any:
+        """200 once the models are loaded and the service takes requests, else 503."""
+        if getattr(app.state, "ready", True):
+            return {"status": "ready"}
+        return JSONResponse(status_code=503, content={"status": "loading"})
+
+    @app.get("/metrics", tags=["service"], response_class=Response)
+    def prometheus_metrics() -> Any:
+        """Request counts, latency histograms, passages scored, batch sizes and queue depth, in
+        Prometheus' text format."""
+        body, content_type = metrics.render()
+        return Response(body, media_type=content_type)
+
+
+def _add_rerank_home(app: Any, rerank: RerankService | None) -> None:
+    """``/`` of a service without an index: what it serves, in JSON."""
+
+    @app.get("/", include_in_schema=False)
+    def home() -> dict[str, Any]:
+        return {
+            "service": "evirank rerank",
+            "models": rerank.names if rerank is not None else [],
+            "endpoints": ["/v1/rerank", "/v2/rerank", "/rerank", "/health", "/ready", "/metrics", "/docs"],
+        }
 
 
 def _add_page_route(app: Any, runner: SearchRunner, searcher: Searcher, config: ServeConfig) -> None:

@@ -17,6 +17,7 @@ import re
 import threading
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -207,3 +208,15 @@ def toy_searcher(
         evidence=evidence,
         info={"index": "toy", "model": "word overlap", "scorer": "toy", "aggregate": "maxp"},
     )
+
+
+def toy_ranker(delay_s: float = 0.0, fail_on: str | None = None) -> Any:
+    """A :class:`~evirank.Ranker` over the toy word-overlap model (no model files), for ``/rerank``.
+
+    Example:
+        >>> toy_ranker().rank("cats purr", ["Stocks fell.", "Cats purr."])[0].id
+        '1'
+    """
+    from evirank.ranker import Ranker
+
+    return Ranker(scorer=ToyScorer(delay_s=delay_s, fail_on=fail_on), segment="sentences", aggregate="maxp")

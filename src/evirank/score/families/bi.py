@@ -538,5 +538,6 @@ FAMILY = register_family(
         needs_model=False,
         stores_passages=True,
         recipe="evirank.train.contrastive:ContrastiveRecipe",
+        scale="cosine",
     )
 )

@@ -410,6 +410,16 @@ class ColBERT(TransformerScorer):
             "skiplist": self.skip_ids_.tolist(),
         }
 
+    def query_positions(self, query: str) -> int:
+        """The query positions MaxSim adds over (the score divided by it is a mean cosine).
+
+        With query expansion every query fills ``query_length`` positions; without, its own tokens and
+        the special and marker tokens around them.
+        """
+        self.prepare()
+        content = self.encoder_.tokenizer(str(query), add_special_tokens=False)["input_ids"]
+        return len(self._row(QUERY_SIDE, content[: self._room(QUERY_SIDE)])[0])
+
     # -- inputs ------------------------------------------------------------------------
     def _row(self, side: str, content: Sequence[int]) -> tuple[list[int], list[int]]:
         """(input ids, attention mask) of one text: markers after the first special token, and
@@ -767,5 +777,6 @@ FAMILY = register_family(
         # Token vectors are kept in the score store; a passage-vector folder (evirank embed) holds
         # one vector per passage, so the family does not read one.
         stores_passages=False,
+        scale="maxsim",
     )
 )

@@ -462,5 +462,6 @@ FAMILY = register_family(
         summary="a yes/no LLM reranker: log P(yes) of a causal LM asked in its prompt (Qwen3-Reranker)",
         claims=claims_causal_lm,
         backends=("torch",),
+        scale="log-probability",
     )
 )

@@ -420,6 +420,7 @@ FAMILY = register_family(
         summary="monoT5: 'Query: q Document: d Relevant:' through a T5, score = log P('true') vs 'false'",
         claims=_claims,
         recipe="evirank.train.seq2seq:Seq2SeqRecipe",
+        scale="log-probability",
     )
 )
 
