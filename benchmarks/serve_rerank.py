@@ -319,11 +319,13 @@ def peak_rss_mb(root: int) -> float:
 @dataclass
 class Answer:
     """One request's outcome: HTTP status (599: no answer; 598: a 200 with a malformed body),
-    seconds, and the scores by document index (empty unless it succeeded)."""
+    seconds, the scores by document index (empty unless it succeeded), and the model inputs the
+    server reports (evirank's ``passages`` per result; one per document where it says nothing)."""
 
     status: int
     seconds: float
     scores: dict[int, float]
+    inputs: int = 0
 
 
 def payload(model: str, request: Request) -> dict[str, Any]:
@@ -337,13 +339,22 @@ def payload(model: str, request: Request) -> dict[str, Any]:
     }
 
 
-def parse(body: Any, n: int) -> dict[int, float] | None:
-    """Scores by document index from a rerank answer; None when it is not a ranking of all ``n``."""
+def parse(body: Any, n: int) -> tuple[dict[int, float], int] | None:
+    """(scores by document index, model inputs) from a rerank answer; None when it is not a ranking
+    of all ``n`` documents.
+
+    Example:
+        >>> parse({"results": [{"index": 1, "relevance_score": 0.9, "passages": 3},
+        ...                    {"index": 0, "relevance_score": 0.1}]}, 2)
+        ({1: 0.9, 0: 0.1}, 4)
+    """
     try:
-        scores = {int(r["index"]): float(r["relevance_score"]) for r in body["results"]}
-    except (KeyError, TypeError, ValueError):
+        results = body["results"]
+        scores = {int(r["index"]): float(r["relevance_score"]) for r in results}
+        inputs = sum(int(r.get("passages", 1)) for r in results)
+    except (KeyError, TypeError, ValueError, AttributeError):
         return None
-    return scores if sorted(scores) == list(range(n)) else None
+    return (scores, inputs) if sorted(scores) == list(range(n)) else None
 
 
 async def ask(http: Any, path: str, body: dict[str, Any]) -> Answer:
@@ -354,13 +365,13 @@ async def ask(http: Any, path: str, body: dict[str, Any]) -> Answer:
     try:
         response = await http.post(path, json=body)
         status = response.status_code
-        scores = parse(response.json(), len(body["documents"])) if status == 200 else None
+        parsed = parse(response.json(), len(body["documents"])) if status == 200 else None
     except (httpx.HTTPError, ValueError):
-        status, scores = 599, None
+        status, parsed = 599, None
     seconds = time.perf_counter() - began
-    if status == 200 and scores is None:
-        status = 598
-    return Answer(status, seconds, scores or {})
+    if parsed is None:
+        return Answer(598 if status == 200 else status, seconds, {})
+    return Answer(status, seconds, *parsed)
 
 
 async def load(
@@ -402,6 +413,12 @@ class Row:
     @property
     def errors(self) -> int:
         return sum(a.status != 200 for a in self.answers)
+
+    @property
+    def inputs(self) -> float:
+        """Mean model inputs per answered request (passages scored; documents for infinity)."""
+        done = [a.inputs for a in self.answers if a.status == 200]
+        return statistics.fmean(done) if done else float("nan")
 
     @property
     def rate(self) -> float:
@@ -545,7 +562,7 @@ def table(measured: list[Measured], ndcg: pd.DataFrame | None) -> str:
     rows.sort(key=lambda r: (r.part != "short", r.clients, r.server != EVIRANK))
     columns = [
         "part", "server", "clients", "requests", "errors", "requests/s", "p50 ms", "p95 ms", "mean ms",
-        "server CPU ms / request", "client CPU ms / request", "nDCG@10",
+        "model inputs / request", "server CPU ms / request", "client CPU ms / request", "nDCG@10",
     ]  # fmt: skip
     lines = []
     for r in rows:
@@ -562,12 +579,13 @@ def table(measured: list[Measured], ndcg: pd.DataFrame | None) -> str:
                 _ms(r.quantile(0.5)),
                 _ms(r.quantile(0.95)),
                 _ms(statistics.fmean(ok)) if ok else "-",
+                f"{r.inputs:,.0f}" if ok else "-",
                 _ms(r.server_cpu_s / n) if n else "-",
                 f"{1000 * r.client_cpu_s / n:.1f}" if n else "-",
                 f"{means[r.server]:.4f}" if r.part == "long" and r.server in means else "",
             ]
         )
-    return markdown.table(columns, lines, align="llrrrrrrrrrr")
+    return markdown.table(columns, lines, align="llrrrrrrrrrrr")
 
 
 def verdicts(measured: list[Measured], ndcg: pd.DataFrame | None) -> list[str]:
