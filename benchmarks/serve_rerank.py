@@ -267,13 +267,27 @@ async def wait_healthy(server: Server, limit_s: float) -> float:
             with contextlib.suppress(httpx.HTTPError):
                 response = await http.get("/health")
                 if response.status_code == 200:
-                    server.info = response.text[:300]
+                    server.info = health_summary(response.text)
                     return time.monotonic() - began
             await asyncio.sleep(0.5)
     raise SystemExit(
         f"the {server.name} server at {server.url} was not healthy within {limit_s:.0f} s"
         + (f"; its log ends:\n{server.log_tail()}" if server.log else "")
     )
+
+
+def health_summary(text: str) -> str:
+    """What a ``/health`` answer says about the models served (evirank's ``rerank_models``), else its
+    first 160 characters.
+
+    Example:
+        >>> health_summary('{"info": {"rerank_models": {"m": {"scorer": "cross"}}}, "limits": {}}')
+        '{"m": {"scorer": "cross"}}'
+    """
+    try:
+        return json.dumps(json.loads(text)["info"]["rerank_models"])
+    except (ValueError, KeyError, TypeError):
+        return text.strip()[:160]
 
 
 def tree_cpu_seconds(root: int) -> float:
@@ -873,7 +887,7 @@ def server_lines(measured: list[Measured]) -> list[str]:
         rss = f", peak RSS {m.peak_mb:,.0f} MB" if not np.isnan(m.peak_mb) else ""
         lines.append(
             f"{m.name}: healthy after {m.startup_s:.1f} s{rss}; {times}; load average when it started "
-            f"{m.load_at_start}; /health: {m.info.strip()[:160]}"
+            f"{m.load_at_start}; /health: {m.info}"
         )
     return lines
 
