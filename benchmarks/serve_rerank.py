@@ -32,22 +32,30 @@ Two parts, both from SciFact (real data, nothing copied into the repository):
   (the speed of a MiniLM cross-encoder does not depend on its weights).
 
 The trained model: ``--train DIR`` runs peers.py's quick SciFact recipe (``evirank train``, listwise,
-300 steps of 2 x 8 pairs, max length 128; about 6 minutes on 2 cores) after making the BM25 runs it
-needs (an index of SciFact in ``--work``, 15 s), i.e.::
+300 steps of 2 x 8 pairs, max length 128) after making the BM25 run it needs (an index of SciFact in
+``--work``, 15 s), and keeps the model in DIR for later runs (``--model DIR``). On the 2-core machine
+training ran at about 1 s a step when idle (some 6 minutes) and took 40 minutes with the machine
+shared with other work, so train once and pass ``--model``. By hand (``$SF`` the SciFact folder,
+``$RUN`` the BM25 run of its train claims)::
 
     evirank index --corpus $SF --index /tmp/evirank-serve-rerank/scifact-index
     evirank search --index /tmp/evirank-serve-rerank/scifact-index --topics $SF --split train --k 100 \\
-        --output /tmp/evirank-serve-rerank/scifact-train.bm25.txt
+        --output $RUN
     evirank train --output DIR --evidence $SF/queries.jsonl $SF/evidence/train.jsonl \\
         $SF/qrels/train.tsv $RUN $SF --documents $SF/queries.jsonl $SF/qrels/train.tsv $RUN $SF \\
         --negatives-per-query 10 --negative-depth 20 --max-passages 1 --evidence-title \\
         --evidence-gold-only --validation-fraction 0 --loss listwise --group-size 8 --batch-size 2 \\
         --epochs 1 --max-steps 300 --max-length 128 --lr 4e-5 --model-threads 2
 
+How long it takes on 2 cores, with the defaults: building infinity's environment 45 s (once); per
+server, start-up 6-15 s, the short part 2 minutes, the long part 4 minutes (evirank, which scores
+every sentence) or 1 minute (infinity, one truncated input per document): about 12 minutes in all.
+
 Usage (from the repository root):
     HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/serve_rerank.py --train ~/models/minilm-scifact
     HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/serve_rerank.py --model DIR --requests 40 --queries 10
     HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/serve_rerank.py --skip-peer --evirank-url http://127.0.0.1:8000
+    HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/serve_rerank.py --skip-evirank --requests 10
 """
 
 from __future__ import annotations
@@ -663,7 +671,9 @@ def concurrency_levels(text: str) -> list[int]:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     parser.add_argument("--model", help="a cross-encoder folder (default: MiniLM with a seeded random head)")
     parser.add_argument("--train", metavar="DIR", help="train a SciFact cross-encoder into DIR first (kept)")
     parser.add_argument("--model-name", default="minilm-cross", help="the name both servers serve it under")
