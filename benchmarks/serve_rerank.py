@@ -897,7 +897,7 @@ def server_lines(measured: list[Measured]) -> list[str]:
         rss = f", peak RSS {m.peak_mb:,.0f} MB" if not np.isnan(m.peak_mb) else ""
         lines.append(
             f"{m.name}: healthy after {m.startup_s:.1f} s{rss}; {times}; load average when it started "
-            f"{m.load_at_start}; /health: {m.info}"
+            f"{m.load_at_start}; /health: {m.info.replace(str(Path.home()), '~')}"
         )
     return lines
 
