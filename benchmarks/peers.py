@@ -125,27 +125,45 @@ WORKER = Path(__file__).with_name("_peer_worker.py")
 def peer_venv(folder: Path) -> Path:
     """The peer environment's python: built once in ``folder`` (pip from PyPI), then reused.
 
-    This environment's torch is linked into it (a ``.pth`` entry after its own packages), so the
-    peers run the same torch and nothing of torch is downloaded; ONNX Runtime and OpenVINO are
-    pinned to this environment's versions, so both sides run the same engines.
+    This environment's torch is linked into it (:func:`venv_with_torch`), so the peers run the same
+    torch and nothing of torch is downloaded; ONNX Runtime and OpenVINO are pinned to this
+    environment's versions, so both sides run the same engines.
     """
     import onnxruntime
     import openvino
-    import torch
 
     wanted = [
         *PEER_REQUIREMENTS,
         f"onnxruntime=={onnxruntime.__version__}",
         f"openvino=={openvino.__version__.split('-')[0]}",
     ]
-    spec = {"requirements": wanted, "torch": torch.__version__, "python": sys.version.split()[0]}
-    marker = folder / "evirank-peers.json"
+    return venv_with_torch(folder, wanted, "evirank-peers.json")
+
+
+def venv_with_torch(folder: Path, requirements: list[str], marker_name: str) -> Path:
+    """A virtual environment's python with ``requirements`` and this environment's torch, built once.
+
+    The torch of the running interpreter is linked in (a ``.pth`` entry after the new environment's
+    own packages), so pip sees it installed and downloads nothing of torch (an unpinned torch pulls
+    gigabytes of CUDA packages). The environment is built in a temporary folder beside ``folder``
+    and renamed into place; a marker file (``marker_name``) records what it was built with, and a
+    later call with the same requirements, torch and Python reuses it.
+
+    Example:
+        >>> python = venv_with_torch(Path("~/.cache/evirank/x-venv").expanduser(), ["tqdm"], "x.json")
+        ... # doctest: +SKIP
+    """
+    import torch
+
+    spec = {"requirements": requirements, "torch": torch.__version__, "python": sys.version.split()[0]}
+    marker = folder / marker_name
     python = folder / "bin" / "python"
     if marker.is_file() and json.loads(marker.read_text()) == spec and python.exists():
         return python
-    logging.warning("building the peer environment in %s (once; pip from PyPI, a few minutes)", folder)
+    logging.warning("building a peer environment in %s (once; pip from PyPI, a few minutes)", folder)
     started = time.perf_counter()
-    work = Path(tempfile.mkdtemp(prefix=".peers-venv-", dir=folder.parent))
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
     try:
         subprocess.run([sys.executable, "-m", "venv", str(work)], check=True)
         link = work / "torch-link"
@@ -163,11 +181,11 @@ def peer_venv(folder: Path) -> Path:
                 "install",
                 "--quiet",
                 "--disable-pip-version-check",
-                *wanted,
+                *requirements,
             ],
             check=True,
         )
-        (work / "evirank-peers.json").write_text(json.dumps(spec, indent=1))
+        (work / marker_name).write_text(json.dumps(spec, indent=1))
         shutil.rmtree(folder, ignore_errors=True)
         os.replace(work, folder)
     except BaseException:
@@ -394,7 +412,7 @@ def train_command(folder: Path, sf: str, train_run: str, threads: int) -> list[s
         "--evidence-title", "--evidence-gold-only", "--validation-fraction", "0",
         "--loss", "listwise", "--group-size", "8", "--batch-size", "2",
         "--epochs", "1", "--max-steps", "300", "--max-length", "128", "--lr", "4e-5",
-        "--threads", str(threads),
+        "--model-threads", str(threads),
     ]  # fmt: skip
 
 
