@@ -458,67 +458,34 @@ class Ranker:
         result = Rerank(segmenter, self.scorer, aggregator, depth=depth, passage_stages=cascade).run(run)
         passages = result.passages
         terms = aggregator.terms(passages)
-        return [
-            self._results(str(i), given[i], result.run, passages, terms, score_lists is not None, top)
-            for i in range(len(queries))
-        ]
+        grouped = _Grouped.of(result.run, passages, terms, score_lists is not None)
+        return [self._results(str(i), given[i], grouped, top) for i in range(len(queries))]
 
     def _results(
-        self,
-        qid: str,
-        docs: Mapping[str, Mapping[str, Any]],
-        run: pd.DataFrame,
-        passages: pd.DataFrame,
-        terms: pd.DataFrame,
-        has_first_stage: bool,
-        top: int | None,
+        self, qid: str, docs: Mapping[str, Mapping[str, Any]], grouped: _Grouped, top: int | None
     ) -> list[RankedDocument]:
-        ranked = run[run[QID].astype(str) == qid].sort_values(RANK, kind="mergesort")
+        ranked = grouped.runs.get(qid, [])
         if top is not None:
-            ranked = ranked.head(top)
-        mine = passages[passages[QID].astype(str) == qid]
-        by_doc = {docno: rows for docno, rows in mine.groupby(DOCNO, sort=False)}
-        term_rows = {
-            docno: rows for docno, rows in terms[terms[QID].astype(str) == qid].groupby(DOCNO, sort=False)
-        }
+            ranked = ranked[:top]
         out = []
-        for row in ranked.itertuples(index=False):
-            docno = str(getattr(row, DOCNO))
+        for docno, rank, score, first in ranked:
             doc = docs[docno]
-            rows = by_doc.get(docno)
+            rows = grouped.passages.get((qid, docno))
             evidence: list[Evidence] = []
-            if rows is not None and self.show_passages:
-                ordered = rows.sort_values(PID, kind="mergesort")
-                spans = locate_passages([str(t) for t in ordered[TEXT]], doc["title"], doc["text"])
-                located = dict(zip((int(p) for p in ordered[PID]), spans, strict=True))
-                best = rows.sort_values([SCORE, PID], ascending=[False, True], kind="mergesort").head(
-                    self.show_passages
-                )
-                for pid, text, score in zip(best[PID], best[TEXT], best[SCORE], strict=True):
-                    fld, start, end = located[int(pid)]
-                    evidence.append(Evidence(int(pid), str(text), float(score), fld, start, end))
-            doc_terms = term_rows.get(docno)
-            score_terms = (
-                ()
-                if doc_terms is None
-                else tuple(
-                    ScoreTerm(str(t), float(w), float(v), float(c))
-                    for t, w, v, c in zip(
-                        doc_terms["term"],
-                        doc_terms["weight"],
-                        doc_terms["value"],
-                        doc_terms["contribution"],
-                        strict=True,
-                    )
-                )
-            )
-            first = float(getattr(row, FIRST_STAGE_SCORE)) if has_first_stage else None
+            if rows and self.show_passages:
+                ordered = sorted(rows, key=lambda r: r[0])  # by pid (stable)
+                spans = locate_passages([text for _, text, _ in ordered], doc["title"], doc["text"])
+                located = {pid: span for (pid, _, _), span in zip(ordered, spans, strict=True)}
+                best = sorted(rows, key=lambda r: (-r[2], r[0]))[: self.show_passages]
+                for pid, text, passage_score in best:
+                    fld, start, end = located[pid]
+                    evidence.append(Evidence(pid, text, passage_score, fld, start, end))
             out.append(
                 RankedDocument(
                     id=docno,
-                    rank=int(getattr(row, RANK)),
-                    score=float(getattr(row, SCORE)),
-                    terms=score_terms,
+                    rank=rank,
+                    score=score,
+                    terms=tuple(grouped.terms.get((qid, docno), ())),
                     evidence=tuple(evidence),
                     document=doc,
                     first_stage_score=first,
@@ -526,6 +493,65 @@ class Ranker:
                 )
             )
         return out
+
+
+@dataclass
+class _Grouped:
+    """A re-ranking's run, passages and score terms, grouped once by query (and document) as plain
+    Python values, so each query's results are read without filtering the frames again.
+
+    Attributes:
+        runs: per qid, (docno, rank, score, first-stage score or None), best first.
+        passages: per (qid, docno), (pid, text, score) in the passages frame's order.
+        terms: per (qid, docno), the score's terms in the terms frame's order.
+    """
+
+    runs: dict[str, list[tuple[str, int, float, float | None]]]
+    passages: dict[tuple[str, str], list[tuple[int, str, float]]]
+    terms: dict[tuple[str, str], list[ScoreTerm]]
+
+    @classmethod
+    def of(
+        cls, run: pd.DataFrame, passages: pd.DataFrame, terms: pd.DataFrame, first_stage: bool
+    ) -> _Grouped:
+        ordered = run.sort_values([QID, RANK], kind="mergesort")
+        runs: dict[str, list[tuple[str, int, float, float | None]]] = {}
+        firsts = ordered[FIRST_STAGE_SCORE].tolist() if first_stage else [None] * len(ordered)
+        for qid, docno, rank, score, first in zip(
+            ordered[QID].astype(str).tolist(),
+            ordered[DOCNO].astype(str).tolist(),
+            ordered[RANK].tolist(),
+            ordered[SCORE].tolist(),
+            firsts,
+            strict=True,
+        ):
+            runs.setdefault(qid, []).append(
+                (docno, int(rank), float(score), None if first is None else float(first))
+            )
+        by_doc: dict[tuple[str, str], list[tuple[int, str, float]]] = {}
+        for qid, docno, pid, text, score in zip(
+            passages[QID].astype(str).tolist(),
+            passages[DOCNO].astype(str).tolist(),
+            passages[PID].tolist(),
+            passages[TEXT].tolist(),
+            passages[SCORE].tolist(),
+            strict=True,
+        ):
+            by_doc.setdefault((qid, docno), []).append((int(pid), str(text), float(score)))
+        by_term: dict[tuple[str, str], list[ScoreTerm]] = {}
+        for qid, docno, name, weight, value, contribution in zip(
+            terms[QID].astype(str).tolist(),
+            terms[DOCNO].astype(str).tolist(),
+            terms["term"].tolist(),
+            terms["weight"].tolist(),
+            terms["value"].tolist(),
+            terms["contribution"].tolist(),
+            strict=True,
+        ):
+            by_term.setdefault((qid, docno), []).append(
+                ScoreTerm(str(name), float(weight), float(value), float(contribution))
+            )
+        return cls(runs, by_doc, by_term)
 
 
 def rank(

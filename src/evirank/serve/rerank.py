@@ -458,7 +458,7 @@ class RerankService(RerankFront):
             described[name] = {
                 "scorer": getattr(scorer, "family", type(scorer).__name__),
                 "model": str(getattr(scorer, "model", None) or "default"),
-                "segment": str(getattr(ranker, "segment", None)),
+                "segment": str(getattr(ranker, "segment", None) or getattr(spec, "default_segment", None)),
                 "aggregate": str(getattr(getattr(spec, "aggregate", None), "spec", None)),
                 "scale": score_scale(ranker),
             }
