@@ -862,7 +862,11 @@ def describe(
         f"({', '.join(THREAD_VARIABLES)} = {args.threads}; evirank --model-threads {args.threads})",
     ]
     for name, (url, command, _) in plans.items():
-        shown = shlex.join(command).replace(str(Path.home()), "~") if command else f"already running at {url}"
+        shown = (
+            shlex.join(command).replace(str(REPO) + "/", "").replace(str(Path.home()), "~")
+            if command
+            else f"already running at {url}"
+        )
         details.append(f"{name}: `{shown}`")
     if args.peer_versions:
         details.append(
