@@ -265,36 +265,33 @@ def _document(job: RerankJob, index: int) -> dict[str, Any]:
     return {"text": sent}
 
 
-def _shown(outcome: RerankOutcome, options: Options) -> tuple[Hit, ...]:
-    return outcome.hits if options.top_n is None else outcome.hits[: options.top_n]
-
-
-def _respond_v1(outcome: RerankOutcome, job: RerankJob, options: Options) -> dict[str, Any]:
+def _cohere_results(outcome: RerankOutcome, job: RerankJob, options: Options) -> list[dict[str, Any]]:
+    """Cohere's (and Jina's) results: the best ``top_n``, each with its relevance, the document when
+    asked, and evirank's additions."""
+    shown = outcome.hits if options.top_n is None else outcome.hits[: options.top_n]
     results = []
-    for hit in _shown(outcome, options):
+    for hit in shown:
         result: dict[str, Any] = {"index": hit.index, "relevance_score": hit.relevance}
         if options.return_documents:
             result["document"] = _document(job, hit.index)
         results.append({**result, **_extras(hit)})
+    return results
+
+
+def _respond_v1(outcome: RerankOutcome, job: RerankJob, options: Options) -> dict[str, Any]:
     return {
         "id": str(uuid.uuid4()),
         "model": outcome.model,
-        "results": results,
+        "results": _cohere_results(outcome, job, options),
         "meta": {"api_version": {"version": "1"}, "billed_units": {"search_units": 1}},
         "usage": {"total_tokens": outcome.tokens, "prompt_tokens": outcome.tokens},
     }
 
 
 def _respond_v2(outcome: RerankOutcome, job: RerankJob, options: Options) -> dict[str, Any]:
-    results = []
-    for hit in _shown(outcome, options):
-        result: dict[str, Any] = {"index": hit.index, "relevance_score": hit.relevance}
-        if options.return_documents:
-            result["document"] = _document(job, hit.index)
-        results.append({**result, **_extras(hit)})
     return {
         "id": str(uuid.uuid4()),
-        "results": results,
+        "results": _cohere_results(outcome, job, options),
         "meta": {"api_version": {"version": "2"}, "billed_units": {"search_units": 1}},
     }
 
