@@ -233,3 +233,19 @@ def test_micro_batcher_bounds_a_batch_by_the_items_size() -> None:
     assert [f.result(5) for f in futures] == [1, 4, 4, 4, 20, 1]
     assert seen == [[1], [4, 4], [4], [20], [1]]  # never over 10, except one item alone
     batcher.close()
+
+
+def test_rerank_also_takes_the_documents_body_of_vllm_and_infinity() -> None:
+    service = RerankService({"toy": toy_ranker()})
+    answer = client(service).post("/rerank", json={"model": "m", "query": "cats purr", "documents": DOCS})
+    body = answer.json()
+    assert (
+        answer.status_code == 200
+        and body["results"][0]["index"] == 1
+        and "relevance_score" in body["results"][0]
+    )
+    bad = client(service).post("/rerank", json={"query": "cats", "documents": []})
+    assert bad.status_code == 400 and "message" in bad.json()
+    tei = client(service).post("/rerank", json={"query": "cats purr", "texts": DOCS}).json()
+    assert tei[0]["index"] == 1 and "score" in tei[0]
+    service.close()

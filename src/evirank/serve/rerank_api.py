@@ -13,7 +13,8 @@ Three shapes, one engine (:class:`~evirank.serve.rerank.RerankService`):
 * **Hugging Face TEI**, ``POST /rerank``: ``{query, texts, truncate, raw_scores, return_text,
   truncation_direction}`` -> ``[{index, score, text?}]``, best first. Errors: ``{"error",
   "error_type"}`` with TEI's status codes (422 for a request that does not validate, 413 for one too
-  large).
+  large). A body with ``documents`` instead of ``texts`` (what vLLM's and infinity's ``/rerank``
+  take) is read and answered in the Cohere v1 / Jina shape.
 
 Documents are strings, or (Cohere v1, Jina, v2) objects: ``rank_fields`` names the fields ranked
 (default ``text``, with ``title`` as the title when the object has one). Every result also carries
@@ -339,6 +340,27 @@ API: dict[str, Api] = {
     ),
 }
 """The served shapes by name."""
+
+
+def api_for_body(api: Api, body: bytes) -> Api:
+    """The shape a request body is in: TEI's ``/rerank`` also takes the Cohere/Jina body (``documents``
+    rather than ``texts``), as vLLM's and infinity's ``/rerank`` do, and answers it in that shape.
+
+    Example:
+        >>> api_for_body(API["tei"], b'{"query": "q", "documents": ["a"]}').name
+        'cohere-v1'
+        >>> api_for_body(API["tei"], b'{"query": "q", "texts": ["a"]}').name
+        'tei'
+    """
+    if api.name != "tei" or b'"documents"' not in body:
+        return api
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return api
+    if isinstance(data, dict) and "documents" in data and "texts" not in data:
+        return API["cohere-v1"]
+    return api
 
 
 def api_for_path(path: str) -> Api | None:

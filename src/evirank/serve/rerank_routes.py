@@ -25,7 +25,7 @@ from evirank.serve.access import OPEN_PATHS, key_matches
 from evirank.serve.batcher import BatcherClosed
 from evirank.serve.metrics import ServiceMetrics
 from evirank.serve.rerank import ClientGone, LimitExceeded, RerankBusy, RerankFront, UnknownModel
-from evirank.serve.rerank_api import API, Api, ApiProblem, api_for_path
+from evirank.serve.rerank_api import API, Api, ApiProblem, api_for_body, api_for_path
 
 logger = logging.getLogger(__name__)
 
@@ -102,21 +102,25 @@ def _endpoint(api: Api, service: RerankFront, metrics: ServiceMetrics | None) ->
     async def rerank(request: Request) -> Any:
         from fastapi.responses import JSONResponse, Response
 
+        shape = api
         try:
             body = await read_body(request)
-            model, job, options = api.parse(body)
+            shape = api_for_body(api, body)
+            model, job, options = shape.parse(body)
             outcome = await service.rerank(model, job, request.is_disconnected)
         except ApiProblem as exc:
-            return error_response(api, exc.status, str(exc), exc.kind)
+            return error_response(shape, exc.status, str(exc), exc.kind)
         except LimitExceeded as exc:
-            return error_response(api, 413, str(exc), "Validation")
+            return error_response(shape, 413, str(exc), "Validation")
         except UnknownModel as exc:
-            return error_response(api, api.invalid_status, str(exc), "Validation")
+            return error_response(shape, shape.invalid_status, str(exc), "Validation")
         except RerankBusy as exc:
             logger.warning("503: %s", exc)
-            return error_response(api, 503, str(exc), "Overloaded", {"Retry-After": str(exc.retry_after)})
+            return error_response(shape, 503, str(exc), "Overloaded", {"Retry-After": str(exc.retry_after)})
         except BatcherClosed:
-            return error_response(api, 503, "the server is shutting down", "Unhealthy", {"Retry-After": "5"})
+            return error_response(
+                shape, 503, "the server is shutting down", "Unhealthy", {"Retry-After": "5"}
+            )
         except ClientGone:
             return Response(status_code=499)
         except Exception as exc:  # a model failure: logged whole, answered without a traceback
@@ -127,7 +131,7 @@ def _endpoint(api: Api, service: RerankFront, metrics: ServiceMetrics | None) ->
         if metrics is not None:
             metrics.documents.inc(len(job.documents))
             metrics.passages.inc(outcome.passages)
-        return JSONResponse(api.respond(outcome, job, options))
+        return JSONResponse(shape.respond(outcome, job, options))
 
     rerank.__name__ = f"rerank_{api.name.replace('-', '_')}"
     return rerank
