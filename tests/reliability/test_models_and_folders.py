@@ -64,7 +64,7 @@ def test_a_users_folder_named_like_a_partial_build_is_left_alone(tmp_path: Path)
 def test_distilling_from_a_model_without_a_trained_relevance_head_is_refused(
     tmp_path: Path, tiny_bi_encoder_path: Path, tiny_cross_encoder_path: Path
 ) -> None:
-    from evirank.train.distill import _load_teacher
+    from evirank.train.distillation import _load_teacher
 
     with pytest.raises(
         InputFormatError, match=r"a teacher with a trained relevance head .* classifier\.bias"

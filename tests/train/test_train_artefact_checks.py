@@ -19,8 +19,7 @@ from evirank.train import TrainConfig, train_cross_encoder
 from evirank.train.trainer import CHECKPOINT_DIR
 
 pytest.importorskip("torch")
-# the module: ``evirank.train.distill`` is also the name of a function of ``evirank.train``
-distill_module = importlib.import_module("evirank.train.distill")
+distill_module = importlib.import_module("evirank.train.distillation")
 
 
 def test_a_damaged_checkpoint_is_named_and_never_resumed_from(tiny_encoder: Path, tmp_path: Path) -> None:

@@ -10,11 +10,8 @@ import pandas as pd
 import pytest
 from train_helpers import toy_examples
 
-from evirank.train import DistillConfig, TrainConfig, make_student, split_by_query
-
-# the function from its module: once ``evirank.train.distill`` (the module) has been imported in this
-# process, as other test files do, the package's attribute of that name is the module
-from evirank.train.distill import distill, margin_pairs, student_layers
+from evirank.train import DistillConfig, TrainConfig, distill, make_student, split_by_query
+from evirank.train.distillation import margin_pairs, student_layers
 from evirank.train.trainer import TRAIN_JSON
 
 torch = pytest.importorskip("torch")

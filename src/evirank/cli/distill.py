@@ -92,7 +92,7 @@ def parse_layers(items: Sequence[str]) -> tuple[int, ...]:
 
 def run(args: argparse.Namespace) -> int:
     """Build the pairs, distil, and print the comparison as JSON on stdout."""
-    from evirank.train.distill import distill
+    from evirank.train.distillation import distill
     from evirank.train.trainer import check_train_output
 
     check_train_output(args.output, overwrite=args.overwrite, resume=args.resume)  # before any work

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from evirank.train.classifier import train_cross_encoder
     from evirank.train.config import DistillConfig, TrainConfig
     from evirank.train.contrastive import train_bi_encoder
-    from evirank.train.distill import DistillResult, distill, make_student
+    from evirank.train.distillation import DistillResult, distill, make_student
     from evirank.train.estimator import FineTunedCrossEncoder
     from evirank.train.examples import (
         EXAMPLE_COLUMNS,
@@ -43,9 +43,9 @@ _WHERE = {
     "DistillConfig": "config",
     "TrainConfig": "config",
     "train_bi_encoder": "contrastive",
-    "DistillResult": "distill",
-    "distill": "distill",
-    "make_student": "distill",
+    "DistillResult": "distillation",
+    "distill": "distillation",
+    "make_student": "distillation",
     "FineTunedCrossEncoder": "estimator",
     **dict.fromkeys(
         (

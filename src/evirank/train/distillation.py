@@ -13,7 +13,7 @@ After training, the teacher and the student are measured side by side (validatio
 and pairs per second), and the report goes into the student's ``evirank-train.json``.
 
 Example:
-    >>> from evirank.train.distill import distill  # doctest: +SKIP
+    >>> from evirank.train.distillation import distill  # doctest: +SKIP
     >>> result = distill("models/minilm-mb", examples, DistillConfig(num_layers=3),
     ...                  "models/minilm-mb-l3", validation=validation)  # doctest: +SKIP
     >>> result.report["speedup"]  # doctest: +SKIP
