@@ -71,6 +71,8 @@ OPTIONS = "options"
 
 #: The engines a scorer can run on (each family says which of them it supports).
 BACKENDS = ("torch", "onnx", "onnx-int8", "openvino", "openvino-int8")
+#: How a batch is laid out for the model (:mod:`evirank.score.unpadded`).
+BATCH_LAYOUTS = ("auto", "padded", "unpadded")
 #: The precisions a model can compute in.
 DTYPES = ("auto", "fp32", "bf16", "fp16")
 #: The corpus formats (:data:`evirank.io.corpus.CORPUS_FORMATS`; a test keeps the two equal, so
@@ -320,6 +322,16 @@ SETTINGS = SettingsTable(
             SCORING,
             kind=values.positive_int,
             metavar="N",
+        ),
+        Setting(
+            "batch_layout",
+            "auto",
+            "how a batch reaches the model: padded (rows x longest length), unpadded (the real tokens only, "
+            "attention within each sequence: BERT, ELECTRA, RoBERTa and XLM-R encoders on the torch "
+            "backend), or auto (unpadded on CUDA where the model supports it, else padded); scores agree "
+            "within float rounding, so both share the score store",
+            SCORING,
+            choices=BATCH_LAYOUTS,
         ),
         Setting(
             "commit_every",

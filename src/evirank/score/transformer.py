@@ -329,7 +329,9 @@ class TransformerScorer(Stage):
         if self.backend != "torch" or self.store is not None:
             raise ValueError("only the torch backend without a score store can score a model in memory")
         self._set_up(None, tokenizer, model.config)
-        self.backend_ = TorchBackend.adopting(model, self.task, self.device_, self.precision_)
+        backend = TorchBackend.adopting(model, self.task, self.device_, self.precision_)
+        backend.use_layout(self.runtime.batch_layout)
+        self.backend_ = backend
         self.load_s_ = 0.0
 
     def passage_budget(self) -> tuple[Any, int]:
@@ -376,6 +378,7 @@ class TransformerScorer(Stage):
                     self.precision_,
                     threads=self.runtime.model_threads,
                 )
+            backend.use_layout(self.runtime.batch_layout)
             self.backend_ = backend
             self.load_s_ = time.perf_counter() - started  # reported by evirank rerank's stage timings
             logger.info(
