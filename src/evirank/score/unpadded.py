@@ -28,8 +28,8 @@ Example:
     >>> packed = pack(TokenBatch(np.array([[7, 8, 9], [5, 6, 0]]), np.array([[1, 1, 1], [1, 1, 0]])))
     >>> packed.input_ids.tolist(), packed.cu_seqlens.tolist(), packed.max_len
     ([7, 8, 9, 5, 6], [0, 3, 5], 3)
-    >>> packed.positions.tolist(), packed.slots.tolist(), packed.padding_fraction
-    ([0, 1, 2, 0, 1], [0, 1, 2, 3, 4], 0.0)
+    >>> packed.positions.tolist(), packed.slots.tolist(), round(packed.padding_fraction, 3)
+    ([0, 1, 2, 0, 1], [0, 1, 2, 3, 4], 0.167)
 """
 
 from __future__ import annotations
