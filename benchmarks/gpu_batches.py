@@ -135,22 +135,26 @@ class Row:
 
 
 def timed(
-    call: Callable[[int], np.ndarray], warmup: int, n: int, rounds: int, device: int
+    call: Callable[[int], np.ndarray], warmup: int, n: int, rounds: int, device: int, row_seconds: float
 ) -> tuple[np.ndarray, list[float], float]:
-    """One warm-up call on ``warmup`` items, then ``rounds`` timed calls on ``n``: (output of the
-    last, items/s of each, mean GPU utilisation during the timed calls)."""
+    """One warm-up call on ``warmup`` items, then up to ``rounds`` timed calls on ``n`` (no new one
+    once the timed calls took ``row_seconds``): (output of the last, items/s of each, mean GPU
+    utilisation during the timed calls)."""
     import torch
 
     call(warmup)
     torch.cuda.synchronize()
-    rates = []
+    rates: list[float] = []
     out = np.array([])
+    spent = 0.0
     with Utilisation(device) as busy:
-        for _ in range(rounds):
+        while len(rates) < rounds and (not rates or spent < row_seconds):
             started = time.perf_counter()
             out = call(n)
             torch.cuda.synchronize()
-            rates.append(n / (time.perf_counter() - started))
+            took = time.perf_counter() - started
+            spent += took
+            rates.append(n / took)
     return out, rates, busy.mean()
 
 
@@ -161,15 +165,16 @@ def _cell(value: float, fmt: str) -> str:
 def table(rows: list[Row], peak: float) -> list[str]:
     """The Markdown table of ``rows`` (``peak``: FLOP/s)."""
     lines = [
-        "| setting | items/s median | best | GPU busy % (nvidia-smi) | model TFLOP/s (best) | % of bf16 peak "
-        "| max abs diff vs evirank fp32 |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| setting | items/s median | best | calls | GPU busy % (nvidia-smi) | model TFLOP/s (best) "
+        "| % of bf16 peak | max abs diff vs evirank fp32 |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for row in rows:
         best = max(row.rates)
         achieved = row.flops_per_item * best if row.flops_per_item else float("nan")
         lines.append(
-            f"| {row.label} | {row.median:,.0f} {row.unit}/s | {best:,.0f} | {_cell(row.utilisation, '.0f')} "
+            f"| {row.label} | {row.median:,.0f} {row.unit}/s | {best:,.0f} | {len(row.rates)} "
+            f"| {_cell(row.utilisation, '.0f')} "
             f"| {_cell(achieved / 1e12, '.1f')} | {_cell(100 * achieved / peak, '.1f')} "
             f"| {_cell(row.diff, '.1e')} |"
         )
@@ -185,7 +190,13 @@ def main() -> None:
         "--st-pairs", type=int, default=30_000, help="pairs timed per sentence-transformers call"
     )
     parser.add_argument("--warmup", type=int, default=10_000, help="pairs of the warm-up call")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=2, help="timed calls per row (at most)")
+    parser.add_argument(
+        "--row-seconds",
+        type=float,
+        default=20.0,
+        help="no further timed call once a row's timed calls took this long (keeps the run short)",
+    )
     parser.add_argument("--budgets", type=int, nargs=2, default=[65536, 262144], help="tokens per batch")
     parser.add_argument(
         "--layouts", nargs="+", default=["padded", "unpadded"], choices=["padded", "unpadded"]
@@ -222,7 +233,7 @@ def run_table(args: argparse.Namespace) -> None:
 
     def measure(label: str, call: Callable[[int], np.ndarray], n: int, **extra: object) -> None:
         nonlocal reference
-        out, rates, busy = timed(call, min(args.warmup, n), n, args.rounds, args.device)
+        out, rates, busy = timed(call, min(args.warmup, n), n, args.rounds, args.device, args.row_seconds)
         if reference is None:
             reference = out
         diff = float(np.abs(out - reference[: len(out)]).max()) if extra.get("unit") is None else float("nan")
@@ -303,8 +314,9 @@ def print_table(
             "next to sentence-transformers",
             f"pairs: {len(lengths):,} from {Path(args.pairs_file).name}, {lengths.mean():.1f} tokens a pair "
             f"(max {lengths.max()}); sentence-transformers timed on the first {st_pairs:,}",
-            f"one warm-up call on {args.warmup:,} pairs, then {args.rounds} timed calls; GPU busy: the "
-            "mean of nvidia-smi's utilisation.gpu sampled every 200 ms during the timed calls",
+            f"one warm-up call on {args.warmup:,} pairs, then up to {args.rounds} timed calls (calls: "
+            f"how many; none after {args.row_seconds:g} s); GPU busy: the mean of nvidia-smi's "
+            "utilisation.gpu sampled every 200 ms during the timed calls",
             f"model FLOP/s: {gflop:.2f} GFLOP a pair (forward, real tokens) x best pairs/s; peak: "
             f"{args.peak_tflops:g} TFLOP/s dense bf16 (--peak-tflops)",
             "padding in evirank's padded batches: "

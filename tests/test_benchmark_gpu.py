@@ -88,5 +88,5 @@ def test_the_table_shows_rates_utilisation_and_the_share_of_the_peak() -> None:
         Row("embed", [5_000.0], float("nan"), float("nan"), unit="passages"),
     ]
     lines = table(rows, peak=989e12)
-    assert lines[2] == "| evirank bf16 | 110,000 pairs/s | 120,000 | 88 | 156.0 | 15.8 | 0.0e+00 |"
-    assert lines[3] == "| embed | 5,000 passages/s | 5,000 | - | - | - | - |"
+    assert lines[2] == "| evirank bf16 | 110,000 pairs/s | 120,000 | 2 | 88 | 156.0 | 15.8 | 0.0e+00 |"
+    assert lines[3] == "| embed | 5,000 passages/s | 5,000 | 1 | - | - | - | - |"
