@@ -242,7 +242,8 @@ class PairScorer(TransformerScorer):
                 template=template,
             )
 
-        self._run_batches(len(todo), tokenize, build, consume, stats, desc=self.family)
+        # chunks cut by the pairs' places among all, as a Ray job cuts its blocks (same batches, same bits)
+        self._run_batches(len(todo), tokenize, build, consume, stats, desc=self.family, positions=todo)
 
     def _score_pairs_on_ray(
         self,

@@ -497,6 +497,12 @@ class TransformerScorer(Stage):
         """Empty counters, for work done outside :meth:`transform` (a Ray actor's blocks)."""
         return ScoringStats()
 
+    def engine_threads(self) -> int:
+        """The CPU threads the model runs with in this process: ``model_threads``, else the engine's
+        default. A model replica elsewhere (a Ray actor) is given the same count: sums in a matrix
+        product are grouped by thread, so another count can change a score's last bits."""
+        return self.runtime.model_threads or get_backend(self.backend).default_threads()
+
     def worker_state(self) -> dict[str, Any]:
         """The parameters a model replica elsewhere (a Ray actor) is rebuilt from: no store, no Ray."""
         return {**self.__getstate__(), "runtime": self.runtime.with_changes(store=None, ray=None)}
@@ -517,10 +523,12 @@ class TransformerScorer(Stage):
         consume: Callable[[np.ndarray, np.ndarray], None],
         stats: ScoringStats,
         desc: str,
+        positions: np.ndarray | None = None,
     ) -> None:
         """Run the model over items ``0 .. n_items - 1`` in token-budget batches.
 
-        Items are taken in chunks of :attr:`chunk_items` in input order; a background thread
+        Items are taken in chunks of :attr:`chunk_items` in input order (by ``positions // chunk_items``
+        when given: the items' places among all, as a Ray job cuts its blocks); a background thread
         tokenises a chunk, sorts it by length into token-budget batches, pads each batch and hands
         it to the backend's ``prepare`` (pinned memory on CUDA) while the model runs the batch
         before: tokenisation overlaps with compute.
@@ -532,15 +540,17 @@ class TransformerScorer(Stage):
             consume: (item indices, model output rows) -> None; called after every batch.
             stats: updated in place.
             desc: progress bar label.
+            positions: increasing places of the items among all (default: ``0 .. n_items - 1``).
         """
         backend = self.load()
         budget, multiple = self.batch_tokens_, backend.pad_multiple
 
         def produce() -> Iterator[tuple[np.ndarray, tuple[int, int], Any, float, float]]:
             size = max(1, int(self.chunk_items))
-            for start in range(0, n_items, size):
+            places = np.arange(n_items, dtype=np.int64) if positions is None else np.asarray(positions)
+            cuts = np.flatnonzero(np.diff(places // size)) + 1
+            for chunk in np.split(np.arange(n_items, dtype=np.int64), cuts) if n_items else []:
                 t0 = time.perf_counter()
-                chunk = np.arange(start, min(start + size, n_items), dtype=np.int64)
                 lengths = tokenize(chunk)
                 tokenize_s = time.perf_counter() - t0
                 for rows in token_budget_batches(lengths, budget, multiple):

@@ -503,7 +503,7 @@ class YesNoReranker(PairScorer):
             rows = [ids.pop(int(i)) for i in items]
             return self.encoder_.pair_batch(rows, [[] for _ in rows], pad_multiple, template=_AS_IS)
 
-        self._run_batches(len(todo), tokenize, build, consume, stats, desc=self.family)
+        self._run_batches(len(todo), tokenize, build, consume, stats, desc=self.family, positions=todo)
 
     @property
     def task(self) -> YesNoHead:  # type: ignore[override]
