@@ -117,6 +117,8 @@ def run(args: argparse.Namespace) -> int:
     docs = read_documents(args.docs)
     first_stage = first_stage_scores(docs, args.first_stage_key, args.docs)
     settings = {name: getattr(args, name) for name in IN_MEMORY if name not in ("model", "scores")}
+    if first_stage is None:  # no first stage: the evidence alone, as --alpha's help says (and the API)
+        settings["alpha"] = None
     ranker = Ranker(args.model, store=args.scores, show_passages=args.show_passages, **settings)
     ranked = ranker.rank(args.query, docs, first_stage_scores=first_stage, top=args.top or None)
     out = sys.stdout

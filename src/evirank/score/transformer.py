@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from evirank.config import BlockRunner, Runtime
-from evirank.errors import InputFormatError
+from evirank.errors import ArgumentError, InputFormatError
 from evirank.extras import require
 from evirank.frames import QUERY, TEXT
 from evirank.progress import progress_bar
@@ -100,6 +100,13 @@ class DistinctPairs:
     @classmethod
     def of(cls, frame: pd.DataFrame) -> DistinctPairs:
         """Factorise the query and text columns of ``frame``."""
+        for column in (QUERY, TEXT):
+            bad = frame[column].isna().to_numpy(dtype=bool)
+            if bad.any():
+                raise ArgumentError(
+                    f"the {column!r} column: expected text in every row, found a missing value "
+                    f"(None or NaN) in row {int(np.flatnonzero(bad)[0])} ({int(bad.sum())} such row(s))"
+                )
         q_codes, q_uniq = pd.factorize(frame[QUERY].astype(str), sort=False)
         p_codes, p_uniq = pd.factorize(frame[TEXT].astype(str), sort=False)
         n_texts = max(len(p_uniq), 1)
@@ -190,7 +197,12 @@ class TransformerScorer(Stage):
                 f"found {type(runtime).__name__}"
             )
         if runtime.max_length is not None and runtime.max_length < 8:
-            raise ValueError(f"max_length must be at least 8 tokens, found {runtime.max_length}")
+            raise ArgumentError(f"max_length: expected at least 8 tokens, found {runtime.max_length}")
+        if isinstance(model, bool) or not isinstance(model, str | os.PathLike) or not str(model).strip():
+            raise ArgumentError(
+                f"model: expected a Hugging Face id or a model folder (a non-empty string or path), "
+                f"found {model!r}"
+            )
         get_backend(runtime.backend)  # fail early on an unknown name
         self.model = model
         self.runtime = runtime

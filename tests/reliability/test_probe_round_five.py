@@ -1,0 +1,79 @@
+"""Cases a new user tried against the Python API and the commands, each once a failure: a bare
+Python error naming nothing, a late failure, or a silently wrong answer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from evirank import Ranker
+from evirank.aggregate import minmax_by_group
+from evirank.cli import main
+from evirank.config import Runtime
+from evirank.errors import ArgumentError
+from evirank.frames import QUERY, make_passages
+from evirank.score import BiEncoder, CrossEncoder
+
+DOCS = [{"id": "a", "text": "The cat sat on the mat."}, {"id": "b", "text": "Dogs bark at night."}]
+
+
+def test_first_stage_scores_further_apart_than_the_largest_float_are_normalised(
+    tiny_cross_encoder_path: Path,
+) -> None:
+    """[1e308, -1e308] overflowed the min-max span: the best first-stage document got NaN, ranked last."""
+    ranker = Ranker(str(tiny_cross_encoder_path), device="cpu", alpha=1.0)
+    ranked = ranker.rank("cat", DOCS, first_stage_scores=[1e308, -1e308])
+    assert [d.id for d in ranked] == ["a", "b"]
+    assert [d.score for d in ranked] == [1.0, 0.0]
+    groups = np.zeros(3, dtype=np.int64)
+    assert minmax_by_group(np.array([1e308, -1e308, 0.0]), groups).tolist() == [1.0, 0.0, 0.5]
+    values = np.array([0.1, 0.7, 0.3])
+    assert minmax_by_group(values, groups).tolist() == ((values - 0.1) / (0.7 - 0.1)).tolist()  # same bits
+
+
+def test_ranker_refuses_an_unknown_option_and_a_segment_that_is_no_segmenter_when_made(
+    tiny_cross_encoder_path: Path,
+) -> None:
+    with pytest.raises(ArgumentError, match=r"batchsize: not an option of the cross family \(its options: "):
+        Ranker(str(tiny_cross_encoder_path), device="cpu", batchsize=3)  # a TypeError of CrossEncoder
+    with pytest.raises(ArgumentError, match=r"segment: expected a segmenter spec .* found int"):
+        Ranker(str(tiny_cross_encoder_path), device="cpu", segment=5)  # an AttributeError at rank()
+
+
+def test_scorers_check_their_arguments_at_the_door(
+    tiny_cross_encoder_path: Path, tiny_bi_encoder_path: Path
+) -> None:
+    with pytest.raises(ArgumentError, match=r"^model: expected a Hugging Face id or a model folder"):
+        CrossEncoder(None, Runtime(device="cpu"))  # type: ignore[arg-type]
+    with pytest.raises(ArgumentError, match=r"^query_max_tokens: expected a positive integer, found 0"):
+        CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu"), query_max_tokens=0)
+    frame = make_passages([("1", "d1", 0, "the cat sat")])
+    frame[QUERY] = None
+    with pytest.raises(
+        ArgumentError, match=r"the 'query' column: expected text in every row, found a missing"
+    ):
+        CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu"))(frame)  # an IndexError
+    bi = BiEncoder(tiny_bi_encoder_path, Runtime(device="cpu"))
+    with pytest.raises(ArgumentError, match=r"^texts: expected a list of strings, found str"):
+        bi.embed("one text")  # type: ignore[arg-type]
+    with pytest.raises(
+        ArgumentError, match=r"^texts: expected a list of strings, found a list holding NoneType"
+    ):
+        bi.embed([None])  # type: ignore[list-item]
+
+
+def test_rank_without_first_stage_scores_ranks_by_the_evidence_alone_as_the_api_does(
+    tiny_cross_encoder_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command mixed a first stage that was not there (0.2 x 0) into every score."""
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(json.dumps(d) + "\n" for d in DOCS))
+    args = ["-q", "rank", "--query", "cat", "--docs", str(docs), "--model", str(tiny_cross_encoder_path)]
+    assert main([*args, "--device", "cpu", "--json"]) == 0
+    shown = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    expected = Ranker(str(tiny_cross_encoder_path), device="cpu").rank("cat", DOCS)
+    assert [d["score"] for d in shown] == [d.score for d in expected]
+    assert all(term["name"] != "first stage" for d in shown for term in d["terms"])
