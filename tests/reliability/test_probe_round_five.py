@@ -77,3 +77,38 @@ def test_rank_without_first_stage_scores_ranks_by_the_evidence_alone_as_the_api_
     expected = Ranker(str(tiny_cross_encoder_path), device="cpu").rank("cat", DOCS)
     assert [d["score"] for d in shown] == [d.score for d in expected]
     assert all(term["name"] != "first stage" for d in shown for term in d["terms"])
+
+
+HELD_BY_A_THREAD = """
+import sys, threading, time
+from evirank.score import open_store
+
+def worker():
+    store = open_store(sys.argv[1])  # held by a thread still running at exit, as a service's are
+    store.register("f" * 64, kind="cross", description={})
+    store.put("f" * 64, [b"q" * 16], [b"p" * 16], [1.0])
+    ready.set()
+    time.sleep(60)
+
+ready = threading.Event()
+threading.Thread(target=worker, daemon=True).start()
+ready.wait()
+raise KeyboardInterrupt  # Ctrl-C
+"""
+
+
+def test_a_store_held_by_a_running_thread_leaves_no_wal_or_shm_after_ctrl_c(tmp_path: Path) -> None:
+    """``serve --scores S`` left ``S-wal`` and ``S-shm`` after Ctrl-C: its threads' connections
+    were never closed."""
+    import os
+    import subprocess
+    import sys
+
+    from evirank.score import open_store
+
+    store = tmp_path / "scores.sqlite"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", HELD_BY_A_THREAD, str(store)], env=env, capture_output=True)
+    assert done.returncode != 0 and b"KeyboardInterrupt" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scores.sqlite"]
+    assert open_store(store, readonly=True).count_scores("f" * 64) == 1
