@@ -112,3 +112,29 @@ def test_a_store_held_by_a_running_thread_leaves_no_wal_or_shm_after_ctrl_c(tmp_
     assert done.returncode != 0 and b"KeyboardInterrupt" in done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scores.sqlite"]
     assert open_store(store, readonly=True).count_scores("f" * 64) == 1
+
+
+def test_a_bad_first_stage_value_in_rank_docs_names_the_document_by_its_position(
+    tiny_cross_encoder_path: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text('{"id": "a", "text": "The cat sat.", "s": "1.5"}\n{"id": "b", "text": "Dogs.", "s": 2}\n')
+    args = ["-q", "rank", "--query", "cat", "--docs", str(docs), "--first-stage-key", "s"]
+    assert main([*args, "--model", str(tiny_cross_encoder_path), "--device", "cpu"]) == 2
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert any("found '1.5' in document 'a' (position 0)" in e for e in errors), errors  # was "(the 1th)"
+
+
+def test_a_model_the_hub_cannot_provide_is_named_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    import huggingface_hub
+
+    from evirank.score.fingerprint import resolve_model_dir
+
+    def offline(*_: object, **__: object) -> None:
+        raise OSError("Cannot reach the Hub.\nAn error happened while trying to locate the files.\n")
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
+    with pytest.raises(FileNotFoundError) as caught:
+        resolve_model_dir("no-such-org/no-model")
+    assert "\n" not in str(caught.value)
+    assert str(caught.value).startswith("no-such-org/no-model: not a local model folder")

@@ -97,14 +97,14 @@ def first_stage_scores(docs: list[dict[str, Any]], key: str | None, path: str) -
     from evirank.errors import InputFormatError
 
     scores = []
-    for position, doc in enumerate(docs, start=1):
+    for position, doc in enumerate(docs):  # counted as the Python API counts them
         value = doc.get(key)
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
             raise InputFormatError(
                 path,
                 None,
                 f"a finite number under {key!r} in every document (--first-stage-key)",
-                f"{value!r} in document {doc['id']!r} (the {position}th)",
+                f"{value!r} in document {doc['id']!r} (position {position})",
             )
         scores.append(float(value))
     return scores
