@@ -42,12 +42,18 @@ def test_a_config_that_lies_about_the_weights_is_named(
 ) -> None:
     changes, found = LIES[lie]
     folder = lying_copy(tiny_bi_encoder_path, tmp_path / "m", changes)
+    message = scoring_refused(family, folder, found)
+    assert "put the model's own config.json beside its weights" in message
+
+
+def scoring_refused(family: type, folder: Path, found: str) -> str:
+    """The message of the error that names ``folder``'s config.json when ``family`` scores with it."""
     frame = make_passages([("1", "d1", 0, "the cat sat")])
     frame[QUERY] = "cat"
     with pytest.raises(InputFormatError, match=found) as caught:
         family(folder, Runtime(device="cpu"))(frame)
     assert caught.value.path == str(folder / "config.json")
-    assert "put the model's own config.json beside its weights" in str(caught.value)
+    return str(caught.value)
 
 
 def test_a_config_that_describes_its_weights_passes(
@@ -193,9 +199,4 @@ def test_pickled_weights_are_checked_without_running_or_reading_them(
     changes, found = LIES[lie]
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**config, **changes}))
-    frame = make_passages([("1", "d1", 0, "the cat sat")])
-    frame[QUERY] = "cat"
-    with pytest.raises(InputFormatError, match=found) as caught:
-        BiEncoder(folder, Runtime(device="cpu"))(frame)
-    assert caught.value.path == str(folder / "config.json")
-    assert "pytorch_model.bin" in str(caught.value)
+    assert "pytorch_model.bin" in scoring_refused(BiEncoder, folder, found)
