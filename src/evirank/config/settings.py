@@ -510,7 +510,16 @@ SETTINGS = SettingsTable(
             kind=values.positive_int,
             metavar="N",
         ),
-        Setting("ray_cpus", 1.0, "cores per replica", RAY, kind=values.positive_float, metavar="C"),
+        Setting(
+            "ray_cpus",
+            None,
+            "cores Ray reserves per replica (default: the model's threads, --model-threads or the engine's "
+            "default; 1 with GPUs); a replica runs the model with those threads whatever is reserved, so "
+            "the run is the same with and without --ray",
+            RAY,
+            kind=values.positive_float,
+            metavar="C",
+        ),
         Setting(
             "ray_gpus", 0.0, "GPUs per replica (1 on GPUs)", RAY, kind=values.non_negative_float, metavar="G"
         ),

@@ -126,6 +126,14 @@ class Backend(ABC):
                 "only; use the torch backend, or --batch-layout auto"
             )
 
+    @classmethod
+    def default_threads(cls) -> int:
+        """The CPU threads :meth:`load` uses when given none: the cores this process may run on
+        (``$EVIRANK_NUM_THREADS`` when set)."""
+        from evirank.score.streams import default_threads
+
+        return default_threads()
+
     def prepare(self, batch: TokenBatch) -> TokenBatch:
         """Get a batch ready for :meth:`forward` (e.g. a copy in pinned memory), as a TokenBatch.
 
@@ -228,6 +236,11 @@ class TorchBackend(Backend):
     def resolve(cls, device: str, dtype: str) -> tuple[str, str]:
         resolved = resolve_device(device)
         return resolved, resolve_precision(resolved, dtype)
+
+    @classmethod
+    def default_threads(cls) -> int:
+        """torch's intra-op threads in this process (what a model loaded without ``threads`` runs with)."""
+        return int(require("torch", "torch").get_num_threads())
 
     @classmethod
     def adopting(cls, model: Any, task: Task | ModelHead, device: str, precision: str) -> TorchBackend:
