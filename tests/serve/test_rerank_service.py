@@ -249,3 +249,54 @@ def test_rerank_also_takes_the_documents_body_of_vllm_and_infinity() -> None:
     tei = client(service).post("/rerank", json={"query": "cats purr", "texts": DOCS}).json()
     assert tei[0]["index"] == 1 and "score" in tei[0]
     service.close()
+
+
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [("/v1/rerank", "message"), ("/v2/rerank", "message"), ("/rerank", "error"), ("/search", "error")],
+)
+def test_a_request_stopped_at_shutdown_is_answered_503_in_its_shape(path: str, field: str) -> None:
+    import json
+
+    from evirank.serve.rerank_routes import ServiceMiddleware
+
+    async def stopped_app(scope: object, receive: object, send: object) -> None:
+        raise asyncio.CancelledError("Task cancelled, timeout graceful shutdown exceeded")
+
+    sent: list[dict[str, object]] = []
+
+    async def send(message: dict[str, object]) -> None:
+        sent.append(message)
+
+    async def receive() -> dict[str, object]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    middleware = ServiceMiddleware(stopped_app, key=None, metrics=None, endpoints=set())
+    asyncio.run(middleware({"type": "http", "path": path, "method": "POST", "headers": []}, receive, send))
+    start, body = sent[0], sent[1]
+    assert start["status"] == 503
+    assert (b"retry-after", b"5") in list(start["headers"])  # type: ignore[call-overload]
+    assert "shutting down" in json.loads(body["body"])[field]  # type: ignore[arg-type]
+
+
+def test_a_request_stopped_after_its_answer_started_is_not_answered_twice() -> None:
+    from evirank.serve.rerank_routes import ServiceMiddleware
+
+    async def half_answered(scope: object, receive: object, send: object) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})  # type: ignore[operator]
+        raise asyncio.CancelledError
+
+    sent: list[dict[str, object]] = []
+
+    async def send(message: dict[str, object]) -> None:
+        sent.append(message)
+
+    async def receive() -> dict[str, object]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    middleware = ServiceMiddleware(half_answered, key=None, metrics=None, endpoints=set())
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(
+            middleware({"type": "http", "path": "/v2/rerank", "method": "POST", "headers": []}, receive, send)
+        )
+    assert len(sent) == 1

@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -163,6 +164,7 @@ class ServiceMiddleware:
         async def sending(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status["code"] = int(message["status"])
+                status["started"] = 1
             await send(message)
 
         try:
@@ -180,7 +182,23 @@ class ServiceMiddleware:
                     )
                     await response(scope, receive, sending)
                     return
-            await self.app(scope, receive, sending)
+            try:
+                await self.app(scope, receive, sending)
+            except asyncio.CancelledError:
+                # The server stopped the request (its grace period at shutdown ran out): answer it
+                # in its route's shape rather than leave the server's bare 500 and a traceback.
+                if "started" in status:
+                    raise
+                logger.warning("503: %s stopped before its answer was ready (shutting down)", path)
+                response = error_response(
+                    api_for_path(path),
+                    503,
+                    "the server is shutting down and stopped this request before its answer was ready; "
+                    "send it again",
+                    "Unhealthy",
+                    {"Retry-After": "5"},
+                )
+                await response(scope, receive, sending)
         finally:
             if self.metrics is not None:
                 endpoint = path if path in self.endpoints else "other"
