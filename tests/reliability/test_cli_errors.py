@@ -96,6 +96,27 @@ def test_ctrl_c_tells_what_a_rerun_does_per_command(
     assert "resumes" in interrupted_message("rerank") and "--resume" in interrupted_message("train")
 
 
+def test_an_interrupted_index_embed_says_a_complete_index_is_kept(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import json
+
+    import evirank.cli.index as index_cli
+    from evirank.lucene.index import INFO_FILE
+
+    index = tmp_path / "i"
+
+    def interrupted_while_embedding(args: object) -> int:
+        index.mkdir()
+        (index / INFO_FILE).write_text(json.dumps({"documents": 1}))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(index_cli, "run", interrupted_while_embedding)
+    assert main(["index", "--corpus", "c", "--index", str(index), "--embed"]) == 130
+    assert "the index is complete and kept" in caplog.text and "nothing was written" not in caplog.text
+    assert "embeds the rest" in interrupted_message("embed")
+
+
 def test_json_errors_are_worded_once(tmp_path: Path) -> None:
     path = tmp_path / "c.jsonl"
     path.write_text('{"_id": "a", "text": "unterminated}\n')

@@ -180,6 +180,8 @@ def fail(command: str, error: BaseException | str) -> int:
 
 INTERRUPTED = {
     "rerank": "interrupted; the scores computed so far are kept in the score store, and a rerun resumes",
+    "embed": "interrupted; the vectors embedded so far are kept, and the same command again embeds the rest",
+    "adapt": "interrupted; rerun with --resume to continue from the last checkpoint",
     "train": "interrupted; rerun with --resume to continue from the last checkpoint",
     "distill": "interrupted; rerun with --resume to continue from the last checkpoint",
     "serve": "stopped",
@@ -187,13 +189,22 @@ INTERRUPTED = {
 """What an interrupted command keeps; the others leave nothing at their outputs and start over."""
 
 
-def interrupted_message(command: str | None) -> str:
-    """What to tell a user whose ``command`` was interrupted (Ctrl-C).
+def interrupted_message(command: str | None, args: argparse.Namespace | None = None) -> str:
+    """What to tell a user whose ``command`` was interrupted (Ctrl-C), given its ``args``: an
+    ``index --embed`` stopped after its index was complete keeps it and the vectors made so far.
 
     Example:
         >>> interrupted_message("index")
         'interrupted; nothing was written at the output paths, and a rerun starts over'
     """
+    if command == "index" and args is not None and getattr(args, "embed", False) and not args.overwrite:
+        from evirank.lucene.index import read_index_info
+
+        if read_index_info(args.index) is not None:
+            return (
+                "interrupted; the index is complete and kept with the vectors embedded so far, "
+                "and the same command again embeds the rest"
+            )
     return INTERRUPTED.get(
         command or "", "interrupted; nothing was written at the output paths, and a rerun starts over"
     )
@@ -229,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args._run(args) or 0)
     except KeyboardInterrupt as exc:
-        logging.getLogger("evirank").warning("%s", interrupted_message(args.command))
+        logging.getLogger("evirank").warning("%s", interrupted_message(args.command, args))
         code = 128 + exc.signal if isinstance(exc, Terminated) else 130
         stop_ray()
         if argv is None and "ray" in sys.modules:
@@ -245,7 +256,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return fail(args.command, os_error_message(exc))
     except Exception as exc:  # anything unforeseen: still one line; -vv shows where it happened
         if caused_by_interrupt(exc):  # a library turned Ctrl-C into its own error (an import)
-            logging.getLogger("evirank").warning("%s", interrupted_message(args.command))
+            logging.getLogger("evirank").warning("%s", interrupted_message(args.command, args))
             return 130
         if args.verbose > 1:
             logging.getLogger("evirank").exception("unexpected %s", type(exc).__name__)
