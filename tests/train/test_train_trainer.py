@@ -268,3 +268,35 @@ def test_fine_tuned_cross_encoder_is_a_pipeline_stage(tiny_encoder: Path, tmp_pa
     scored = stage.fit(toy_examples()).transform(passages.assign(query="apple"))
     assert stage.result_.steps == 24 and stage.model_path_ == tmp_path / "m"
     assert scored["score"].iloc[0] > scored["score"].iloc[1]
+
+
+def test_a_full_disk_while_training_names_the_output_keeps_the_checkpoint_and_resume_goes_on(
+    tiny_encoder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    from evirank.errors import OutputWriteError
+    from evirank.train import trainer
+
+    cfg = config(tiny_encoder, validate_every_steps=3)
+    reference = train_cross_encoder(toy_examples(), cfg, tmp_path / "straight")
+    saves = {"n": 0}
+    original = trainer.Fit._save_checkpoint
+
+    def full_on_the_second(self: object, *args: object) -> None:
+        saves["n"] += 1
+        if saves["n"] == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        original(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(trainer.Fit, "_save_checkpoint", full_on_the_second)
+    out = tmp_path / "m"
+    with pytest.raises(OutputWriteError) as failed:
+        train_cross_encoder(toy_examples(), cfg, out)
+    message = str(failed.value)
+    assert message.startswith(f"{out}: could not be written (No space left on device)")
+    assert "the last complete checkpoint is kept" in message and "--resume" in message
+    assert "nothing was left" not in message
+    monkeypatch.setattr(trainer.Fit, "_save_checkpoint", original)
+    resumed = train_cross_encoder(toy_examples(), cfg, out, resume=True)
+    assert resumed.steps == reference.steps

@@ -52,10 +52,10 @@ import numpy as np
 import pandas as pd
 
 from evirank.checksums import has_checksums, verify_checksums, write_checksums
-from evirank.errors import EvirankError, OutputExistsError
+from evirank.errors import EvirankError, OutputExistsError, OutputWriteError
 from evirank.extras import require
 from evirank.frames import DOCNO, LABEL, QID, QUERY, SCORE, SOURCE, TEXT, require_columns
-from evirank.outputs import atomic_file, check_output, recovered
+from evirank.outputs import atomic_file, check_output, recovered, write_failure
 from evirank.progress import progress_bar
 from evirank.record import plain, write_record
 from evirank.score.devices import resolve_device
@@ -488,7 +488,27 @@ class Fit:
     def run(self, model: Any, tokenizer: Any, resume_payload: dict[str, Any] | None) -> TrainResult:
         """Train ``model`` (fresh, or restored from the checkpoint's ``resume_payload``) and save it."""
         with _model.quiet_transformers():
-            return self._run(model, tokenizer, resume_payload)
+            try:
+                return self._run(model, tokenizer, resume_payload)
+            except OutputWriteError as exc:  # a full disk: say what the rerun continues from
+                raise self._write_failed(exc.reason) from exc
+            except OSError as exc:
+                reason = write_failure(exc)
+                if reason is None:
+                    raise
+                raise self._write_failed(reason) from exc
+
+    def _write_failed(self, reason: str) -> OutputWriteError:
+        """The training output could not be written: what is kept, and that ``--resume`` goes on."""
+        last = recovered(self.checkpoint_dir / "last")
+        kept = (
+            f"the last complete checkpoint is kept in {self.checkpoint_dir}"
+            if last is not None
+            else "no checkpoint was complete yet, so a rerun starts over"
+        )
+        return OutputWriteError(
+            self.out, reason, kept=kept, hint="free some space, then run the same command with --resume"
+        )
 
     def _run(self, model: Any, tokenizer: Any, resume_payload: dict[str, Any] | None) -> TrainResult:
         cfg = self.config
