@@ -1,0 +1,175 @@
+"""The host side of scoring alone: pairs/s prepared and handed to a model that does nothing.
+
+``benchmarks/gpu_batches.py --feed`` runs this file as a child process once per code version:
+``--src`` puts another checkout's ``src`` folder first on the import path (the code before a
+change), so both versions are measured by the same script in fresh processes. A null backend
+(its forward returns zeros at once) stands where the model would be; everything the host does
+for a scorer call is timed: distinct texts found, texts tokenised (or found already tokenised),
+inputs assembled from token ids, sorted by length, cut by the token budget, padded and handed to
+the backend's ``prepare`` (pinned memory only on CUDA). Prints one JSON object.
+
+Rounds: ``cold`` builds a new scorer each round (every text tokenised on first sight); ``warm``
+calls one scorer again on the same pairs (texts already tokenised, where the code keeps them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def write_feed_pairs(path: Path, n_pairs: int, datasets: Path) -> Path:
+    """``n_pairs`` (claim, sentence) pairs from SciFact as JSONL ``{"query", "text"}`` lines.
+
+    Every claim (train and test) is paired with the sentences of a run of consecutive abstracts
+    (about as many pairs per claim as a re-ranker's candidate passages), the runs of neighbouring
+    claims overlapping, so a sentence is shared by a few claims as it is in re-ranking.
+    Sentences are split at ``. `` / ``? `` / ``! `` before a capital letter.
+    """
+    folder = datasets / "scifact"
+    claims = [json.loads(line)["text"] for line in (folder / "queries.jsonl").read_text("utf-8").splitlines()]
+    split = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
+    docs: list[list[str]] = []
+    for line in (folder / "corpus.jsonl").read_text("utf-8").splitlines():
+        text = json.loads(line)["text"]
+        sentences = [s.strip() for s in split.split(text) if len(s.strip()) > 20]
+        if sentences:
+            docs.append(sentences)
+    per_claim = -(-n_pairs // len(claims))
+    written = 0
+    tmp = path.with_name(path.name + ".part")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tmp.open("w", encoding="utf-8") as handle:
+        for c, claim in enumerate(claims):
+            d = (c * 3) % len(docs)
+            taken = 0
+            while taken < per_claim and written < n_pairs:
+                for sentence in docs[d % len(docs)]:
+                    if taken == per_claim or written == n_pairs:
+                        break
+                    handle.write(json.dumps({"query": claim, "text": sentence}) + "\n")
+                    taken += 1
+                    written += 1
+                d += 1
+    os.replace(tmp, path)
+    return path
+
+
+def _null_backend_class() -> type:
+    from evirank.score.backends import TorchBackend
+
+    class NullBackend(TorchBackend):
+        """Scores of zeros, at once: what remains is the host's work. ``prepare`` is torch's."""
+
+        def __init__(self, width: int, pad_multiple: int) -> None:
+            super().__init__(None, "classify", "cpu", "fp32")
+            self.width = width
+            self.pad_multiple = pad_multiple
+
+        def forward(self, batch: Any) -> Any:
+            import numpy as np
+
+            return np.zeros((batch.input_ids.shape[0], self.width), dtype=np.float32)
+
+    return NullBackend
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """Pairs/s cold and warm for a cross-encoder, passages/s for a bi-encoder (null models)."""
+    import pandas as pd
+
+    from evirank.config import Runtime
+    from evirank.frames import DOCNO, PID, QID, QUERY, TEXT
+    from evirank.score import BiEncoder, CrossEncoder
+
+    lines = Path(args.pairs_file).read_text(encoding="utf-8").splitlines()
+    rows = [json.loads(line) for line in lines[: args.pairs]]
+    queries = [str(r["query"]) for r in rows]
+    codes = {q: str(i) for i, q in enumerate(dict.fromkeys(queries))}
+    frame = pd.DataFrame(
+        {
+            QID: [codes[q] for q in queries],
+            QUERY: queries,
+            DOCNO: [f"p{i}" for i in range(len(rows))],
+            PID: 0,
+            TEXT: [str(r["text"]) for r in rows],
+        }
+    )
+    null = _null_backend_class()
+    runtime = Runtime(device="cpu", batch_tokens=args.budget)
+
+    def new_cross() -> Any:
+        scorer = CrossEncoder(args.model, runtime)
+        scorer.prepare()
+        scorer.backend_ = null(1, args.pad_multiple)
+        return scorer
+
+    def timed(call: Any) -> float:
+        started = time.perf_counter()
+        call()
+        return len(frame) / (time.perf_counter() - started)
+
+    cold = [timed(lambda: new_cross()(frame)) for _ in range(args.rounds)]
+    scorer = new_cross()
+    scorer(frame)
+    warm = [timed(lambda: scorer(frame)) for _ in range(args.rounds)]
+    stats = scorer.stats_
+    texts = list(dict.fromkeys(frame[TEXT]))
+
+    def new_bi() -> Any:
+        bi = BiEncoder(args.model, runtime)
+        bi.prepare()
+        bi.backend_ = null(384, args.pad_multiple)
+        return bi
+
+    def embed(bi: Any) -> float:
+        started = time.perf_counter()
+        bi.compute_block({TEXT: texts}, bi.new_stats())
+        return len(texts) / (time.perf_counter() - started)
+
+    passages_cold = [embed(new_bi()) for _ in range(args.rounds)]
+    bi = new_bi()
+    embed(bi)
+    passages_warm = [embed(bi) for _ in range(args.rounds)]
+    return {
+        "pairs": len(frame),
+        "distinct_queries": len(codes),
+        "distinct_texts": len(texts),
+        "padded_tokens": int(stats.tokens),
+        "batches": int(stats.batches),
+        "cold": cold,
+        "warm": warm,
+        "passages_cold": passages_cold,
+        "passages_warm": passages_warm,
+        "cold_median": statistics.median(cold),
+        "warm_median": statistics.median(warm),
+        "passages_cold_median": statistics.median(passages_cold),
+        "passages_warm_median": statistics.median(passages_warm),
+        "evirank_file": __import__("evirank").__file__,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--src", help="a checkout's src folder, first on the import path")
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--pairs-file", required=True)
+    parser.add_argument("--pairs", type=int, required=True)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--budget", type=int, default=65536)
+    parser.add_argument("--pad-multiple", type=int, default=8)
+    args = parser.parse_args()
+    if args.src:
+        sys.path.insert(0, str(Path(args.src).resolve()))
+    print(json.dumps(measure(args)))
+
+
+if __name__ == "__main__":
+    main()
