@@ -135,7 +135,10 @@ class PairScorer(TransformerScorer):
         stats.cached = stats.distinct - len(missing)
         if len(missing):
             score = self._score_pairs if self.ray is None else self._score_pairs_on_ray
+            if self.ray is None:
+                self._load_token_ids()
             score(pairs, missing, self._score_writer(store, pairs), stats)
+            self._save_token_ids()
         out[SCORE] = pairs.scores[pairs.row_pair]
         stats.total_s = time.perf_counter() - started
         self.stats_ = stats

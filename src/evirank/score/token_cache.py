@@ -71,6 +71,9 @@ class TokenCache:
     def __init__(self, max_bytes: int | None = None) -> None:
         self.max_bytes = default_max_bytes() if max_bytes is None else max(0, int(max_bytes))
         self._entries: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        self._unsaved: list[bytes] = []
+        #: whether :meth:`take_unsaved` is used (the ids are saved beside a score store)
+        self.keep_unsaved = False
         #: bytes counted for the entries held now.
         self.nbytes = 0
         #: lookups answered and not, entries dropped for room, since the cache was made.
@@ -98,8 +101,9 @@ class TokenCache:
             found.append(ids)
         return found
 
-    def add(self, keys: Sequence[bytes], ids: Sequence[np.ndarray]) -> None:
-        """Keep each text's ids (cut to :data:`KEEP_TOKENS`), dropping the oldest entries past the bound."""
+    def add(self, keys: Sequence[bytes], ids: Sequence[np.ndarray], *, saved: bool = False) -> None:
+        """Keep each text's ids (cut to :data:`KEEP_TOKENS`), dropping the oldest entries past the
+        bound. ``saved``: the ids were read from disk (:meth:`take_unsaved` leaves them out)."""
         if self.max_bytes <= 0:
             return
         entries = self._entries
@@ -109,12 +113,23 @@ class TokenCache:
             kept = np.ascontiguousarray(row[:KEEP_TOKENS], dtype=np.int32)
             entries[key] = kept
             self.nbytes += kept.nbytes + ENTRY_OVERHEAD
+            if not saved and self.keep_unsaved:
+                self._unsaved.append(key)
         while self.nbytes > self.max_bytes and entries:
             _, dropped = entries.popitem(last=False)
             self.nbytes -= dropped.nbytes + ENTRY_OVERHEAD
             self.evicted += 1
+        if len(self._unsaved) > 2 * len(entries) + 1024:  # keys dropped before they were saved
+            self._unsaved = [k for k in self._unsaved if k in entries]
+
+    def take_unsaved(self) -> tuple[list[bytes], list[np.ndarray]]:
+        """The keys and ids added since the last call (and still held), not read from disk."""
+        keys = [k for k in dict.fromkeys(self._unsaved) if k in self._entries]
+        self._unsaved = []
+        return keys, [self._entries[k] for k in keys]
 
     def clear(self) -> None:
         """Drop every entry."""
         self._entries.clear()
+        self._unsaved = []
         self.nbytes = 0

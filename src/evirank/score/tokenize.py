@@ -16,7 +16,9 @@ Example:
 from __future__ import annotations
 
 import copy
+import hashlib
 import itertools
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -142,6 +144,7 @@ class TextEncoder:
         backend.no_padding()
         backend.no_truncation()
         self._backend = backend
+        self._fingerprint: str | None = None
         first = backend.encode("relevance", add_special_tokens=False)
         second = backend.encode("evidence", add_special_tokens=False)
         processor = backend.post_processor
@@ -153,6 +156,16 @@ class TextEncoder:
             pair = processor.process(copy.deepcopy(first), copy.deepcopy(second), add_special_tokens=True)
             self.single_template = _template_from(single, [len(first.ids)])
             self.pair_template = _template_from(pair, [len(first.ids), len(second.ids)])
+
+    @property
+    def fingerprint(self) -> str:
+        """sha256 hex of the tokenizer (its whole ``tokenizer.json``) and of how texts are given to
+        it (:attr:`text_before`, :attr:`text_after`): token ids kept on disk are found by it."""
+        if getattr(self, "_fingerprint", None) is None:
+            digest = hashlib.sha256(self._backend.to_str().encode("utf-8"))
+            digest.update(json.dumps([self.text_before, self.text_after, KEEP_TOKENS]).encode("utf-8"))
+            self._fingerprint = digest.hexdigest()
+        return str(self._fingerprint)
 
     def prompt_template(self, before: str, between: str, after: str, *, end: Sequence[int] = ()) -> Template:
         """A :class:`Template` of literal prompt text around a query and a passage.

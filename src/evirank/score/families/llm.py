@@ -509,6 +509,10 @@ class YesNoReranker(PairScorer):
             self.joins_ = PromptJoins(self)
         return self.joins_
 
+    def _token_encoders(self) -> list[TextEncoder]:
+        """The passages are kept as tokenised between the prompt's pieces."""
+        return [self.joins().tail]
+
     def _run_pairs(
         self,
         pairs: DistinctPairs,
@@ -580,7 +584,7 @@ class PromptJoins:
         space = " " if scorer.spaced_ else ""  # the space moved from the middle to the passage
         core = middle[: len(middle) - len(space)]
         self.scorer = scorer
-        self.prefix, self.core = prefix, core
+        self.prefix, self.core, self.space = prefix, core, space
         self.bos = list(scorer.template_.prefix[: 1 if scorer.prompt_.bos else 0])
         tail = TextEncoder(scorer.encoder_.tokenizer)
         tail.text_before, tail.text_after = core + space, suffix
@@ -598,7 +602,7 @@ class PromptJoins:
         """(each query's head ids, whether it joins nothing after the middle)."""
         cut = self.scorer._cut_queries(queries)
         texts = [f"{self.prefix}{q}{self.core}" for q in cut]
-        probes = [f"{t}{self.tail.text_before}{_PROBE}{self.tail.text_after}" for t in texts]
+        probes = [f"{t}{self.space}{_PROBE}{self.tail.text_after}" for t in texts]
         encodings = self.tail.encodings(texts + probes)
         heads = [[*self.bos, *e.ids] for e in encodings[: len(texts)]]
         ok = np.array(
