@@ -219,7 +219,9 @@ class TextEncoder:
         missing = [i for i, ids in enumerate(found) if ids is None]
         if missing:
             keep = max(max_tokens, KEEP_TOKENS)
-            encodings = self._backend.encode_batch(
+            # without character offsets where the tokenizers library can (tokenizers >= 0.21)
+            encode = getattr(self._backend, "encode_batch_fast", self._backend.encode_batch)
+            encodings = encode(
                 [self.text_before + texts[i] + self.text_after for i in missing], add_special_tokens=False
             )
             new = [np.asarray(e.ids[:keep], dtype=np.int32) for e in encodings]
@@ -457,11 +459,25 @@ def assemble(
     mask = real.astype(np.int64)
     types = None
     if token_types:
-        types = np.zeros((n, width), dtype=np.int64)
-        previous = 0
-        for kind, start in zip(part_types, starts, strict=True):
-            if kind != previous:  # only where the type changes is there anything to add
+        changes = _type_changes(part_types, starts)
+        if len(changes) == 1 and changes[0][0] == 1:  # BERT's pairs: type 1 from the second text on
+            types = ((columns >= changes[0][1][:, None]) & real).astype(np.int64)
+        else:
+            types = np.zeros((n, width), dtype=np.int64)
+            previous = 0
+            for kind, start in changes:
                 types += (kind - previous) * (columns >= start[:, None])
                 previous = kind
-        types *= mask
+            types *= mask
     return TokenBatch(input_ids=input_ids, attention_mask=mask, token_type_ids=types)
+
+
+def _type_changes(part_types: Sequence[int], starts: Sequence[np.ndarray]) -> list[tuple[int, np.ndarray]]:
+    """(new type, where it starts) of each part whose token type differs from the one before (from 0)."""
+    changes = []
+    previous = 0
+    for kind, start in zip(part_types, starts, strict=True):
+        if kind != previous:
+            changes.append((kind, start))
+            previous = kind
+    return changes
