@@ -93,11 +93,11 @@ def feed_main(argv: list[str]) -> None:
         "--model", str(model), "--pairs-file", str(pairs_file), "--pairs", str(args.pairs),
         "--rounds", str(args.rounds), "--budget", str(args.budget), "--pad-multiple", str(args.pad_multiple),
     ]  # fmt: skip
-    versions = [("after", REPO / "src")]
+    versions = [("this checkout", REPO / "src")]
     if args.before_src:
-        versions.insert(0, ("before", Path(args.before_src)))
+        versions.insert(0, (f"before: {Path(args.before_src).resolve().parent.name}", Path(args.before_src)))
     results = []
-    for label, src in versions:
+    for label, src in versions:  # each in a fresh process
         done = subprocess.run(
             [sys.executable, str(script), "--src", str(src), *common],
             check=True,
@@ -125,9 +125,9 @@ def feed_main(argv: list[str]) -> None:
         "| passages/s, warm |",
         "| --- | ---: | ---: | ---: | ---: |",
         *(
-            f"| {label} ({src}) | {r['cold_median']:,.0f} | {r['warm_median']:,.0f} | "
+            f"| {label} | {r['cold_median']:,.0f} | {r['warm_median']:,.0f} | "
             f"{r['passages_cold_median']:,.0f} | {r['passages_warm_median']:,.0f} |"
-            for label, src, r in results
+            for label, _, r in results
         ),
         footer(),
     ]
