@@ -83,6 +83,7 @@ def _null_backend_class() -> type:
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Pairs/s cold and warm for a cross-encoder, passages/s for a bi-encoder (null models)."""
+    import numpy as np
     import pandas as pd
 
     from evirank.config import Runtime
@@ -116,11 +117,19 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         call()
         return len(frame) / (time.perf_counter() - started)
 
-    cold = [timed(lambda: new_cross()(frame)) for _ in range(args.rounds)]
+    cold = []
+    for _ in range(args.rounds):  # a new scorer each round, made (tokenizer loaded) before timing
+        fresh = new_cross()
+        cold.append(timed(lambda s=fresh: s(frame)))
     scorer = new_cross()
     scorer(frame)
     warm = [timed(lambda: scorer(frame)) for _ in range(args.rounds)]
     stats = scorer.stats_
+    encoder = scorer.encoder_
+    q_len = np.minimum(encoder.token_table(queries, 1 << 20).lengths, scorer.query_max_tokens)
+    room = scorer.max_length_ - encoder.pair_template.n_special - q_len
+    t_len = encoder.token_table(frame[TEXT].tolist(), 1 << 20).lengths
+    tokens_mean = float(np.mean(encoder.pair_template.n_special + q_len + np.minimum(t_len, room)))
     texts = list(dict.fromkeys(frame[TEXT]))
 
     def new_bi() -> Any:
@@ -134,7 +143,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         bi.compute_block({TEXT: texts}, bi.new_stats())
         return len(texts) / (time.perf_counter() - started)
 
-    passages_cold = [embed(new_bi()) for _ in range(args.rounds)]
+    passages_cold = [embed(bi) for bi in [new_bi() for _ in range(args.rounds)]]
     bi = new_bi()
     embed(bi)
     passages_warm = [embed(bi) for _ in range(args.rounds)]
@@ -143,6 +152,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "distinct_queries": len(codes),
         "distinct_texts": len(texts),
         "padded_tokens": int(stats.tokens),
+        "tokens_mean": tokens_mean,
         "batches": int(stats.batches),
         "cold": cold,
         "warm": warm,

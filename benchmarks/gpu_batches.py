@@ -113,7 +113,8 @@ def feed_main(argv: list[str]) -> None:
             "The host side of scoring alone: pairs/s prepared and handed to a model that does nothing",
             f"pairs: {first['pairs']:,} SciFact claim/sentence pairs from {pairs_file.name} "
             f"({first['distinct_queries']:,} claims, {first['distinct_texts']:,} distinct sentences, "
-            f"{first['padded_tokens'] / first['pairs']:.1f} padded tokens a pair); "
+            f"{first['tokens_mean']:.1f} tokens a pair, "
+            f"{first['padded_tokens'] / first['pairs']:.1f} padded); "
             f"tokenizer of {model_name}; {args.budget:,} tokens per batch, padded to multiples of "
             f"{args.pad_multiple}; median of {args.rounds} rounds (each a scorer call over all pairs)",
             "cold: a new scorer, every text tokenised; warm: the same scorer called again (texts "
