@@ -106,47 +106,39 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     null = _null_backend_class()
     runtime = Runtime(device="cpu", batch_tokens=args.budget)
 
-    def new_cross() -> Any:
-        scorer = CrossEncoder(args.model, runtime)
+    def made(kind: Any, width: int) -> Any:
+        """A scorer of ``kind`` with its tokenizer loaded and the null model in place."""
+        scorer = kind(args.model, runtime)
         scorer.prepare()
-        scorer.backend_ = null(1, args.pad_multiple)
+        scorer.backend_ = null(width, args.pad_multiple)
         return scorer
 
-    def timed(call: Any) -> float:
+    def rate(call: Any, n: int) -> float:
         started = time.perf_counter()
         call()
-        return len(frame) / (time.perf_counter() - started)
+        return n / (time.perf_counter() - started)
 
-    cold = []
-    for _ in range(args.rounds):  # a new scorer each round, made (tokenizer loaded) before timing
-        fresh = new_cross()
-        cold.append(timed(lambda s=fresh: s(frame)))
-    scorer = new_cross()
+    def cold_and_warm(kind: Any, width: int, call: Any, n: int) -> tuple[list[float], list[float]]:
+        """Rates of a new scorer each round (made before timing), then of one scorer called again."""
+        fresh = [made(kind, width) for _ in range(args.rounds)]
+        cold = [rate(lambda s=s: call(s), n) for s in fresh]
+        again = made(kind, width)
+        call(again)
+        return cold, [rate(lambda: call(again), n) for _ in range(args.rounds)]
+
+    cold, warm = cold_and_warm(CrossEncoder, 1, lambda s: s(frame), len(frame))
+    texts = list(dict.fromkeys(frame[TEXT]))
+    passages_cold, passages_warm = cold_and_warm(
+        BiEncoder, 384, lambda s: s.compute_block({TEXT: texts}, s.new_stats()), len(texts)
+    )
+    scorer = made(CrossEncoder, 1)
     scorer(frame)
-    warm = [timed(lambda: scorer(frame)) for _ in range(args.rounds)]
     stats = scorer.stats_
     encoder = scorer.encoder_
     q_len = np.minimum(encoder.token_table(queries, 1 << 20).lengths, scorer.query_max_tokens)
     room = scorer.max_length_ - encoder.pair_template.n_special - q_len
     t_len = encoder.token_table(frame[TEXT].tolist(), 1 << 20).lengths
     tokens_mean = float(np.mean(encoder.pair_template.n_special + q_len + np.minimum(t_len, room)))
-    texts = list(dict.fromkeys(frame[TEXT]))
-
-    def new_bi() -> Any:
-        bi = BiEncoder(args.model, runtime)
-        bi.prepare()
-        bi.backend_ = null(384, args.pad_multiple)
-        return bi
-
-    def embed(bi: Any) -> float:
-        started = time.perf_counter()
-        bi.compute_block({TEXT: texts}, bi.new_stats())
-        return len(texts) / (time.perf_counter() - started)
-
-    passages_cold = [embed(bi) for bi in [new_bi() for _ in range(args.rounds)]]
-    bi = new_bi()
-    embed(bi)
-    passages_warm = [embed(bi) for _ in range(args.rounds)]
     return {
         "pairs": len(frame),
         "distinct_queries": len(codes),
