@@ -408,8 +408,12 @@ class Ragged:
     lengths: np.ndarray
 
 
+#: One part of a batch's rows: the same ids in every row, or a column of token ids.
+Part = Sequence[int] | Ragged
+
+
 def assemble(
-    parts: Sequence[Sequence[int] | Ragged],
+    parts: Sequence[Part],
     part_types: Sequence[int],
     pad_id: int,
     pad_multiple: int = 1,
