@@ -135,9 +135,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     scorer(frame)
     stats = scorer.stats_
     encoder = scorer.encoder_
-    q_len = np.minimum(encoder.token_table(queries, 1 << 20).lengths, scorer.query_max_tokens)
+    # token_ids: what every version of the encoder has
+    q_len = np.array([len(ids) for ids in encoder.token_ids(queries, scorer.query_max_tokens)])
     room = scorer.max_length_ - encoder.pair_template.n_special - q_len
-    t_len = encoder.token_table(frame[TEXT].tolist(), 1 << 20).lengths
+    t_len = np.array([len(ids) for ids in encoder.token_ids(frame[TEXT].tolist(), scorer.max_length_)])
     tokens_mean = float(np.mean(encoder.pair_template.n_special + q_len + np.minimum(t_len, room)))
     return {
         "pairs": len(frame),

@@ -100,11 +100,12 @@ def feed_main(argv: list[str]) -> None:
     for label, src in versions:  # each in a fresh process
         done = subprocess.run(
             [sys.executable, str(script), "--src", str(src), *common],
-            check=True,
             capture_output=True,
             text=True,
             env={**os.environ, "HF_HUB_OFFLINE": "1"},
         )
+        if done.returncode != 0:
+            raise SystemExit(f"measuring {src} failed:\n{done.stderr[-3000:]}")
         results.append((label, src, json.loads(done.stdout.strip().splitlines()[-1])))
     first = results[-1][2]
     model_name = "all-MiniLM-L6-v2" if args.model is None else Path(model).name
