@@ -96,6 +96,16 @@ def feed_main(argv: list[str]) -> None:
     versions = [("this checkout", REPO / "src")]
     if args.before_src:
         versions.insert(0, (f"before: {Path(args.before_src).resolve().parent.name}", Path(args.before_src)))
+    model_name = "all-MiniLM-L6-v2" if args.model is None else Path(model).name
+    head = header(  # before measuring: the load average at the start
+        "The host side of scoring alone: pairs/s prepared and handed to a model that does nothing",
+        f"tokenizer of {model_name}; {args.budget:,} tokens per batch, padded to multiples of "
+        f"{args.pad_multiple}; median of {args.rounds} rounds (each a scorer call over all pairs)",
+        "cold: a new scorer, every text tokenised; warm: the same scorer called again (texts "
+        "already tokenised); passages/s: the bi-encoder's passage embedding of the distinct "
+        "sentences (what evirank embed does), cold and warm alike",
+        packages=("tokenizers", "numpy", "pandas"),
+    )
     results = []
     for label, src in versions:  # each in a fresh process
         done = subprocess.run(
@@ -108,21 +118,12 @@ def feed_main(argv: list[str]) -> None:
             raise SystemExit(f"measuring {src} failed:\n{done.stderr[-3000:]}")
         results.append((label, src, json.loads(done.stdout.strip().splitlines()[-1])))
     first = results[-1][2]
-    model_name = "all-MiniLM-L6-v2" if args.model is None else Path(model).name
     lines = [
-        header(
-            "The host side of scoring alone: pairs/s prepared and handed to a model that does nothing",
-            f"pairs: {first['pairs']:,} SciFact claim/sentence pairs from {pairs_file.name} "
-            f"({first['distinct_queries']:,} claims, {first['distinct_texts']:,} distinct sentences, "
-            f"{first['tokens_mean']:.1f} tokens a pair, "
-            f"{first['padded_tokens'] / first['pairs']:.1f} padded); "
-            f"tokenizer of {model_name}; {args.budget:,} tokens per batch, padded to multiples of "
-            f"{args.pad_multiple}; median of {args.rounds} rounds (each a scorer call over all pairs)",
-            "cold: a new scorer, every text tokenised; warm: the same scorer called again (texts "
-            "already tokenised); passages/s: the bi-encoder's passage embedding of the distinct "
-            "sentences (what evirank embed does), cold and warm alike",
-            packages=("tokenizers", "numpy", "pandas"),
-        ),
+        head,
+        f"pairs: {first['pairs']:,} SciFact claim/sentence pairs from {pairs_file.name} "
+        f"({first['distinct_queries']:,} claims, {first['distinct_texts']:,} distinct sentences, "
+        f"{first['tokens_mean']:.1f} tokens a pair, {first['padded_tokens'] / first['pairs']:.1f} padded)",
+        "",
         "| code | cross-encoder pairs/s, cold | pairs/s, warm | bi-encoder passages/s, cold "
         "| passages/s, warm |",
         "| --- | ---: | ---: | ---: | ---: |",
