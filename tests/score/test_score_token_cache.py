@@ -3,6 +3,7 @@ tokenising each pair whole (BERT, RoBERTa, T5 / monoT5, Qwen / yes-no LLM), trun
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -347,7 +348,8 @@ def test_token_ids_are_kept_beside_the_store_for_the_next_run_of_the_same_tokeni
     second = run(["dogs", "where?"])  # a new scorer: the passages are read, only the queries tokenised
     assert second.encoder_.cache.misses == 2
     assert len([p for p in kept.iterdir() if p.is_dir()]) == 2  # the new queries' segment
-    segment = sorted(p for p in kept.iterdir() if p.is_dir())[0]
+    segment = sorted(p for p in kept.iterdir() if p.is_dir())[0]  # the first run's: the passages
+    assert json.loads((segment / "manifest.json").read_text())["texts"] == 1 + len(TEXTS)
     ids = segment / "ids.npy"
     ids.write_bytes(ids.read_bytes()[:-4])  # cut short: skipped, its texts tokenised again
     third = run(["bark"])

@@ -99,7 +99,7 @@ def save_new_ids(cache: TokenCache, folder: Path, fingerprint: str) -> Path | No
     if not keys:
         return None
     folder.mkdir(parents=True, exist_ok=True)
-    name = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{time.monotonic_ns() % 10**9:09d}"
+    name = f"{time.time_ns():020d}-{os.getpid()}"  # in the order they were written
     tmp = folder / f".{name}"
     tmp.mkdir()
     try:
