@@ -6,7 +6,8 @@ change), so both versions are measured by the same script in fresh processes. A 
 (its forward returns zeros at once) stands where the model would be; everything the host does
 for a scorer call is timed: distinct texts found, texts tokenised (or found already tokenised),
 inputs assembled from token ids, sorted by length, cut by the token budget, padded and handed to
-the backend's ``prepare`` (pinned memory only on CUDA). Prints one JSON object.
+the backend's ``prepare`` (pinned memory only on CUDA). Prints one JSON object. The pairs are
+the GPU check's (``benchmarks/gpu_inputs.py pairs``).
 
 Rounds: ``cold`` builds a new scorer each round (every text tokenised on first sight); ``warm``
 calls one scorer again on the same pairs (texts already tokenised, where the code keeps them).
@@ -16,50 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
 import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
-
-
-def write_feed_pairs(path: Path, n_pairs: int, datasets: Path) -> Path:
-    """``n_pairs`` (claim, sentence) pairs from SciFact as JSONL ``{"query", "text"}`` lines.
-
-    Every claim (train and test) is paired with the sentences of a run of consecutive abstracts
-    (about as many pairs per claim as a re-ranker's candidate passages), the runs of neighbouring
-    claims overlapping, so a sentence is shared by a few claims as it is in re-ranking.
-    Sentences are split at ``. `` / ``? `` / ``! `` before a capital letter.
-    """
-    folder = datasets / "scifact"
-    claims = [json.loads(line)["text"] for line in (folder / "queries.jsonl").read_text("utf-8").splitlines()]
-    split = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
-    docs: list[list[str]] = []
-    for line in (folder / "corpus.jsonl").read_text("utf-8").splitlines():
-        text = json.loads(line)["text"]
-        sentences = [s.strip() for s in split.split(text) if len(s.strip()) > 20]
-        if sentences:
-            docs.append(sentences)
-    per_claim = -(-n_pairs // len(claims))
-    written = 0
-    tmp = path.with_name(path.name + ".part")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tmp.open("w", encoding="utf-8") as handle:
-        for c, claim in enumerate(claims):
-            d = (c * 3) % len(docs)
-            taken = 0
-            while taken < per_claim and written < n_pairs:
-                for sentence in docs[d % len(docs)]:
-                    if taken == per_claim or written == n_pairs:
-                        break
-                    handle.write(json.dumps({"query": claim, "text": sentence}) + "\n")
-                    taken += 1
-                    written += 1
-                d += 1
-    os.replace(tmp, path)
-    return path
 
 
 def _null_backend_class() -> type:

@@ -57,7 +57,7 @@ def main() -> None:
     parser.add_argument("--llm", help="a yes/no LLM reranker folder")
     parser.add_argument("--pairs", type=int, default=2000)
     parser.add_argument("--max-length", type=int, default=None, help="the input cap (default: the model's)")
-    parser.add_argument("--pairs-file", help="JSONL of {query, text} (default: the feed benchmark's)")
+    parser.add_argument("--pairs-file", help="JSONL of {query, text} (default: the GPU check's)")
     parser.add_argument("--src", help=argparse.SUPPRESS)  # the child's
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -65,15 +65,15 @@ def main() -> None:
         score(args)
         return
     import numpy as np
-    from _common import REPO, datasets, footer, header
-    from _feed import write_feed_pairs
+    from _common import REPO, footer, header
+    from gpu_inputs import write_pairs
 
-    cache = Path(os.environ.get("EVIRANK_CACHE") or Path.home() / ".cache" / "evirank")
-    pairs_file = Path(args.pairs_file) if args.pairs_file else cache / "feed-pairs-150000.jsonl"
-    if not pairs_file.exists():
-        data = datasets()
-        assert data is not None
-        write_feed_pairs(pairs_file, 150_000, data)
+    pairs_file = (
+        Path(args.pairs_file)
+        if args.pairs_file
+        else REPO / "work" / "gpu-check" / "scifact-pairs-150000.jsonl"
+    )
+    write_pairs(pairs_file, 150_000, seed=0)
     passed = [
         f"--{name}={value}"
         for name, value in (("cross", args.cross), ("seq2seq", args.seq2seq), ("llm", args.llm))
@@ -96,7 +96,7 @@ def main() -> None:
     lines = [
         header(
             "Scores of this checkout against another checkout's, by family",
-            f"pairs: {len(after['bi']):,} SciFact claim/sentence pairs from {pairs_file.name}; CPU, fp32",
+            f"pairs: {len(after['bi']):,} claim/sentence pairs from {pairs_file.name}; CPU, fp32",
             packages=("torch", "transformers", "tokenizers"),
         ),
         "| family | pairs | max abs score difference | identical |",

@@ -92,7 +92,16 @@ def test_a_table_refuses_a_name_or_a_spelling_given_twice() -> None:
 
 def test_the_runtime_takes_its_defaults_and_checks_from_the_table() -> None:
     runtime = Runtime()
-    for name in ("device", "backend", "dtype", "batch_tokens", "max_length", "model_threads", "commit_every"):
+    for name in (
+        "device",
+        "backend",
+        "dtype",
+        "batch_tokens",
+        "max_length",
+        "model_threads",
+        "batch_layout",
+        "commit_every",
+    ):
         assert getattr(runtime, name) == SETTINGS.default(name)
     assert Runtime.from_mapping({"device": "cpu", "commit_every": "8"}).commit_every == 8
 

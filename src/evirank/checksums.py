@@ -118,33 +118,37 @@ def checksum_problems(folder: str | os.PathLike[str]) -> list[str]:
         return [f"{CHECKSUMS}: not a checksum list"]
     problems = []
     for name, entry in sorted(entries.items()):
-        path = root / name
-        if not path.is_file():
-            problems.append(f"{name}: missing")
-            continue
-        stat = path.stat()
-        if stat.st_size != entry["size"]:
-            problems.append(
-                f"{name}: {stat.st_size:,} bytes, {entry['size']:,} when it was made (cut short or grown)"
-            )
-            continue
-        # a file checked in this process and untouched since (its ctime moves on any write) is not
-        # read again: a large vector matrix is hashed once per process, not at every open
-        seen = (
-            str(path.resolve()),
-            stat.st_dev,
-            stat.st_ino,
-            stat.st_size,
-            stat.st_mtime_ns,
-            stat.st_ctime_ns,
-        )
-        if _verified.get(seen) == entry["sha256"]:
-            continue
-        if file_digest(path) != entry["sha256"]:
-            problems.append(f"{name}: other bytes than when it was made (sha256 differs)")
-        else:
-            _verified[seen] = entry["sha256"]
+        problem = file_problem(root / name, entry["size"], entry["sha256"])
+        if problem is not None:
+            problems.append(f"{name}: {problem}")
     return problems
+
+
+def file_problem(path: str | os.PathLike[str], size: int, sha256: str) -> str | None:
+    """What is wrong with one file recorded as ``size`` bytes of digest ``sha256``; None when it matches.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "shard"
+        >>> _ = path.write_bytes(b"abc")
+        >>> file_problem(path, 3, file_digest(path)) is None, file_problem(path, 4, "0" * 64)
+        (True, '3 bytes, 4 when it was made (cut short or grown)')
+    """
+    path = Path(path)
+    if not path.is_file():
+        return "missing"
+    stat = path.stat()
+    if stat.st_size != size:
+        return f"{stat.st_size:,} bytes, {size:,} when it was made (cut short or grown)"
+    # a file checked in this process and untouched since (its ctime moves on any write) is not
+    # read again: a large vector matrix is hashed once per process, not at every open
+    seen = (str(path.resolve()), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+    if _verified.get(seen) == sha256:
+        return None
+    if file_digest(path) != sha256:
+        return "other bytes than when it was made (sha256 differs)"
+    _verified[seen] = sha256
+    return None
 
 
 _verified: dict[tuple[str, int, int, int, int, int], str] = {}

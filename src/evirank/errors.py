@@ -162,3 +162,13 @@ class UsageError(EvirankError, ValueError):
         >>> str(UsageError("give --run RUN or --index DIR"))
         'give --run RUN or --index DIR'
     """
+
+
+class ArgumentError(UsageError):
+    """An argument of a public function or class (the Python API) that cannot be used; the message
+    names it, says what was expected and what was found.
+
+    Example:
+        >>> str(ArgumentError("top: expected an integer from 0, found -1"))
+        'top: expected an integer from 0, found -1'
+    """

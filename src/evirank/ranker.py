@@ -34,7 +34,7 @@ import pandas as pd
 
 from evirank.config import SETTINGS, values
 from evirank.config.runtime import RUNTIME_SETTINGS
-from evirank.errors import UsageError
+from evirank.errors import ArgumentError
 from evirank.frames import DOCNO, FIRST_STAGE_SCORE, PID, QID, QUERY, RANK, SCORE, TEXT, TITLE
 from evirank.segment.budget import passage_budget
 from evirank.segment.segment_spec import SegmentSpec
@@ -139,10 +139,6 @@ class RankedDocument:
             "passages": self.passages,
             "document": dict(self.document),
         }
-
-
-class ArgumentError(UsageError):
-    """An argument of :func:`rank` or :class:`Ranker` that cannot be used (the message names it)."""
 
 
 def _as_document(item: Any, position: int) -> dict[str, Any]:
@@ -304,6 +300,11 @@ class Ranker:
         show = SETTINGS.check_argument("show_passages", show)
         given_scorer = scorer if isinstance(scorer, str | list | tuple) or scorer is None else None
         given_segment = segment if isinstance(segment, str) or segment is None else None
+        if given_segment is None and segment is not None and not callable(getattr(segment, "segments", None)):
+            raise ArgumentError(
+                "segment: expected a segmenter spec (sentences, windows[:LENGTH[:STRIDE]], whole) or a "
+                f"segmenter (an object with .segments(title, text)), found {type(segment).__name__}"
+            )
         settings = {k: options.pop(k) for k in IN_MEMORY_SETTINGS if k in options}
         # the one builder, as the command line's: the spec is parsed (and the model's family told
         # from its files) now, so a bad spec fails before any model loads

@@ -150,3 +150,36 @@ def test_rerank_retrieves_hybrid_candidates_itself(
     assert (
         main([*args, "--first-stage", "rrf", "--run", str(hybrid), "--output", str(tmp_path / "x.txt")]) == 2
     )
+
+
+def test_the_dense_query_encoder_runs_on_the_backend_asked_for(
+    collection: dict[str, Path], tiny_bi_encoder_path: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    pytest.importorskip("onnxruntime")
+    out = tmp_path / "run.txt"
+    model = ["--model", str(tiny_bi_encoder_path), "--device", "cpu", "--backend", "onnx"]
+    rerank = ["-q", "rerank", "--index", str(collection["index"]), "--topics", str(collection["topics"])]
+    rerank += [
+        "--first-stage",
+        "dense",
+        "--k",
+        "4",
+        "--depth",
+        "2",
+        "--scorer",
+        "bi",
+        *model,
+        "--output",
+        str(out),
+    ]
+    # the index's vectors were made on torch: an onnx query encoder is another fingerprint, refused
+    # naming the setting (the queries used to be embedded on torch whatever --backend said)
+    assert main(rerank) == 2
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert any("backend 'torch' in the vectors, 'onnx' here" in e for e in errors), errors
+    assert not out.exists()
+    vectors = tmp_path / "onnx-vectors"
+    embed = ["-q", "embed", "--index", str(collection["index"]), "--segment", "sentences:prepend"]
+    assert main([*embed, *model, "--output", str(vectors)]) == 0
+    assert main([*rerank, "--vectors", str(vectors)]) == 0
+    assert read_run(out).groupby("qid").size().tolist() == [4, 4, 4]

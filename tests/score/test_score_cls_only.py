@@ -78,7 +78,7 @@ def test_cuda_scores_in_bf16_match_cpu_fp32(tiny_cross_encoder_path: Path) -> No
     frame = make_passages([("1", f"d{i}", i, t) for i, t in enumerate(texts)])
     frame[QUERY] = frame[QID].map({"1": "where did the cat sit"})
     cpu = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu"))(frame)[SCORE].to_numpy()
-    gpu_scorer = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cuda"))
+    gpu_scorer = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cuda", batch_layout="padded"))
     gpu = gpu_scorer(frame)[SCORE].to_numpy()
     assert gpu_scorer.precision_ in ("bf16", "fp16")
     np.testing.assert_allclose(gpu, cpu, atol=0.1 * max(1.0, float(np.abs(cpu).max())))

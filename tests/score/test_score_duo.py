@@ -230,8 +230,9 @@ def test_duobert_pair_probabilities_equal_transformers(duo_model: Path) -> None:
     assert scored[SCORE].between(0, 1).all()
 
 
+@pytest.mark.parametrize("layout", ["padded", "unpadded"])
 def test_a_duobert_with_three_token_types_reads_query_d_i_and_d_j_as_types_0_1_2(
-    three_type_duo_model: Path, duo_model: Path
+    three_type_duo_model: Path, duo_model: Path, layout: str
 ) -> None:
     pytest.importorskip("torch")
     from evirank.score.families.duo import DuoBERT
@@ -241,9 +242,10 @@ def test_a_duobert_with_three_token_types_reads_query_d_i_and_d_j_as_types_0_1_2
     frame = pd.DataFrame(
         {"qid": "1", "query": QUERY, "docno": "", "pid": 0, "text": [join_pair(a, b) for a, b in pairs]}
     )
-    scorer = DuoBERT(three_type_duo_model, Runtime(device="cpu", batch_tokens=40))
+    scorer = DuoBERT(three_type_duo_model, Runtime(device="cpu", batch_tokens=40, batch_layout=layout))
     expected = reference_probabilities(three_type_duo_model, QUERY, pairs, three_types=True)
     np.testing.assert_allclose(scorer(frame)[SCORE].to_numpy(), expected, atol=1e-5)
+    assert (scorer.load().unpadded is not None) is (layout == "unpadded")
     assert scorer.token_types == 3 and "token types 0 1 2" in scorer.settings()["input"]
     batch = scorer.pair_inputs([QUERY, "cat"], [join_pair("cat", "dog dog"), join_pair("a", "b")])
     assert batch.token_type_ids is not None

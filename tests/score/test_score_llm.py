@@ -454,3 +454,23 @@ def test_the_in_memory_ranker_passes_the_instruction_to_the_llm(tiny_llm: Path) 
     assert isinstance(ranker.scorer, YesNoReranker) and ranker.scorer.describe()["instruction"] == instruction
     ranked = ranker.rank("where did the cat sit", list(DOCS.values()))
     assert len(ranked) == len(DOCS) and all(np.isfinite(d.score) for d in ranked)
+
+
+def test_no_prompt_is_longer_than_max_length_even_when_the_query_and_prompt_fill_it(
+    question_llm: Path,
+) -> None:
+    """The passage loses its last tokens first, then the query (its tokens in the prompt may outnumber
+    its tokens alone, which its cap counts); a prompt that cannot fit at all is refused."""
+    scorer = YesNoReranker(question_llm, Runtime(device="cpu"), query_max_tokens=64)
+    scorer.prepare()
+    (bare,) = scorer.prompt_ids([""], [""])
+    scorer.max_length_ = len(bare) + 3  # the room a query's cap may exceed in the prompt
+    query, passage = "where did the cat sit? " * 20, "the cat sat on the mat " * 50
+    rows = scorer.prompt_ids([query, "bm25", query], [passage, "", ""])
+    assert all(len(row) <= scorer.max_length_ for row in rows), [len(r) for r in rows]
+    suffix = scorer.encoder_.tokenizer.encode(scorer.prompt_.pieces()[2], add_special_tokens=False)
+    assert all(row[-len(suffix) :] == suffix for row in rows)  # the prompt's end kept whole
+    assert rows[0] == rows[2]  # the passage was cut away before the query lost a token
+    scorer.max_length_ = len(bare) - 1
+    with pytest.raises(ValueError, match=r"the qwen3 prompt alone takes \d+ tokens, more than max_length="):
+        scorer.prompt_ids(["q"], ["p"])

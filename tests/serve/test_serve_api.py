@@ -381,3 +381,18 @@ def test_each_candidate_carries_the_terms_of_its_score_on_the_api_and_the_page()
     page = client(searcher).get("/", params={"q": "cats purr", "top": 3, "depth": 4}).text
     assert page.count('<details class="why">') == len(body["candidates"])
     assert '<td class="term">first stage</td><td>0.4</td>' in page
+
+
+def test_the_pages_document_links_are_percent_encoded_and_serve_their_document() -> None:
+    """An id holding ``?``, ``#``, ``%`` or ``/`` links to its own document (``q?z`` served ``q``,
+    ``h#1`` was not found)."""
+    ids = ("q?z", "h#1", "50%off", "a/b&c")
+    docs = (*TOY_DOCUMENTS, *(Document(d, "Cats", f"Cats purr loudly in {i}.") for i, d in enumerate(ids)))
+    index = ToyIndex(docs)
+    c = client(Searcher(index.retrieve, ToySentences(), ToyScorer(), ToyMaxP(), index.lookup))
+    page = c.get("/", params={"q": "cats purr loudly", "top": 20}).text
+    links = dict(re.findall(r'<a class="docno" href="([^"]+)"[^>]*>([^<]+)</a>', page))
+    shown = {name.replace("&amp;", "&"): href.replace("&amp;", "&") for href, name in links.items()}
+    assert set(ids) <= set(shown), shown
+    for docno in ids:
+        assert c.get(shown[docno]).json()["docno"] == docno

@@ -101,7 +101,12 @@ def test_an_interrupted_build_resumes_and_embeds_only_the_missing_blocks(tmp_pat
         build(out, FakeEncoder(fail_on="Snakes"))  # block 2 (d5) fails
     assert not out.exists()
     shards = sorted(p.name for p in (tmp_path / "v.partial" / "shards").iterdir())
-    assert shards == ["part-000000.parquet", "part-000001.parquet"]
+    assert shards == [
+        "part-000000.parquet",
+        "part-000000.parquet.sha256",
+        "part-000001.parquet",
+        "part-000001.parquet.sha256",
+    ]
     with pytest.raises(FileNotFoundError, match="unfinished build"):
         PassageVectors.open(out)
     again = FakeEncoder()
@@ -261,3 +266,77 @@ def test_a_vector_folder_without_checksums_is_still_read(tmp_path: Path) -> None
     build(tmp_path / "v")
     (tmp_path / "v" / "checksums.json").unlink()  # as an older evirank made it
     assert len(PassageVectors.open(tmp_path / "v")) == 8
+
+
+def _interrupted_build(out: Path) -> Path:
+    """A build of DOCS stopped at its last block: shards 0 and 1 written; returns the shards' folder."""
+    with pytest.raises(RuntimeError, match="killed"):
+        build(out, FakeEncoder(fail_on="Snakes"))
+    return out.with_name(out.name + ".partial") / "shards"
+
+
+@pytest.mark.parametrize("damage", ["flip", "cut", "no-checksum", "bad-checksum"])
+def test_a_damaged_shard_of_an_unfinished_build_is_named_and_embedded_again(
+    tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    shards = _interrupted_build(tmp_path / "v")
+    shard = shards / "part-000001.parquet"
+    data = bytearray(shard.read_bytes())
+    if damage == "flip":
+        data[len(data) // 2] ^= 0xFF
+        shard.write_bytes(bytes(data))
+    elif damage == "cut":
+        shard.write_bytes(bytes(data[: len(data) // 2]))
+    elif damage == "no-checksum":
+        (shards / "part-000001.parquet.sha256").unlink()
+    else:
+        (shards / "part-000001.parquet.sha256").write_text("not a checksum")
+    again = FakeEncoder()
+    with caplog.at_level("WARNING"):
+        vectors = build(tmp_path / "v", again)
+    assert "part-000001.parquet: this vector shard is damaged" in caplog.text
+    assert "block 1 is embedded again" in caplog.text
+    assert again.embedded == [
+        "passage: Birds Birds sing.",
+        "passage: Birds Birds fly.",
+        "passage: Birds Some swim.",
+        "passage: Fish",
+        "passage: Snakes hiss quietly.",
+    ]  # block 1 (d3, d4) and block 2
+    fresh = build(tmp_path / "fresh")
+    np.testing.assert_array_equal(vectors.vectors(np.arange(8)), fresh.vectors(np.arange(8)))
+
+
+def test_a_shard_damaged_before_compaction_is_named_and_the_rerun_embeds_it_again(tmp_path: Path) -> None:
+    from evirank.checksums import DamagedArtefactError
+
+    builder = VectorBuilder(tmp_path / "v", FakeEncoder(), "sentences:prepend", block_size=2)
+    builder.open()
+    for number in range(3):
+        builder.build_block(number, DOCS[2 * number : 2 * number + 2])
+    shard = tmp_path / "v.partial" / "shards" / "part-000002.parquet"
+    shard.write_bytes(shard.read_bytes()[:-10] + bytes(10))  # the same size, other bytes
+    with pytest.raises(
+        DamagedArtefactError,
+        match=r"v\.partial: this unfinished vector build is damaged "
+        r"\(shards/part-000002\.parquet: other bytes",
+    ):
+        builder.finish(blocks=3)
+    assert not (tmp_path / "v").exists() and not shard.exists()
+    again = FakeEncoder()
+    build(tmp_path / "v", again)
+    assert again.embedded == ["passage: Snakes hiss quietly."]
+
+
+def test_an_unfinished_build_begun_without_shard_checksums_is_resumed(tmp_path: Path) -> None:
+    shards = _interrupted_build(tmp_path / "v")
+    for record in shards.glob("*.sha256"):
+        record.unlink()
+    manifest = shards.parent / "manifest.json"
+    data = json.loads(manifest.read_text())
+    del data["shard_checksums"]
+    manifest.write_text(json.dumps(data))
+    again = FakeEncoder()
+    vectors = build(tmp_path / "v", again)
+    assert again.embedded == ["passage: Snakes hiss quietly."]
+    assert len(vectors) == 8

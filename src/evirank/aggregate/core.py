@@ -93,14 +93,21 @@ def minmax_by_group(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
     Example:
         >>> minmax_by_group(np.array([1.0, 3.0, 5.0, 5.0]), np.array([0, 0, 1, 1])).tolist()
         [0.0, 1.0, 0.0, 0.0]
+        >>> minmax_by_group(np.array([1e308, -1e308, 0.0]), np.array([0, 0, 0])).tolist()
+        [1.0, 0.0, 0.5]
     """
     n_groups = int(groups.max()) + 1 if len(groups) else 0
     low = np.full(n_groups, np.inf)
     high = np.full(n_groups, -np.inf)
     np.minimum.at(low, groups, values)
     np.maximum.at(high, groups, values)
-    span = (high - low)[groups]
-    shifted = values - low[groups]
+    with np.errstate(over="ignore", invalid="ignore"):
+        span = (high - low)[groups]
+        shifted = values - low[groups]
+        wide = ~np.isfinite(span) & np.isfinite(values)
+        if wide.any():  # finite scores further apart than the largest float: their halves are not
+            span = np.where(wide, (high / 2 - low / 2)[groups], span)
+            shifted = np.where(wide, values / 2 - low[groups] / 2, shifted)
     return np.divide(shifted, span, out=np.zeros_like(shifted), where=span > 0)
 
 

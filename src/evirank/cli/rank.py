@@ -97,14 +97,14 @@ def first_stage_scores(docs: list[dict[str, Any]], key: str | None, path: str) -
     from evirank.errors import InputFormatError
 
     scores = []
-    for position, doc in enumerate(docs, start=1):
+    for position, doc in enumerate(docs):  # counted as the Python API counts them
         value = doc.get(key)
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
             raise InputFormatError(
                 path,
                 None,
                 f"a finite number under {key!r} in every document (--first-stage-key)",
-                f"{value!r} in document {doc['id']!r} (the {position}th)",
+                f"{value!r} in document {doc['id']!r} (position {position})",
             )
         scores.append(float(value))
     return scores
@@ -117,6 +117,8 @@ def run(args: argparse.Namespace) -> int:
     docs = read_documents(args.docs)
     first_stage = first_stage_scores(docs, args.first_stage_key, args.docs)
     settings = {name: getattr(args, name) for name in IN_MEMORY if name not in ("model", "scores")}
+    if first_stage is None:  # no first stage: the evidence alone, as --alpha's help says (and the API)
+        settings["alpha"] = None
     ranker = Ranker(args.model, store=args.scores, show_passages=args.show_passages, **settings)
     ranked = ranker.rank(args.query, docs, first_stage_scores=first_stage, top=args.top or None)
     out = sys.stdout

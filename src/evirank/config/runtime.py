@@ -50,6 +50,8 @@ class Runtime:
         batch_tokens: token budget per batch (None: by device).
         max_length: input token cap (None: the family's and the model's).
         model_threads: CPU threads of the engine (None: the engine's own choice).
+        batch_layout: ``auto``, ``padded`` or ``unpadded`` (the real tokens only; torch, BERT-like
+            encoders; see :mod:`evirank.score.unpadded`).
         commit_every: new scores go to the store every this many batches.
         store: a score store or its location (None: none).
         ray: runs the model's blocks on Ray (:class:`~evirank.scale.RayOptions`; None: in this process).
@@ -61,6 +63,7 @@ class Runtime:
     batch_tokens: int | None = SETTINGS.default("batch_tokens")
     max_length: int | None = SETTINGS.default("max_length")
     model_threads: int | None = SETTINGS.default("model_threads")
+    batch_layout: str = SETTINGS.default("batch_layout")
     commit_every: int = SETTINGS.default("commit_every")
     store: Any = None
     ray: BlockRunner | None = None

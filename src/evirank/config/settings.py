@@ -71,6 +71,8 @@ OPTIONS = "options"
 
 #: The engines a scorer can run on (each family says which of them it supports).
 BACKENDS = ("torch", "onnx", "onnx-int8", "openvino", "openvino-int8")
+#: How a batch is laid out for the model (:mod:`evirank.score.unpadded`).
+BATCH_LAYOUTS = ("auto", "padded", "unpadded")
 #: The precisions a model can compute in.
 DTYPES = ("auto", "fp32", "bf16", "fp16")
 #: The corpus formats (:data:`evirank.io.corpus.CORPUS_FORMATS`; a test keeps the two equal, so
@@ -322,6 +324,16 @@ SETTINGS = SettingsTable(
             metavar="N",
         ),
         Setting(
+            "batch_layout",
+            "auto",
+            "how a batch reaches the model: padded (rows x longest length), unpadded (the real tokens only, "
+            "attention within each sequence: BERT, ELECTRA, RoBERTa and XLM-R encoders on the torch "
+            "backend), or auto (unpadded on CUDA where the model supports it, else padded); scores agree "
+            "within float rounding, so both share the score store",
+            SCORING,
+            choices=BATCH_LAYOUTS,
+        ),
+        Setting(
             "commit_every",
             4,
             "write new scores to the score store every N model batches (an interrupted run loses at "
@@ -498,7 +510,16 @@ SETTINGS = SettingsTable(
             kind=values.positive_int,
             metavar="N",
         ),
-        Setting("ray_cpus", 1.0, "cores per replica", RAY, kind=values.positive_float, metavar="C"),
+        Setting(
+            "ray_cpus",
+            None,
+            "cores Ray reserves per replica (default: the model's threads, --model-threads or the engine's "
+            "default; 1 with GPUs); a replica runs the model with those threads whatever is reserved, so "
+            "the run is the same with and without --ray",
+            RAY,
+            kind=values.positive_float,
+            metavar="C",
+        ),
         Setting(
             "ray_gpus", 0.0, "GPUs per replica (1 on GPUs)", RAY, kind=values.non_negative_float, metavar="G"
         ),

@@ -211,7 +211,9 @@ def _parse_record(line: str, path: Path, line_no: int) -> Document:
     else:
         text = _field(record, "text", path, line_no)
     url = record.get("url")
-    check_unicode_record({"id": docno, "title": title, "text": text}, path, line_no)
+    check_unicode_record(
+        {"id": docno, "title": title, "text": text, "url": url if isinstance(url, str) else ""}, path, line_no
+    )
     return Document(docno, title, text, url if isinstance(url, str) and url.strip() else None)
 
 

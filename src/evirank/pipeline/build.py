@@ -316,13 +316,14 @@ def query_encoder(spec: PipelineSpec, stored: PassageVectors) -> Scorer:
     family (its model), else the family's default model; another model than the vectors' is refused
     when searching.
     """
-    from evirank.config import Runtime
     from evirank.score.family import make_scorer
 
     made_by = str((stored.manifest.get("model") or {}).get("kind") or "") or None
     own = next((s for s in spec.scorers if s.family == made_by), None)
-    runtime = Runtime(
-        device=spec.runtime.device, max_length=spec.runtime.max_length if own is not None else None
+    # the pipeline's engine, precision and threads, as every stage that runs a model; the vectors'
+    # fingerprint names the ones they were made with, and another one is refused when searching
+    runtime = spec.runtime.with_changes(
+        store=None, ray=None, max_length=spec.runtime.max_length if own is not None else None
     )
     return make_scorer(
         own.family if own is not None else made_by, own.model if own is not None else None, runtime

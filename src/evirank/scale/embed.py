@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from evirank.extras import require
-from evirank.scale.engine import connect, worker_count
+from evirank.scale.engine import connect, engine_settings, worker_count
 from evirank.scale.options import RayOptions
 
 logger = logging.getLogger(__name__)
@@ -32,13 +32,12 @@ WAVE_PER_WORKER = 16
 class EmbedWorker:
     """One bi-encoder replica in a Ray actor: builds the shards of the blocks it is given."""
 
-    def __init__(self, builder: Any, threads: int) -> None:
-        os.environ["EVIRANK_NUM_THREADS"] = str(threads)
+    def __init__(self, builder: Any, engine: dict[str, str]) -> None:
+        os.environ.update(engine)
         scorer = builder.scorer
         scorer.store = None  # the shards are the output; the workers keep no score store
         scorer.ray = None
-        if scorer.backend == "torch":
-            require("torch", "torch").set_num_threads(threads)
+        scorer.runtime = scorer.runtime.with_changes(model_threads=int(engine["EVIRANK_NUM_THREADS"]))
         self.builder = builder
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -71,14 +70,15 @@ def embed_on_ray(
         ...                        RayOptions("local", workers=2))  # doctest: +SKIP
     """
     from evirank.progress import progress_bar
-    from evirank.vectors.writer import SHARDS, blocks, shard_name
+    from evirank.vectors.writer import blocks
 
+    threads = builder.scorer.engine_threads()  # the replicas run the model as this process would
+    options = options.for_threads(threads)
     ray = connect(options)
     data = require("ray.data", "ray")
     data.DataContext.get_current().enable_progress_bars = False
     done = builder.open()
     workers = worker_count(ray, options)
-    threads = max(1, int(options.cpus_per_worker))
     wave: list[dict[str, Any]] = []
     count = passages = 0
     started = time.perf_counter()
@@ -88,11 +88,11 @@ def embed_on_ray(
         dataset = data.from_items(items, override_num_blocks=len(items))
         results = dataset.map_batches(
             EmbedWorker,
-            fn_constructor_args=(builder, threads),
+            fn_constructor_args=(builder, engine_settings(threads)),
             batch_size=1,
             batch_format="numpy",
             compute=data.ActorPoolStrategy(size=min(workers, len(items))),
-            num_cpus=options.cpus_per_worker,
+            num_cpus=options.cpus,
             num_gpus=options.gpus_per_worker or None,
         )
         seen: dict[int, int] = {}
@@ -122,7 +122,7 @@ def embed_on_ray(
     finally:
         bar.close()
     for extra in done - set(range(count)):  # the corpus shrank since the unfinished build
-        (builder.writer.partial / SHARDS / shard_name(extra)).unlink()
+        builder.writer.remove(extra)
     logger.info(
         "Ray: %d passages embedded in %d new block(s) of %d in %.1f s on %d workers",
         passages,

@@ -52,7 +52,7 @@ def connect(options: RayOptions) -> Any:
     started = time.perf_counter()
     worker_logs = logger.isEnabledFor(logging.DEBUG)  # the workers' own logs only with -vv
     if options.address == "local":
-        wanted = (options.workers or 1) * options.cpus_per_worker
+        wanted = (options.workers or 1) * options.cpus
         cpus = max(os.cpu_count() or 1, math.ceil(wanted)) + 1
         from evirank.scale.reaper import watch_ray_processes
 
@@ -168,7 +168,21 @@ def worker_count(ray: Any, options: RayOptions) -> int:
     resources = ray.cluster_resources()
     if options.gpus_per_worker > 0:
         return max(1, int(resources.get("GPU", 0) // options.gpus_per_worker))
-    return max(1, int((resources.get("CPU", 1) - 1) // options.cpus_per_worker))
+    return max(1, int((resources.get("CPU", 1) - 1) // options.cpus))
+
+
+def engine_settings(threads: int) -> dict[str, str]:
+    """What a model replica needs to run its engine as this process does: its threads, and the
+    streams the CPU engines split a batch into (``$EVIRANK_STREAMS``, when set here).
+
+    Example:
+        >>> engine_settings(2)["EVIRANK_NUM_THREADS"]
+        '2'
+    """
+    settings = {"EVIRANK_NUM_THREADS": str(max(1, int(threads)))}
+    if os.environ.get("EVIRANK_STREAMS"):
+        settings["EVIRANK_STREAMS"] = os.environ["EVIRANK_STREAMS"]
+    return settings
 
 
 class ScoreWorker:
@@ -180,13 +194,13 @@ class ScoreWorker:
     not know which family it runs.
     """
 
-    def __init__(self, cls: Any, state: dict[str, Any], settings: dict[str, Any], threads: int) -> None:
-        os.environ["EVIRANK_NUM_THREADS"] = str(threads)
+    def __init__(
+        self, cls: Any, state: dict[str, Any], settings: dict[str, Any], engine: dict[str, str]
+    ) -> None:
+        os.environ.update(engine)
         scorer = cls.from_state(state)
+        scorer.runtime = scorer.runtime.with_changes(model_threads=int(engine["EVIRANK_NUM_THREADS"]))
         scorer.prepare()
-        if threads and scorer.backend == "torch":
-            torch = require("torch", "torch")
-            torch.set_num_threads(threads)
         mine = scorer.settings()
         if mine != settings:
             raise RuntimeError(
@@ -242,6 +256,8 @@ def run_blocks(
     """
     from evirank.progress import progress_bar
 
+    threads = scorer.engine_threads()
+    options = options.for_threads(threads)
     ray = connect(options)
     block_items = max(1, int(scorer.chunk_items)) * options.blocks_per_task
     n_items = len(positions)
@@ -254,15 +270,16 @@ def run_blocks(
             block[name] = texts(items)
         blocks.append(block)
     workers = min(worker_count(ray, options), len(blocks))
-    threads = max(1, int(options.cpus_per_worker))
     logger.info(
-        "Ray: %d items in %d blocks of up to %d on %d workers (%g CPUs, %g GPUs each)",
+        "Ray: %d items in %d blocks of up to %d on %d workers (%g CPUs, %g GPUs each; the model on "
+        "%d threads, as in one process)",
         n_items,
         len(blocks),
         block_items,
         workers,
-        options.cpus_per_worker,
+        options.cpus,
         options.gpus_per_worker,
+        threads,
     )
     if not blocks:
         return
@@ -277,11 +294,16 @@ def run_blocks(
     # lost actor is restarted and its tasks run again there.
     results = dataset.map_batches(
         ScoreWorker,
-        fn_constructor_args=(type(scorer), scorer.worker_state(), scorer.settings(), threads),
+        fn_constructor_args=(
+            type(scorer),
+            scorer.worker_state(),
+            scorer.settings(),
+            engine_settings(threads),
+        ),
         batch_size=1,
         batch_format="numpy",
         compute=data.ActorPoolStrategy(size=workers),
-        num_cpus=options.cpus_per_worker,
+        num_cpus=options.cpus,
         num_gpus=options.gpus_per_worker or None,
     )
     bar = progress_bar(desc=desc, total=n_items, unit="item")

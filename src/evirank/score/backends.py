@@ -113,6 +113,27 @@ class Backend(ABC):
         A backend that cannot run a family's :class:`ModelHead` raises ``ValueError`` saying so.
         """
 
+    def use_layout(self, layout: str) -> None:
+        """Lay batches out as ``layout`` asks (the runtime's ``batch_layout``: ``auto``, ``padded``,
+        ``unpadded``). Backends run padded batches unless they say otherwise.
+
+        Raises:
+            ValueError: ``unpadded`` asked of a backend or model that cannot run it.
+        """
+        if layout == "unpadded":
+            raise ValueError(
+                f"batch_layout='unpadded' (--batch-layout): the {self.name!r} backend runs padded batches "
+                "only; use the torch backend, or --batch-layout auto"
+            )
+
+    @classmethod
+    def default_threads(cls) -> int:
+        """The CPU threads :meth:`load` uses when given none: the cores this process may run on
+        (``$EVIRANK_NUM_THREADS`` when set)."""
+        from evirank.score.streams import default_threads
+
+        return default_threads()
+
     def prepare(self, batch: TokenBatch) -> TokenBatch:
         """Get a batch ready for :meth:`forward` (e.g. a copy in pinned memory), as a TokenBatch.
 
@@ -192,7 +213,9 @@ class TorchBackend(Backend):
     """PyTorch through ``transformers``: eval mode, ``torch.inference_mode``, SDPA attention, and
     bf16/fp16 autocast when the precision asks for it (weights stay fp32). On CUDA, batches are
     copied to pinned host memory in the scorer's background thread and sent with non-blocking
-    copies, and padded to multiples of 8 tokens (tensor cores)."""
+    copies, and padded to multiples of 8 tokens (tensor cores). With an unpadded layout
+    (:meth:`use_layout`), BERT-like encoders run on the batch's real tokens only
+    (:mod:`evirank.score.unpadded`), packed in that same background thread."""
 
     name = "torch"
 
@@ -206,11 +229,18 @@ class TorchBackend(Backend):
         self.pad_multiple = 8 if device.startswith("cuda") else 1
         #: the model with its last layer computed for [CLS] only (see evirank.score.cls_only), or None
         self.cls_only = cls_only
+        #: the model's forward over packed batches (see evirank.score.unpadded), or None: padded
+        self.unpadded: Any = None
 
     @classmethod
     def resolve(cls, device: str, dtype: str) -> tuple[str, str]:
         resolved = resolve_device(device)
         return resolved, resolve_precision(resolved, dtype)
+
+    @classmethod
+    def default_threads(cls) -> int:
+        """torch's intra-op threads in this process (what a model loaded without ``threads`` runs with)."""
+        return int(require("torch", "torch").get_num_threads())
 
     @classmethod
     def adopting(cls, model: Any, task: Task | ModelHead, device: str, precision: str) -> TorchBackend:
@@ -262,7 +292,38 @@ class TorchBackend(Backend):
         backend.newly_initialised = tuple(missing)
         return backend
 
+    def use_layout(self, layout: str) -> None:
+        from evirank.score import unpadded
+
+        self.unpadded = None
+        self.pad_multiple = 8 if self.device.startswith("cuda") else 1
+        if layout == "padded":
+            return
+        explicit = layout == "unpadded"
+        if not explicit and not (self.device.startswith("cuda") or unpadded.AUTO_ON_CPU):
+            logger.debug("batch layout auto: padded on %s", self.device)
+            return
+        try:
+            self.unpadded = unpadded.unpadded_model(
+                self.model, self.task, device=self.device, precision=self.precision
+            )
+        except ValueError as exc:
+            if explicit:
+                raise ValueError(
+                    f"batch_layout='unpadded' (--batch-layout): {type(self.model).__name__} cannot run "
+                    f"unpadded: {exc}; use --batch-layout padded (or auto)"
+                ) from None
+            logger.debug("batch layout auto: padded, %s", exc)
+            return
+        self.pad_multiple = 1  # packing drops the padding, so there is none worth aligning
+        logger.debug("batch layout: unpadded (variable-length attention: %s)", self.unpadded.varlen)
+
     def prepare(self, batch: TokenBatch) -> TokenBatch:
+        if self.unpadded is not None:
+            from evirank.score.unpadded import packed_batch
+
+            # packed (and pinned on CUDA) here, in the background thread, while the model runs
+            return packed_batch(batch, pin=self.device.startswith("cuda"))
         if not self.device.startswith("cuda"):
             return batch
         # page-locked host memory, so the copy to the GPU runs asynchronously
@@ -285,8 +346,6 @@ class TorchBackend(Backend):
     def forward(self, batch: TokenBatch) -> np.ndarray:
         torch = require("torch", "torch")
         device = torch.device(self.device)
-        host = batch.tensors if isinstance(batch, PinnedBatch) else self._tensors(batch)
-        inputs = {name: tensor.to(device, non_blocking=True) for name, tensor in host.items()}
         autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.precision)
         with (
             torch.inference_mode(),
@@ -296,15 +355,27 @@ class TorchBackend(Backend):
                 enabled=autocast_dtype is not None,
             ),
         ):
-            if not isinstance(self.task, str):
-                out = self.model(**inputs).float()
-            elif self.task == "classify" and self.cls_only is not None:
-                out = self.cls_only(**inputs).float()
-            elif self.task == "classify":
-                out = self.model(**inputs).logits.float()
-            else:
-                out = mean_pooled(self.model(**inputs).last_hidden_state.float(), inputs["attention_mask"])
-        return out.cpu().numpy().astype(np.float32, copy=False)
+            out = self._unpadded(batch, device) if self.unpadded is not None else self._padded(batch, device)
+        return out.float().cpu().numpy().astype(np.float32, copy=False)
+
+    def _padded(self, batch: TokenBatch, device: Any) -> Any:
+        host = batch.tensors if isinstance(batch, PinnedBatch) else self._tensors(batch)
+        inputs = {name: tensor.to(device, non_blocking=True) for name, tensor in host.items()}
+        if not isinstance(self.task, str):
+            return self.model(**inputs)
+        if self.task == "classify" and self.cls_only is not None:
+            return self.cls_only(**inputs)
+        if self.task == "classify":
+            return self.model(**inputs).logits
+        return mean_pooled(self.model(**inputs).last_hidden_state.float(), inputs["attention_mask"])
+
+    def _unpadded(self, batch: TokenBatch, device: Any) -> Any:
+        from evirank.score.unpadded import PackedBatch, packed_batch
+
+        packed = batch if isinstance(batch, PackedBatch) else packed_batch(batch)
+        assert packed.layout is not None
+        inputs = {name: tensor.to(device, non_blocking=True) for name, tensor in packed.tensors.items()}
+        return self.unpadded(inputs, packed.layout)
 
     def parameters_digest(self) -> str:
         digest = hashlib.sha256()

@@ -3,9 +3,13 @@
 A folder whose config claims another size (``hidden_size`` 768 over weights of 384), another
 vocabulary or another number of layers would otherwise end in transformers' own errors, which name
 neither the folder nor ``config.json``, or, for extra layers, in layers initialised at random
-without a word. :func:`check_config` compares the config with the shapes in the weights' headers
-(safetensors files are read for their header only, a few kilobytes) and raises an
-:class:`~evirank.errors.InputFormatError` naming ``config.json`` and the weight file.
+without a word. :func:`check_config` compares the config with the shapes of the weights (safetensors
+files are read for their header only, a few kilobytes; ``pytorch_model.bin`` files are mapped into
+memory with torch's safe loader, ``weights_only``, so only the tensors' shapes are read) and raises
+an :class:`~evirank.errors.InputFormatError` naming ``config.json`` and the weight files. The layer
+count is checked for the layouts of the families' architectures: BERT-like encoders (BERT,
+RoBERTa, ELECTRA, DeBERTa), DistilBERT, T5's encoder and decoder, BART's, decoder-only models
+(Llama, Qwen, Mistral, ModernBERT) and GPT-2.
 
 Example:
     >>> import json, struct, tempfile, pathlib
@@ -32,10 +36,23 @@ from evirank.errors import InputFormatError
 from evirank.io.files import json_error
 
 #: The main weight files of a Hugging Face folder (one file, or shards); other safetensors files
-#: (a PARADE head beside its encoder) hold other modules.
+#: (a PARADE head beside its encoder) hold other modules. transformers reads the safetensors files
+#: when there are any, else the pickled ones.
 _MAIN_WEIGHTS = re.compile(r"model(?:-\d+-of-\d+)?\.safetensors")
+_MAIN_PICKLED = re.compile(r"pytorch_model(?:-\d+-of-\d+)?\.bin")
 _EMBEDDINGS = ("word_embeddings.weight", "embed_tokens.weight", "shared.weight", "wte.weight")
-_BERT_LAYER = re.compile(r"(?:^|\.)encoder\.layer\.(\d+)\.")
+#: (where a layer's number stands in its tensors' names, the config keys that count those layers,
+#: what they are called): the first key the config has is compared.
+_LAYERS = (
+    (re.compile(r"(?:^|\.)encoder\.layer\.(\d+)\."), ("num_hidden_layers",), "layers"),  # BERT-like
+    (re.compile(r"(?:^|\.)transformer\.layer\.(\d+)\."), ("n_layers",), "layers"),  # DistilBERT
+    (re.compile(r"(?:^|\.)encoder\.block\.(\d+)\."), ("num_layers",), "encoder layers"),  # T5
+    (re.compile(r"(?:^|\.)decoder\.block\.(\d+)\."), ("num_decoder_layers", "num_layers"), "decoder layers"),
+    (re.compile(r"(?:^|\.)encoder\.layers\.(\d+)\."), ("encoder_layers",), "encoder layers"),  # BART
+    (re.compile(r"(?:^|\.)decoder\.layers\.(\d+)\."), ("decoder_layers",), "decoder layers"),
+    (re.compile(r"^(?:model\.)?layers\.(\d+)\."), ("num_hidden_layers",), "layers"),  # Llama, Qwen
+    (re.compile(r"^(?:transformer\.)?h\.(\d+)\."), ("n_layer", "num_hidden_layers"), "layers"),  # GPT-2
+)
 _HINT = "the config belongs to another model: put the model's own config.json beside its weights"
 
 
@@ -63,6 +80,48 @@ def header_shapes(path: Path) -> dict[str, list[int]]:
     }
 
 
+def pickled_shapes(path: Path) -> dict[str, list[int]]:
+    """The tensor shapes in a ``pytorch_model.bin``, mapped into memory by torch's safe loader
+    (``weights_only``: no code in the file runs; the tensors' bytes are not read); empty when
+    torch is missing or the file cannot be read that way (the weights' reader names it).
+
+    Example:
+        >>> pickled_shapes(Path("/nonexistent.bin"))
+        {}
+    """
+    if not path.is_file():
+        return {}
+    try:
+        import torch
+    except ImportError:
+        return {}
+    try:
+        state = torch.load(str(path), map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # a damaged file, or the legacy format that cannot be mapped
+        return {}
+    if not isinstance(state, dict):
+        return {}
+    return {str(name): list(value.shape) for name, value in state.items() if isinstance(value, torch.Tensor)}
+
+
+def weight_shapes(folder: Path) -> tuple[list[str], dict[str, list[int]]]:
+    """(the main weight files transformers would read, the shapes of all their tensors together).
+
+    Example:
+        >>> weight_shapes(Path("/nonexistent"))
+        ([], {})
+    """
+    names = sorted(p.name for p in folder.glob("*.safetensors") if _MAIN_WEIGHTS.fullmatch(p.name))
+    read = header_shapes
+    if not names:
+        names = sorted(p.name for p in folder.glob("*.bin") if _MAIN_PICKLED.fullmatch(p.name))
+        read = pickled_shapes
+    shapes: dict[str, list[int]] = {}
+    for name in names:  # shards hold some layers each: compared together
+        shapes.update(read(folder / name))
+    return names, shapes
+
+
 def read_config(folder: Path) -> dict[str, Any]:
     """``folder/config.json`` as a dict.
 
@@ -84,9 +143,9 @@ def read_config(folder: Path) -> dict[str, Any]:
 def check_config(folder: Path) -> None:
     """Raise unless ``folder/config.json`` agrees with the shapes of the folder's main weights.
 
-    Checked: the hidden size and vocabulary size against the word embeddings, and (for BERT-like
-    encoders) the number of layers against the layers present. A folder without safetensors
-    weights, or without these tensors, is not checked here (transformers checks what it loads).
+    Checked: the hidden size and vocabulary size against the word embeddings, and the number of
+    layers against the layers present (for the layouts named in the module). Weights that cannot
+    be read, or without these tensors, are not checked here (transformers checks what it loads).
 
     Raises:
         InputFormatError: naming ``config.json``, what it claims and what the weights hold.
@@ -94,19 +153,17 @@ def check_config(folder: Path) -> None:
     if not (folder / "config.json").is_file():
         return
     config = read_config(folder)
-    for weights in sorted(folder.glob("*.safetensors")):
-        if not _MAIN_WEIGHTS.fullmatch(weights.name):
-            continue
-        shapes = header_shapes(weights)
-        problems = _disagreements(config, shapes)
-        if problems:
-            raise InputFormatError(
-                folder / "config.json",
-                None,
-                f"a config.json that describes the weights in {weights.name}",
-                "; ".join(problems),
-                hint=_HINT,
-            )
+    names, shapes = weight_shapes(folder)
+    problems = _disagreements(config, shapes)
+    if problems:
+        shown = names[0] if len(names) == 1 else f"{names[0]} ... {names[-1]} ({len(names)} files)"
+        raise InputFormatError(
+            folder / "config.json",
+            None,
+            f"a config.json that describes the weights in {shown}",
+            "; ".join(problems),
+            hint=_HINT,
+        )
 
 
 def _disagreements(config: dict[str, Any], shapes: dict[str, list[int]]) -> list[str]:
@@ -126,8 +183,9 @@ def _disagreements(config: dict[str, Any], shapes: dict[str, list[int]]) -> list
                     f"vocabulary of {vocab} in config.json, {rows} in the weights ({name} {shape})"
                 )
             break
-    layers = {int(m.group(1)) for name in shapes if (m := _BERT_LAYER.search(name))}
-    claimed = config.get("num_hidden_layers")
-    if layers and isinstance(claimed, int) and claimed != max(layers) + 1:
-        problems.append(f"{claimed} layers in config.json, {max(layers) + 1} in the weights")
+    for pattern, keys, what in _LAYERS:
+        layers = {int(m.group(1)) for name in shapes if (m := pattern.search(name))}
+        claimed = next((config[key] for key in keys if key in config), None)
+        if layers and isinstance(claimed, int) and claimed != max(layers) + 1:
+            problems.append(f"{claimed} {what} in config.json, {max(layers) + 1} in the weights")
     return problems

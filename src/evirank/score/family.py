@@ -363,8 +363,43 @@ def make_scorer(
             f"{'s' if len(chosen.backends) > 1 else ''}, not {runtime.backend!r}"
         )
     given = {key: value for key, value in options.items() if value is not None}
+    unknown = sorted(set(given) - set(family_options(chosen)))
+    if unknown and not _takes_any_keyword(chosen.scorer):
+        from evirank.errors import ArgumentError
+
+        known = ", ".join(family_options(chosen)) or "none"
+        raise ArgumentError(
+            f"{', '.join(unknown)}: not an option of the {chosen.name} family (its options: {known}; "
+            "the runtime's settings: device, backend, dtype, batch_tokens, max_length, model_threads, "
+            "commit_every)"
+        )
     scorer: Scorer = chosen.scorer(model, runtime, **given)
     return scorer
+
+
+def family_options(family: Family) -> list[str]:
+    """The keyword arguments a family's scorer takes besides the model and the runtime.
+
+    Example:
+        >>> "query_prefix" in family_options(get_family("bi"))
+        True
+    """
+    import inspect
+
+    parameters = inspect.signature(family.scorer.__init__).parameters
+    return [
+        name
+        for name, parameter in parameters.items()
+        if name not in ("self", "model", "runtime")
+        and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
+    ]
+
+
+def _takes_any_keyword(cls: Any) -> bool:
+    import inspect
+
+    parameters = inspect.signature(cls.__init__).parameters.values()
+    return any(parameter.kind is parameter.VAR_KEYWORD for parameter in parameters)
 
 
 def family_of(scorer: Any) -> Family:

@@ -90,8 +90,9 @@ def resolve_model_dir(model: str | os.PathLike[str]) -> Path:
         if not any(folder.glob("*.safetensors")):
             folder = Path(hub.snapshot_download(str(model), allow_patterns=[*patterns, "*.bin"]))
     except Exception as exc:  # offline, unknown repository, gated model, ...
+        reason = " ".join(str(exc).split()) or type(exc).__name__  # one line (the Hub's run over several)
         raise FileNotFoundError(
-            f"{model}: not a local model folder, and the Hugging Face Hub could not provide it ({exc})"
+            f"{model}: not a local model folder, and the Hugging Face Hub could not provide it ({reason})"
         ) from exc
     return folder
 

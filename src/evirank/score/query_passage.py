@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from evirank.config import Runtime
+from evirank.errors import ArgumentError
 from evirank.frames import DOCNO, PID, QID, QUERY, SCORE, TEXT, require_columns
 from evirank.score.backends import TokenBatch
 from evirank.score.tokenize import Template, TextIds, TokenPieces
@@ -62,8 +63,12 @@ class PairScorer(TransformerScorer):
     def __init__(
         self, model: str | os.PathLike[str], runtime: Runtime | None = None, *, query_max_tokens: int = 64
     ) -> None:
-        if query_max_tokens < 1:
-            raise ValueError(f"query_max_tokens must be positive, found {query_max_tokens}")
+        if (
+            isinstance(query_max_tokens, bool)
+            or not isinstance(query_max_tokens, int)
+            or query_max_tokens < 1
+        ):
+            raise ArgumentError(f"query_max_tokens: expected a positive integer, found {query_max_tokens!r}")
         super().__init__(model, runtime)
         self.query_max_tokens = query_max_tokens
 
@@ -104,7 +109,7 @@ class PairScorer(TransformerScorer):
 
     def _check_settings(self) -> None:
         if self._passage_room() < 1:
-            raise ValueError(
+            raise ArgumentError(
                 f"query_max_tokens={self.query_max_tokens} leaves no room for the passage within "
                 f"max_length={self.max_length_}; lower query_max_tokens or raise max_length"
             )
@@ -236,7 +241,8 @@ class PairScorer(TransformerScorer):
                 pad_multiple,
             )
 
-        self._run_batches(len(todo), tokenize, build, consume, stats, desc=self.family)
+        # chunks cut by the pairs' places among all, as a Ray job cuts its blocks (same batches, same bits)
+        self._run_batches(len(todo), tokenize, build, consume, stats, desc=self.family, positions=todo)
 
     def _score_pairs_on_ray(
         self,

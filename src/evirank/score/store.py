@@ -29,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import logging
@@ -36,6 +37,7 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -188,6 +190,30 @@ def _connect_read_only(path: Path, timeout: float) -> sqlite3.Connection:
         return sqlite3.connect(f"{uri}?immutable=1", uri=True, timeout=timeout, check_same_thread=False)
 
 
+_open_stores: weakref.WeakSet[ScoreStore] = weakref.WeakSet()
+"""The stores open in this process, closed when it exits (see :func:`_close_open_stores`)."""
+
+
+@atexit.register
+def _close_open_stores() -> None:
+    """Close every store still open when the process exits.
+
+    A store held by a thread that is still running at exit (the service's worker threads, after a
+    Ctrl-C) is never collected, so its connection was never closed and SQLite left ``-wal`` and
+    ``-shm`` files beside it. Closing the last connection checkpoints the log into the store and
+    removes them; committed scores are kept either way.
+    """
+    for store in list(_open_stores):
+        try:
+            if store._lock.acquire(timeout=5):  # a write in flight on another thread finishes first
+                try:
+                    store._conn.close()
+                finally:
+                    store._lock.release()
+        except Exception:  # exit goes on whatever one store does
+            logger.debug("closing %s at exit failed", store.path, exc_info=True)
+
+
 class ScoreStore:
     """A persistent SQLite store of scores, embeddings and scored segments.
 
@@ -236,6 +262,7 @@ class ScoreStore:
         except sqlite3.DatabaseError as exc:
             self._conn.close()
             raise InputFormatError(self.path, None, "an evirank score store (SQLite)", str(exc)) from exc
+        _open_stores.add(self)
 
     def _setup(self) -> None:
         conn = self._conn
@@ -259,6 +286,7 @@ class ScoreStore:
         """Close the connection (committed data is on disk already)."""
         with self._lock:
             self._conn.close()
+        _open_stores.discard(self)
 
     def __enter__(self) -> ScoreStore:
         return self

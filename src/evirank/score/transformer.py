@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from evirank.config import BlockRunner, Runtime
-from evirank.errors import InputFormatError
+from evirank.errors import ArgumentError, InputFormatError
 from evirank.extras import require
 from evirank.frames import QUERY, TEXT
 from evirank.progress import progress_bar
@@ -101,6 +101,13 @@ class DistinctPairs:
     @classmethod
     def of(cls, frame: pd.DataFrame) -> DistinctPairs:
         """Factorise the query and text columns of ``frame``."""
+        for column in (QUERY, TEXT):
+            bad = frame[column].isna().to_numpy(dtype=bool)
+            if bad.any():
+                raise ArgumentError(
+                    f"the {column!r} column: expected text in every row, found a missing value "
+                    f"(None or NaN) in row {int(np.flatnonzero(bad)[0])} ({int(bad.sum())} such row(s))"
+                )
         q_codes, q_uniq = pd.factorize(frame[QUERY].astype(str), sort=False)
         p_codes, p_uniq = pd.factorize(frame[TEXT].astype(str), sort=False)
         n_texts = max(len(p_uniq), 1)
@@ -191,7 +198,12 @@ class TransformerScorer(Stage):
                 f"found {type(runtime).__name__}"
             )
         if runtime.max_length is not None and runtime.max_length < 8:
-            raise ValueError(f"max_length must be at least 8 tokens, found {runtime.max_length}")
+            raise ArgumentError(f"max_length: expected at least 8 tokens, found {runtime.max_length}")
+        if isinstance(model, bool) or not isinstance(model, str | os.PathLike) or not str(model).strip():
+            raise ArgumentError(
+                f"model: expected a Hugging Face id or a model folder (a non-empty string or path), "
+                f"found {model!r}"
+            )
         get_backend(runtime.backend)  # fail early on an unknown name
         self.model = model
         self.runtime = runtime
@@ -331,7 +343,9 @@ class TransformerScorer(Stage):
         if self.backend != "torch" or self.store is not None:
             raise ValueError("only the torch backend without a score store can score a model in memory")
         self._set_up(None, tokenizer, model.config)
-        self.backend_ = TorchBackend.adopting(model, self.task, self.device_, self.precision_)
+        backend = TorchBackend.adopting(model, self.task, self.device_, self.precision_)
+        backend.use_layout(self.runtime.batch_layout)
+        self.backend_ = backend
         self.load_s_ = 0.0
 
     def passage_budget(self) -> tuple[Any, int]:
@@ -378,6 +392,7 @@ class TransformerScorer(Stage):
                     self.precision_,
                     threads=self.runtime.model_threads,
                 )
+            backend.use_layout(self.runtime.batch_layout)
             self.backend_ = backend
             self.load_s_ = time.perf_counter() - started  # reported by evirank rerank's stage timings
             logger.info(
@@ -529,6 +544,12 @@ class TransformerScorer(Stage):
         """Empty counters, for work done outside :meth:`transform` (a Ray actor's blocks)."""
         return ScoringStats()
 
+    def engine_threads(self) -> int:
+        """The CPU threads the model runs with in this process: ``model_threads``, else the engine's
+        default. A model replica elsewhere (a Ray actor) is given the same count: sums in a matrix
+        product are grouped by thread, so another count can change a score's last bits."""
+        return self.runtime.model_threads or get_backend(self.backend).default_threads()
+
     def worker_state(self) -> dict[str, Any]:
         """The parameters a model replica elsewhere (a Ray actor) is rebuilt from: no store, no Ray."""
         return {**self.__getstate__(), "runtime": self.runtime.with_changes(store=None, ray=None)}
@@ -549,10 +570,12 @@ class TransformerScorer(Stage):
         consume: Callable[[np.ndarray, np.ndarray], None],
         stats: ScoringStats,
         desc: str,
+        positions: np.ndarray | None = None,
     ) -> None:
         """Run the model over items ``0 .. n_items - 1`` in token-budget batches.
 
-        Items are taken in chunks of :attr:`chunk_items` in input order; a background thread
+        Items are taken in chunks of :attr:`chunk_items` in input order (by ``positions // chunk_items``
+        when given: the items' places among all, as a Ray job cuts its blocks); a background thread
         tokenises a chunk, sorts it by length into token-budget batches, pads each batch and hands
         it to the backend's ``prepare`` (pinned memory on CUDA) while the model runs the batch
         before: tokenisation overlaps with compute.
@@ -564,15 +587,17 @@ class TransformerScorer(Stage):
             consume: (item indices, model output rows) -> None; called after every batch.
             stats: updated in place.
             desc: progress bar label.
+            positions: increasing places of the items among all (default: ``0 .. n_items - 1``).
         """
         backend = self.load()
         budget, multiple = self.batch_tokens_, backend.pad_multiple
 
         def produce() -> Iterator[tuple[np.ndarray, tuple[int, int], Any, float, float]]:
             size = max(1, int(self.chunk_items))
-            for start in range(0, n_items, size):
+            places = np.arange(n_items, dtype=np.int64) if positions is None else np.asarray(positions)
+            cuts = np.flatnonzero(np.diff(places // size)) + 1
+            for chunk in np.split(np.arange(n_items, dtype=np.int64), cuts) if n_items else []:
                 t0 = time.perf_counter()
-                chunk = np.arange(start, min(start + size, n_items), dtype=np.int64)
                 lengths = tokenize(chunk)
                 tokenize_s = time.perf_counter() - t0
                 for rows in token_budget_batches(lengths, budget, multiple):

@@ -18,7 +18,7 @@ import hashlib
 import html
 from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from evirank.rerank.timing import SCORING_PARTS
 from evirank.serve.config import ServeConfig
@@ -171,7 +171,7 @@ def _candidate(candidate: Candidate, best: float, worst: float, attention: bool 
         f'<li class="result" data-docno="{_e(candidate.docno)}">'
         f'<span class="rank">{candidate.rank}</span><div class="rbody">'
         f"<h2>{heading}</h2>"
-        f'<div class="meta"><a class="docno" href="/v1/doc/{_e(candidate.docno)}" '
+        f'<div class="meta"><a class="docno" href="/v1/doc/{_e(quote(candidate.docno, safe=""))}" '
         f'title="the stored document as JSON">{_e(candidate.docno)}</a>'
         f'<span class="chip score" title="{_e(_breakdown_text(candidate))}">score '
         f"<b>{candidate.score:.3f}</b></span>"

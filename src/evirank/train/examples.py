@@ -46,6 +46,7 @@ from typing import Any, Literal, Protocol, TypeAlias
 import numpy as np
 import pandas as pd
 
+from evirank.config.values import check_unicode_record
 from evirank.errors import InputFormatError
 from evirank.frames import (
     DOCNO,
@@ -510,26 +511,27 @@ def read_evidence(path: str | os.PathLike[str]) -> pd.DataFrame:
         >>> read_evidence(p).values.tolist()
         [['1', 'd1', ['A sentence.']]]
     """
+    from evirank.io.files import input_file, iter_lines
+
+    path = input_file(path, "an evidence file (.jsonl)")
     rows = []
-    with open(path, encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                row = (str(record["query-id"]), str(record["corpus-id"]), record["evidence"])
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise InputFormatError(
-                    path,
-                    line_no,
-                    'a JSON object {"query-id", "corpus-id", "evidence": [...]}',
-                    repr(line[:80]),
-                ) from exc
-            if not isinstance(row[2], list) or not all(isinstance(s, str) for s in row[2]):
-                raise InputFormatError(
-                    path, line_no, "evidence as a list of sentence strings", repr(row[2])[:80]
-                )
-            rows.append(row)
+    for line_no, line in iter_lines(path):  # bytes that are not UTF-8 are named with their line
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            row = (str(record["query-id"]), str(record["corpus-id"]), record["evidence"])
+        except (json.JSONDecodeError, RecursionError, KeyError, TypeError, IndexError) as exc:
+            raise InputFormatError(
+                path,
+                line_no,
+                'a JSON object {"query-id", "corpus-id", "evidence": [...]}',
+                repr(line[:80]),
+            ) from exc
+        if not isinstance(row[2], list) or not all(isinstance(s, str) for s in row[2]):
+            raise InputFormatError(path, line_no, "evidence as a list of sentence strings", repr(row[2])[:80])
+        check_unicode_record(record, path, line_no)
+        rows.append(row)
     return pd.DataFrame(rows, columns=[QID, DOCNO, EVIDENCE])
 
 
@@ -616,6 +618,7 @@ def read_pairs(
             raise InputFormatError(
                 path, line_no, 'a JSON object with "query", "text", "label"', repr(line[:80])
             ) from exc
+        check_unicode_record(record, path, line_no)  # a lone surrogate (an escape such as \ud800)
         for field, value in ((QUERY, query), (TEXT, text)):
             if not isinstance(value, str):
                 raise InputFormatError(path, line_no, f'a string as "{field}"', type_name(value))

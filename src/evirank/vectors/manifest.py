@@ -111,10 +111,16 @@ def mismatch(
         what.append("model")
     if stored.segment != wanted.segment:
         what.append("segmenter")
+    settings = [
+        f"{key} {stored.model.get(key)!r} in the vectors, {wanted.model.get(key)!r} here"
+        for key in sorted(set(stored.model) | set(wanted.model))
+        if key not in ("model", "random_init") and stored.model.get(key) != wanted.model.get(key)
+    ]
+    shown = f"; {', '.join(settings[:4])}" if settings and stored.fingerprint != wanted.fingerprint else ""
     return VectorsMismatchError(
         f"{path}: the passage vectors were made with {stored.name()}, but this run uses {wanted.name()} "
-        f"(the {' and '.join(what)} differ{'s' if len(what) == 1 else ''}); vectors are never mixed: "
-        "run with the same model and segmenter, or embed again with `evirank embed`"
+        f"(the {' and '.join(what)} differ{'s' if len(what) == 1 else ''}{shown}); vectors are never "
+        "mixed: run with the same model, settings and segmenter, or embed again with `evirank embed`"
     )
 
 

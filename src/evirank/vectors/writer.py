@@ -1,7 +1,9 @@
 """Writing a passage-vector folder: blocks of documents, one atomic shard each, resume, compaction.
 
 :class:`ShardWriter` is the format: it owns ``VECTORS.partial/`` (its manifest and one Parquet shard
-per block, each written under a temporary name and renamed, so a shard is complete or absent) and
+per block, each written under a temporary name and renamed, so a shard is complete or absent, with
+its size and sha256 beside it in ``part-NNNNNN.parquet.sha256``, checked before a resumed build or
+the compaction reads it: a damaged shard is named and its block embedded again) and
 compacts the shards into ``VECTORS/`` (``passages.parquet``, ``vectors.npy``, ``manifest.json``) in one
 rename. :class:`VectorBuilder` puts a segmenter and a bi-encoder in front of it: given a block number
 and that block's documents it segments, embeds and writes that one shard. Blocks are independent, so
@@ -32,10 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from evirank.checksums import write_checksums
+from evirank.checksums import DamagedArtefactError, file_digest, file_problem, write_checksums
 from evirank.errors import EvirankError
 from evirank.frames import Document
-from evirank.outputs import atomic_file, check_output, replace_output, temporary_path
+from evirank.outputs import atomic_file, check_output, replace_output, temporary_path, write_atomically
 from evirank.progress import progress_bar
 from evirank.segment.budget import passage_budget
 from evirank.vectors.manifest import (
@@ -63,6 +65,9 @@ logger = logging.getLogger(__name__)
 DEFAULT_BLOCK_SIZE = 1000
 
 _SHARD_RE = re.compile(r"^part-(\d{6})\.parquet$")
+#: A shard's checksum file: ``SHA256 SIZE`` of the shard beside it.
+CHECKSUM_SUFFIX = ".sha256"
+_SHARD_FILE_RE = re.compile(r"^part-(\d{6})\.parquet(?:\.sha256)?$")
 
 
 class IncompleteBuildError(EvirankError, RuntimeError):
@@ -109,7 +114,7 @@ def _check_partial_is_ours(partial: Path) -> None:
             entry.name == SHARDS
             and entry.is_dir()
             and not entry.is_symlink()
-            and all(_SHARD_RE.match(p.name) or p.name.startswith(".") for p in entry.iterdir())
+            and all(_SHARD_FILE_RE.match(p.name) or p.name.startswith(".") for p in entry.iterdir())
         )
         if only_shards or entry.name.startswith(".tmp-"):
             continue
@@ -167,6 +172,7 @@ class ShardWriter:
             "block_size": self.block_size,
             "source": self.source,
             "created": now(),
+            "shard_checksums": True,
         }
 
     def open(self) -> set[int]:
@@ -197,7 +203,7 @@ class ShardWriter:
                         f"is there; resume it with --block-size {found.get('block_size')}, or pass "
                         "--overwrite to start afresh"
                     )
-                done = self.done()
+                done = self.done() - self.damaged(self.done(), found)
                 logger.info("resuming %s: %d block(s) already written", self.partial, len(done))
                 return done
             if found is None and any(shards.glob("*.parquet")) and not self.overwrite:
@@ -215,6 +221,52 @@ class ShardWriter:
         if not folder.is_dir():
             return set()
         return {int(m.group(1)) for p in folder.iterdir() if (m := _SHARD_RE.match(p.name))}
+
+    def shard_problem(self, block: int) -> str | None:
+        """What is wrong with block ``block``'s shard against its checksum file; None when it matches."""
+        shard = self.partial / SHARDS / shard_name(block)
+        record = shard.with_name(shard.name + CHECKSUM_SUFFIX)
+        try:
+            digest, size = record.read_text(encoding="utf-8").split()
+            return file_problem(shard, int(size), digest)
+        except FileNotFoundError:
+            return "its checksum file is missing"
+        except (OSError, UnicodeDecodeError, ValueError):
+            return "its checksum file is damaged"
+
+    def damaged(self, blocks: Iterable[int], manifest: dict[str, Any]) -> set[int]:
+        """The ``blocks`` whose shard does not match its checksum; each is named in a warning and
+        removed, so the build embeds it again. A build begun by a version that wrote no checksums
+        keeps its shards unchecked (with a note in the log)."""
+        checked = bool(manifest.get("shard_checksums"))
+        bad: set[int] = set()
+        unchecked = 0
+        for block in sorted(blocks):
+            problem = self.shard_problem(block)
+            if problem is None:
+                continue
+            if not checked and problem == "its checksum file is missing":
+                unchecked += 1
+                continue
+            logger.warning(
+                "%s: this vector shard is damaged (%s); block %d is embedded again",
+                self.partial / SHARDS / shard_name(block),
+                problem,
+                block,
+            )
+            self.remove(block)
+            bad.add(block)
+        if unchecked:
+            logger.info(
+                "%s: %d shard(s) written without checksums are used unchecked", self.partial, unchecked
+            )
+        return bad
+
+    def remove(self, block: int) -> None:
+        """Remove block ``block``'s shard and its checksum file (the block is then not written)."""
+        shard = self.partial / SHARDS / shard_name(block)
+        for path in (shard, shard.with_name(shard.name + CHECKSUM_SUFFIX)):
+            path.unlink(missing_ok=True)
 
     def write(
         self,
@@ -256,6 +308,9 @@ class ShardWriter:
         final = folder / shard_name(block)
         with atomic_file(final) as tmp:
             _parquet().write_table(table, tmp)
+            # the checksum first: a shard in place always has its own beside it
+            record = f"{file_digest(tmp)} {tmp.stat().st_size}\n"
+            write_atomically(final.with_name(final.name + CHECKSUM_SUFFIX), record)
         return final
 
     def finish(self, blocks: int | None = None) -> PassageVectors:
@@ -281,6 +336,20 @@ class ShardWriter:
         if expected == 0:
             raise ValueError(f"{self.partial}: no passages to compact (the corpus is empty)")
         manifest = read_manifest(self.partial)
+        problems = {block: self.shard_problem(block) for block in range(expected)}
+        if manifest.get("shard_checksums"):
+            bad = {block: problem for block, problem in problems.items() if problem is not None}
+        else:  # a build begun without checksums: only a shard that has one is checked
+            bad = {b: p for b, p in problems.items() if p not in (None, "its checksum file is missing")}
+        if bad:
+            for block in bad:
+                self.remove(block)
+            raise DamagedArtefactError(
+                self.partial,
+                "unfinished vector build",
+                [f"{SHARDS}/{shard_name(block)}: {problem}" for block, problem in sorted(bad.items())],
+                "run the build again: the damaged blocks (removed) are embedded again",
+            )
         check_output(self.output, self.overwrite, marker=MANIFEST)  # checked again: it may have appeared
         tmp = temporary_path(self.output)
         if tmp.exists():
@@ -531,7 +600,7 @@ class VectorBuilder:
                 count,
             )
             for extra in done - set(range(count)):
-                (self.writer.partial / SHARDS / shard_name(extra)).unlink()
+                self.writer.remove(extra)
         return self.finish(count)
 
 

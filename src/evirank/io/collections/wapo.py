@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from evirank.config.values import check_unicode_record
 from evirank.errors import InputFormatError
 from evirank.frames import Document
 from evirank.io.collections.base import Located
@@ -84,10 +85,14 @@ def parse_article(line: str, path: Path, line_no: int) -> Document:
                 parts.append(content)
         if item.get("fullcaption") is not None:
             parts.append(markup_text(str(item["fullcaption"])))
-    title = record.get("title")
+    title = "" if record.get("title") is None else str(record["title"])
     url = record.get("article_url")
     source = url if isinstance(url, str) and url.startswith(("http://", "https://")) else None
-    return Document(docno, "" if title is None else str(title), "\n".join(parts), source)
+    text = "\n".join(parts)
+    check_unicode_record(
+        {"id": docno, "title": title, "text": text, "article_url": source or ""}, path, line_no
+    )
+    return Document(docno, title, text, source)
 
 
 def _content(value: Any) -> str | None:

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from evirank.config import Runtime
-from evirank.errors import MissingExtraError
+from evirank.errors import ArgumentError, MissingExtraError
 from evirank.extras import require
 from evirank.frames import DOCNO, PID, QID, QUERY, SCORE, TEXT, require_columns
 from evirank.score.backends import TokenBatch
@@ -151,6 +151,13 @@ class BiEncoder(TransformerScorer):
             >>> BiEncoder().embed(["a cat", "a dog"]).shape  # doctest: +SKIP
             (2, 384)
         """
+        if isinstance(texts, str | bytes) or not all(isinstance(text, str) for text in texts):
+            found = (
+                type(texts).__name__
+                if isinstance(texts, str | bytes)
+                else "a list holding " + next(type(t).__name__ for t in texts if not isinstance(t, str))
+            )
+            raise ArgumentError(f"texts: expected a list of strings, found {found}")
         distinct = list(dict.fromkeys(texts))
         store = self._store() if self.cache_embeddings else None
         fingerprint = None

@@ -476,23 +476,33 @@ class YesNoReranker(PairScorer):
 
     def _whole_prompt_ids(self, queries: Sequence[str], passages: Sequence[str]) -> list[list[int]]:
         """:meth:`prompt_ids` of pairs each tokenised as one text (a passage too long is cut at the
-        end of its token that fits, and the prompt tokenised again)."""
+        end of its token that fits, then the query, and the prompt tokenised again)."""
         prefix, middle, suffix = self.prompt_.pieces()
         bos = list(self.template_.prefix[: 1 if self.prompt_.bos else 0])
         room = self.max_length_ - len(bos)
-        heads = [f"{prefix}{q}{middle}" for q in self._cut_queries(queries)]
+        cut = self._cut_queries(queries)
         texts = list(passages)
         out: list[list[int] | None] = [None] * len(texts)
         todo = list(range(len(texts)))
         while todo:
-            encodings = self.encoder_.encodings([heads[i] + texts[i] + suffix for i in todo])
+            encodings = self.encoder_.encodings([f"{prefix}{cut[i]}{middle}{texts[i]}{suffix}" for i in todo])
             again = []
             for i, encoding in zip(todo, encodings, strict=True):
                 over = len(encoding.ids) - room
-                if over <= 0 or not texts[i]:
+                if over <= 0:
                     out[i] = [*bos, *encoding.ids]
                     continue
-                texts[i] = _cut_passage(texts[i], len(heads[i]), encoding.offsets, over)
+                if texts[i]:  # the passage loses its last tokens first
+                    texts[i] = _cut_passage(
+                        texts[i], len(prefix) + len(cut[i]) + len(middle), encoding.offsets, over
+                    )
+                elif cut[i]:  # then the query (its tokens in the prompt may outnumber its own)
+                    cut[i] = _cut_passage(cut[i], len(prefix), encoding.offsets, over)
+                else:
+                    raise ValueError(
+                        f"the {self.prompt_name_} prompt alone takes {len(encoding.ids) + len(bos)} tokens, "
+                        f"more than max_length={self.max_length_}; raise max_length"
+                    )
                 again.append(i)
             todo = again
         return [ids for ids in out if ids is not None]
@@ -531,7 +541,7 @@ class YesNoReranker(PairScorer):
         def build(items: np.ndarray, pad_multiple: int) -> TokenBatch:
             return rows.batch(items, row_q[items], row_p[items], pad_multiple)
 
-        self._run_batches(len(todo), tokenize, build, consume, stats, desc=self.family)
+        self._run_batches(len(todo), tokenize, build, consume, stats, desc=self.family, positions=todo)
 
     @property
     def task(self) -> YesNoHead:  # type: ignore[override]

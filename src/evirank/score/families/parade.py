@@ -191,6 +191,7 @@ class Parade(PairScorer):
         self.backend_ = TorchBackend.adopting(
             self.task.wrap(model.encoder), self.task, self.device_, self.precision_
         )
+        self.backend_.use_layout(self.runtime.batch_layout)  # refuses unpadded: its own module
         self.load_s_ = 0.0
 
     def settings(self) -> dict[str, Any]:

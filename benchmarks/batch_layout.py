@@ -1,0 +1,97 @@
+"""Padded against unpadded batches: pairs/s of one cross-encoder on one device, and the padding saved.
+
+The same scorer settings twice (``--batch-layout padded`` and ``unpadded``), on the same pairs, in
+alternating rounds after one warm-up call each; the table shows the median and best pairs/s, the
+share of the padded batches' slots that were padding (what the unpadded layout does not compute),
+and the largest score difference between the two layouts. This is what ``--batch-layout auto``
+chooses from on a CPU.
+
+Usage (from the repository root; the pairs file as ``benchmarks/gpu_inputs.py pairs`` writes it):
+    HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/batch_layout.py MODEL_DIR PAIRS.jsonl --pairs 5000
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+from _common import footer, header
+from peers import _frame, read_pairs
+
+from evirank.config import Runtime
+from evirank.frames import SCORE
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("model", help="a cross-encoder folder")
+    parser.add_argument("pairs_file", help="JSONL of {query, text} lines")
+    parser.add_argument("--pairs", type=int, default=5000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="fp32")
+    parser.add_argument("--batch-tokens", type=int, default=None, help="default: the device's")
+    args = parser.parse_args()
+    from evirank.score import CrossEncoder
+
+    frame = _frame(read_pairs(Path(args.pairs_file))).head(args.pairs)
+    scorers = {
+        layout: CrossEncoder(
+            args.model,
+            Runtime(
+                device=args.device, dtype=args.dtype, batch_tokens=args.batch_tokens, batch_layout=layout
+            ),
+        )
+        for layout in ("padded", "unpadded")
+    }
+    rates: dict[str, list[float]] = {layout: [] for layout in scorers}
+    scores: dict[str, np.ndarray] = {}
+    for layout, scorer in scorers.items():
+        scorer.load()
+        scores[layout] = scorer(frame)[SCORE].to_numpy()  # warm-up
+    for round_no in range(args.rounds):
+        order = list(scorers) if round_no % 2 == 0 else list(reversed(scorers))
+        for layout in order:
+            started = time.perf_counter()
+            scorers[layout](frame)
+            rates[layout].append(len(frame) / (time.perf_counter() - started))
+    padded = scorers["padded"]
+    stats = padded.stats_
+    encoder = padded.encoder_
+    lengths = np.array(
+        [
+            len(ids)
+            for ids in encoder.tokenizer(
+                list(frame["query"]), list(frame["text"]), truncation=True, max_length=padded.max_length_
+            )["input_ids"]
+        ]
+    )
+    padding = 1.0 - lengths.sum() / stats.tokens if stats.tokens else float("nan")
+    lines = [
+        header(
+            "Padded against unpadded batches, one cross-encoder",
+            f"model: {Path(args.model).name}; pairs: {len(frame):,} from {Path(args.pairs_file).name}, "
+            f"{lengths.mean():.1f} tokens a pair on average",
+            f"device {padded.device_}, {padded.precision_}, {padded.batch_tokens_:,} tokens per batch; "
+            f"one warm-up call each, then {args.rounds} alternating rounds",
+            f"padded batches: {stats.batches} batches, {stats.tokens:,} token slots of which "
+            f"{padding:.1%} padding (tokens counted by the tokenizer, truncated as the scorer does)",
+            packages=("torch", "transformers"),
+        ),
+        "| batch layout | pairs/s median | best | max abs score diff vs padded |",
+        "| --- | ---: | ---: | ---: |",
+        *(
+            f"| {layout} | {statistics.median(r):,.1f} | {max(r):,.1f} | "
+            f"{float(np.abs(scores[layout] - scores['padded']).max()):.1e} |"
+            for layout, r in rates.items()
+        ),
+        footer(),
+    ]
+    print("\n".join(lines), flush=True)
+
+
+if __name__ == "__main__":
+    main()
