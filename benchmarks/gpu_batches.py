@@ -16,15 +16,24 @@ with the bi-encoder (all-MiniLM-L6-v2), the path of ``evirank embed``: passages/
 
 Usage (from the repository root, on a CUDA machine; ``benchmarks/gpu_check.sh`` runs it all):
     HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/gpu_batches.py MODEL_DIR PAIRS.jsonl --pairs 150000
+
+``--feed`` measures the host side alone, on any machine (no GPU): pairs/s tokenised, assembled,
+sorted, cut by the token budget, padded and handed to a model that does nothing, on SciFact
+claim/sentence pairs (written once to the pairs file), for this checkout and, with
+``--before-src``, for another checkout's ``src`` folder (the code before a change):
+    PYTHONPATH=src python benchmarks/gpu_batches.py --feed --before-src ../evirank-before/src
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
+import os
 import shutil
 import statistics
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -32,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from _common import footer, header
+from _common import REPO, datasets, footer, header
 from peers import _frame, read_pairs
 from scoring import flops_per_pair, pair_lengths
 
@@ -181,7 +190,93 @@ def table(rows: list[Row], peak: float) -> list[str]:
     return lines
 
 
+def feed_main(argv: list[str]) -> None:
+    """``--feed``: the host side alone (no GPU needed); see ``benchmarks/_feed.py``."""
+    parser = argparse.ArgumentParser(
+        prog="gpu_batches.py --feed",
+        description="pairs/s the host prepares for a model that does nothing, before and after a change",
+    )
+    parser.add_argument("--feed", action="store_true", required=True)
+    parser.add_argument("--model", help="a model folder whose tokenizer is used (default: all-MiniLM-L6-v2)")
+    parser.add_argument(
+        "--pairs-file",
+        help="JSONL of {query, text} lines; made there when missing, as the GPU check makes its pairs "
+        "(benchmarks/gpu_inputs.py; default: the GPU check's, work/gpu-check/scifact-pairs-N.jsonl)",
+    )
+    parser.add_argument("--pairs", type=int, default=150_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--budget", type=int, default=65536, help="tokens per batch")
+    parser.add_argument("--pad-multiple", type=int, default=8, help="as the torch backend pads on CUDA")
+    parser.add_argument(
+        "--before-src",
+        help="the src folder of another checkout (the code before a change), measured the same way",
+    )
+    args = parser.parse_args(argv)
+    from gpu_inputs import write_pairs
+
+    from evirank.score.families.bi import default_bi_encoder
+
+    model = args.model or default_bi_encoder()
+    if args.pairs_file:
+        pairs_file = Path(args.pairs_file)
+    else:  # the GPU check's pairs, made the same way
+        data = datasets(required=False)
+        kind = "scifact" if data is not None and (data / "scifact").is_dir() else "synthetic"
+        pairs_file = REPO / "work" / "gpu-check" / f"{kind}-pairs-{args.pairs}.jsonl"
+    print(write_pairs(pairs_file, args.pairs, seed=0, synthetic=False), file=sys.stderr)
+    script = Path(__file__).with_name("_feed.py")
+    common = [
+        "--model", str(model), "--pairs-file", str(pairs_file), "--pairs", str(args.pairs),
+        "--rounds", str(args.rounds), "--budget", str(args.budget), "--pad-multiple", str(args.pad_multiple),
+    ]  # fmt: skip
+    versions = [("this checkout", REPO / "src")]
+    if args.before_src:
+        versions.insert(0, (f"before: {Path(args.before_src).resolve().parent.name}", Path(args.before_src)))
+    model_name = "all-MiniLM-L6-v2" if args.model is None else Path(model).name
+    head = header(  # before measuring: the load average at the start
+        "The host side of scoring alone: pairs/s prepared and handed to a model that does nothing",
+        f"tokenizer of {model_name}; {args.budget:,} tokens per batch, padded to multiples of "
+        f"{args.pad_multiple}; median of {args.rounds} rounds (each a scorer call over all pairs)",
+        "cold: a new scorer, every text tokenised; warm: the same scorer called again (texts "
+        "already tokenised); passages/s: the bi-encoder's passage embedding of the distinct "
+        "sentences (what evirank embed does), cold and warm alike",
+        packages=("tokenizers", "numpy", "pandas"),
+    )
+    results = []
+    for label, src in versions:  # each in a fresh process
+        done = subprocess.run(
+            [sys.executable, str(script), "--src", str(src), *common],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"measuring {src} failed:\n{done.stderr[-3000:]}")
+        results.append((label, src, json.loads(done.stdout.strip().splitlines()[-1])))
+    first = results[-1][2]
+    lines = [
+        head,
+        f"pairs: {first['pairs']:,} claim/sentence pairs from {pairs_file.name} "
+        f"({first['distinct_queries']:,} claims, {first['distinct_texts']:,} distinct sentences, "
+        f"{first['tokens_mean']:.1f} tokens a pair, {first['padded_tokens'] / first['pairs']:.1f} padded)",
+        "",
+        "| code | cross-encoder pairs/s, cold | pairs/s, warm | bi-encoder passages/s, cold "
+        "| passages/s, warm |",
+        "| --- | ---: | ---: | ---: | ---: |",
+        *(
+            f"| {label} | {r['cold_median']:,.0f} | {r['warm_median']:,.0f} | "
+            f"{r['passages_cold_median']:,.0f} | {r['passages_warm_median']:,.0f} |"
+            for label, _, r in results
+        ),
+        footer(),
+    ]
+    print("\n".join(lines), flush=True)
+
+
 def main() -> None:
+    if "--feed" in sys.argv[1:]:
+        feed_main(sys.argv[1:])
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("model", help="a cross-encoder folder")
     parser.add_argument("pairs_file", help="JSONL of {query, text} lines")

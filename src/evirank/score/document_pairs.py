@@ -31,6 +31,7 @@ from evirank.config import Runtime
 from evirank.frames import DOCNO, PID, QID, QUERY, RANK, SCORE, TEXT, require_columns
 from evirank.score.backends import TokenBatch
 from evirank.score.query_passage import PairScorer
+from evirank.score.tokenize import Part, Ragged, TextIds, TokenTable, assemble
 from evirank.score.transformer import DistinctPairs, ScoringStats, _ChunkedWriter
 from evirank.stage import Stage
 
@@ -163,22 +164,26 @@ def duo_aggregate(name: str) -> Callable[[np.ndarray], np.ndarray]:
         ) from None
 
 
-def share_room(first: int, second: int, room: int) -> tuple[int, int]:
+def share_room(first: Any, second: Any, room: Any) -> tuple[Any, Any]:
     """Tokens kept of two documents of ``first`` and ``second`` tokens sharing ``room``: each
-    gets half, and what one leaves unused goes to the other.
+    gets half, and what one leaves unused goes to the other (numbers, or arrays of them).
 
     Example:
         >>> share_room(10, 300, 100), share_room(80, 90, 100), share_room(3, 4, 100)
         ((10, 90), (50, 50), (3, 4))
     """
+    first, second, room = np.asarray(first), np.asarray(second), np.asarray(room)
     half = room // 2
-    if first + second <= room:
-        return first, second
-    if first <= half:
-        return first, room - first
-    if second <= room - half:
-        return room - second, second
-    return half, room - half
+    fits = first + second <= room
+    first_short = first <= half
+    second_short = second <= room - half
+    keep_first = np.where(fits | first_short, first, np.where(second_short, room - second, half))
+    keep_second = np.where(
+        fits, second, np.where(first_short, room - first, np.where(second_short, second, room - half))
+    )
+    if keep_first.ndim == 0:
+        return int(keep_first), int(keep_second)
+    return keep_first, keep_second
 
 
 class TwoDocumentScorer(PairScorer):
@@ -197,33 +202,52 @@ class TwoDocumentScorer(PairScorer):
         """The token ids between the two documents."""
         raise NotImplementedError
 
-    def segments(self, query: list[int], first: list[int], second: list[int]) -> tuple[list[int], list[int]]:
-        """The template's two segments of one input (already cut): by default the query, then both
-        documents with :meth:`between_ids` between them. A family may move the boundary.
+    def input_parts(self, query: Ragged, first: Ragged, second: Ragged) -> tuple[list[Part], list[int]]:
+        """The parts of every input row, in order, and each part's token type: by default the
+        template's prefix, the query, its middle, both documents with :meth:`between_ids` between
+        them, its suffix. A family may move the boundary or set the token types its checkpoint was
+        trained with (duoBERT's three).
 
         Example:
-            >>> TwoDocumentScorer.segments(None, [1], [2], [3])  # doctest: +SKIP
-            ([1], [2, 102, 3])
+            >>> table = TokenTable.of([[7], [8], [9]])
+            >>> parts, types = scorer.input_parts(*(table.take([i], [1]) for i in range(3)))  # doctest: +SKIP
+            >>> types  # doctest: +SKIP
+            [0, 0, 0, 1, 1, 1, 1]
         """
-        return list(query), [*first, *self.between_ids(), *second]
+        template = self.pair_template()
+        t = template.types
+        parts: list[Part] = [
+            template.prefix,
+            query,
+            template.middle,
+            first,
+            tuple(self.between_ids()),
+            second,
+        ]
+        return [*parts, template.suffix], [t[0], t[1], t[2], t[3], t[3], t[3], t[4]]
 
     def input_batch(
         self, rows: list[tuple[list[int], list[int], list[int]]], pad_multiple: int = 1
     ) -> TokenBatch:
-        """The padded inputs of (query, first, second) id lists, already cut: :meth:`segments` of
-        each row joined by :meth:`pair_template`. A family may set the token types its checkpoint
-        was trained with (duoBERT's three).
+        """The padded inputs of (query, first, second) id lists, already cut (:meth:`input_parts`).
 
         Example:
             >>> scorer.input_batch([([7], [8], [9])]).input_ids.tolist()  # doctest: +SKIP
             [[101, 7, 102, 8, 102, 9, 102]]
         """
-        heads, tails = [], []
-        for query, first, second in rows:
-            head, tail = self.segments(query, first, second)
-            heads.append(head)
-            tails.append(tail)
-        return self.encoder_.pair_batch(heads, tails, pad_multiple, template=self.pair_template())
+        query, first, second = (TokenTable.of([row[k] for row in rows]) for k in range(3))
+        every = np.arange(len(rows))
+        return self._assemble(
+            query.take(every, query.lengths),
+            first.take(every, first.lengths),
+            second.take(every, second.lengths),
+            pad_multiple,
+        )
+
+    def _assemble(self, query: Ragged, first: Ragged, second: Ragged, pad_multiple: int) -> TokenBatch:
+        parts, types = self.input_parts(query, first, second)
+        encoder = self.encoder_
+        return assemble(parts, types, encoder.pad_id, pad_multiple, encoder.uses_token_types)
 
     def _passage_room(self) -> int:
         """Tokens of one document when both fill their half."""
@@ -260,47 +284,36 @@ class TwoDocumentScorer(PairScorer):
         """Score the distinct (query, joined pair) items ``todo`` into ``pairs.scores``."""
         encoder = self.encoder_
         template = self.pair_template()
-        between = self.between_ids()
-        cap = self.max_length_ - template.n_special - len(between)
-        queries = pairs.queries
+        n_fixed = template.n_special + len(self.between_ids())
+        cap = self.max_length_ - n_fixed
+        # each distinct query and document tokenised once (through the encoder's cache); the
+        # documents' table holds every text's first half, then every text's second half
         halves = [split_pair(text) for text in pairs.texts]
-        q_ids: dict[int, list[int]] = {}
-        d_ids: dict[tuple[int, int], list[int]] = {}  # (text index, 0 or 1) -> ids
-        kept = np.zeros((len(todo), 2), dtype=np.int64)
+        n_texts = len(halves)
+        query_ids = TextIds(encoder, pairs.queries, self.query_max_tokens, pairs.query_hash)
+        document_ids = TextIds(encoder, [h[0] for h in halves] + [h[1] for h in halves], cap)
+        row_q, row_t = pairs.pair_query[todo], pairs.pair_text[todo]
+        kept = np.zeros((len(todo), 3), dtype=np.int64)  # query, first, second
 
         def tokenize(items: np.ndarray) -> np.ndarray:
-            new_q = sorted({int(i) for i in pairs.pair_query[todo[items]]} - q_ids.keys())
-            for i, ids in zip(
-                new_q, encoder.token_ids([queries[i] for i in new_q], self.query_max_tokens), strict=True
-            ):
-                q_ids[i] = ids
-            new_d = sorted(
-                {(int(t), side) for t in pairs.pair_text[todo[items]] for side in (0, 1)} - d_ids.keys()
+            q, t = row_q[items], row_t[items]
+            query_ids.need(q)
+            document_ids.need(np.concatenate([t, t + n_texts]))
+            kept[items, 0] = query_ids.lengths[q]
+            kept[items, 1], kept[items, 2] = share_room(
+                document_ids.lengths[t], document_ids.lengths[t + n_texts], cap - kept[items, 0]
             )
-            for key, ids in zip(new_d, encoder.token_ids([halves[t][s] for t, s in new_d], cap), strict=True):
-                d_ids[key] = ids
-            lengths = np.zeros(len(items), dtype=np.int64)
-            for n, item in enumerate(items):
-                pair = todo[item]
-                q, t = int(pairs.pair_query[pair]), int(pairs.pair_text[pair])
-                room = cap - len(q_ids[q])
-                kept[item] = share_room(len(d_ids[(t, 0)]), len(d_ids[(t, 1)]), room)
-                lengths[n] = template.n_special + len(between) + len(q_ids[q]) + int(kept[item].sum())
-            return lengths
+            return n_fixed + kept[items].sum(axis=1)
 
         def build(items: np.ndarray, pad_multiple: int) -> TokenBatch:
-            rows = []
-            for item in items:
-                pair = todo[item]
-                t = int(pairs.pair_text[pair])
-                rows.append(
-                    (
-                        q_ids[int(pairs.pair_query[pair])],
-                        d_ids[(t, 0)][: kept[item, 0]],
-                        d_ids[(t, 1)][: kept[item, 1]],
-                    )
-                )
-            return self.input_batch(rows, pad_multiple)
+            documents = document_ids.table()
+            t = row_t[items]
+            return self._assemble(
+                query_ids.table().take(row_q[items], kept[items, 0]),
+                documents.take(t, kept[items, 1]),
+                documents.take(t + n_texts, kept[items, 2]),
+                pad_multiple,
+            )
 
         with _ChunkedWriter(write, self.commit_every) as writer:
 

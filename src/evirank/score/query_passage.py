@@ -29,7 +29,7 @@ from evirank.config import Runtime
 from evirank.errors import ArgumentError
 from evirank.frames import DOCNO, PID, QID, QUERY, SCORE, TEXT, require_columns
 from evirank.score.backends import TokenBatch
-from evirank.score.tokenize import Template, TokenPieces
+from evirank.score.tokenize import Template, TextIds, TokenPieces
 from evirank.score.transformer import DistinctPairs, ScoringStats, TransformerScorer, _ChunkedWriter
 
 logger = logging.getLogger(__name__)
@@ -140,7 +140,10 @@ class PairScorer(TransformerScorer):
         stats.cached = stats.distinct - len(missing)
         if len(missing):
             score = self._score_pairs if self.ray is None else self._score_pairs_on_ray
+            if self.ray is None:
+                self._load_token_ids()
             score(pairs, missing, self._score_writer(store, pairs), stats)
+            self._save_token_ids()
         out[SCORE] = pairs.scores[pairs.row_pair]
         stats.total_s = time.perf_counter() - started
         self.stats_ = stats
@@ -211,40 +214,31 @@ class PairScorer(TransformerScorer):
     ) -> None:
         """Run the model on the distinct pairs ``todo``: ``consume(items, output rows)`` after each
         batch, ``items`` being positions in ``todo``."""
-        queries, passages, pair_q, pair_p = (
-            pairs.queries,
-            pairs.texts,
-            pairs.pair_query,
-            pairs.pair_text,
-        )
         encoder = self.encoder_
         template = self.pair_template()
         n_special = template.n_special
         passage_cap = self.max_length_ - n_special
-        # Token ids of each distinct text, filled chunk by chunk in the tokenising thread.
-        q_ids: list[list[int] | None] = [None] * len(queries)
-        p_ids: list[list[int] | None] = [None] * len(passages)
+        # Token ids of each distinct text, tokenised (or found in the encoder's cache) chunk by
+        # chunk in the background thread; each pair's input is assembled from them.
+        query_ids = TextIds(encoder, pairs.queries, self.query_max_tokens, pairs.query_hash)
+        passage_ids = TextIds(encoder, pairs.texts, passage_cap, pairs.text_hash)
+        row_q, row_p = pairs.pair_query[todo], pairs.pair_text[todo]
+        q_len = np.zeros(len(todo), dtype=np.int64)
         p_len = np.zeros(len(todo), dtype=np.int64)
 
-        def fill(ids: list[list[int] | None], texts: list[str], wanted: np.ndarray, cap: int) -> None:
-            need = [int(i) for i in np.unique(wanted) if ids[i] is None]
-            for i, tokens in zip(need, encoder.token_ids([texts[i] for i in need], cap), strict=True):
-                ids[i] = tokens
-
         def tokenize(items: np.ndarray) -> np.ndarray:
-            fill(q_ids, queries, pair_q[todo[items]], self.query_max_tokens)
-            fill(p_ids, passages, pair_p[todo[items]], passage_cap)
-            q_len = np.array([len(q_ids[i] or ()) for i in pair_q[todo[items]]], dtype=np.int64)
-            full = np.array([len(p_ids[i] or ()) for i in pair_p[todo[items]]], dtype=np.int64)
-            p_len[items] = np.minimum(full, passage_cap - q_len)
-            return n_special + q_len + p_len[items]
+            query_ids.need(row_q[items])
+            passage_ids.need(row_p[items])
+            q_len[items] = query_ids.lengths[row_q[items]]
+            p_len[items] = np.minimum(passage_ids.lengths[row_p[items]], passage_cap - q_len[items])
+            return n_special + q_len[items] + p_len[items]
 
         def build(items: np.ndarray, pad_multiple: int) -> TokenBatch:
-            return encoder.pair_batch(
-                [q_ids[pair_q[todo[r]]] or [] for r in items],
-                [(p_ids[pair_p[todo[r]]] or [])[: p_len[r]] for r in items],
+            return encoder.template_batch(
+                template,
+                query_ids.table().take(row_q[items], q_len[items]),
+                passage_ids.table().take(row_p[items], p_len[items]),
                 pad_multiple,
-                template=template,
             )
 
         # chunks cut by the pairs' places among all, as a Ray job cuts its blocks (same batches, same bits)

@@ -16,7 +16,9 @@ Example:
 from __future__ import annotations
 
 import copy
+import hashlib
 import itertools
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +26,8 @@ from typing import Any
 import numpy as np
 
 from evirank.score.backends import TokenBatch
+from evirank.score.store import text_hash
+from evirank.score.token_cache import KEEP_TOKENS, TokenCache
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,9 @@ class TokenPieces:
 class TextEncoder:
     """Tokenisation and input assembly for one Hugging Face fast tokenizer.
 
+    Texts are tokenised through :attr:`cache` (token ids by text digest, memory-bounded; see
+    :mod:`evirank.score.token_cache`), so a text seen before is not tokenised again.
+
     Args:
         tokenizer: a ``transformers`` fast tokenizer (``AutoTokenizer.from_pretrained(...)``).
 
@@ -117,6 +124,11 @@ class TextEncoder:
         3
     """
 
+    #: what goes before and after every text when it is tokenised (a family's way of presenting
+    #: texts: a space before each, or the prompt's pieces around each)
+    text_before: str = ""
+    text_after: str = ""
+
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
         if getattr(tokenizer, "backend_tokenizer", None) is None:
@@ -125,11 +137,14 @@ class TextEncoder:
                 "(any model saved by a recent transformers has one)"
             )
         self.pad_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0)
+        #: token ids of the texts this encoder has tokenised, by digest (see evirank.score.token_cache)
+        self.cache = TokenCache()
         self.uses_token_types = "token_type_ids" in getattr(tokenizer, "model_input_names", [])
         backend = copy.deepcopy(tokenizer.backend_tokenizer)
         backend.no_padding()
         backend.no_truncation()
         self._backend = backend
+        self._fingerprint: str | None = None
         first = backend.encode("relevance", add_special_tokens=False)
         second = backend.encode("evidence", add_special_tokens=False)
         processor = backend.post_processor
@@ -141,6 +156,16 @@ class TextEncoder:
             pair = processor.process(copy.deepcopy(first), copy.deepcopy(second), add_special_tokens=True)
             self.single_template = _template_from(single, [len(first.ids)])
             self.pair_template = _template_from(pair, [len(first.ids), len(second.ids)])
+
+    @property
+    def fingerprint(self) -> str:
+        """sha256 hex of the tokenizer (its whole ``tokenizer.json``) and of how texts are given to
+        it (:attr:`text_before`, :attr:`text_after`): token ids kept on disk are found by it."""
+        if getattr(self, "_fingerprint", None) is None:
+            digest = hashlib.sha256(self._backend.to_str().encode("utf-8"))
+            digest.update(json.dumps([self.text_before, self.text_after, KEEP_TOKENS]).encode("utf-8"))
+            self._fingerprint = digest.hexdigest()
+        return str(self._fingerprint)
 
     def prompt_template(self, before: str, between: str, after: str, *, end: Sequence[int] = ()) -> Template:
         """A :class:`Template` of literal prompt text around a query and a passage.
@@ -168,11 +193,45 @@ class TextEncoder:
         return list(self._backend.encode_batch(list(texts), add_special_tokens=False))
 
     def token_ids(self, texts: Sequence[str], max_tokens: int) -> list[list[int]]:
-        """Token ids of each text without special tokens, cut to at most ``max_tokens``."""
+        """Token ids of each text without special tokens, cut to at most ``max_tokens``
+        (through the cache, as :meth:`token_table`)."""
         if not texts:
             return []
-        encodings = self._backend.encode_batch(list(texts), add_special_tokens=False)
-        return [enc.ids[:max_tokens] for enc in encodings]
+        table = self.token_table(texts, max_tokens)
+        return [table.row(i) for i in range(len(texts))]
+
+    def token_table(
+        self, texts: Sequence[str], max_tokens: int, keys: Sequence[bytes] | None = None
+    ) -> TokenTable:
+        """Token ids of each text (no special tokens, at most ``max_tokens``) as one table.
+
+        Texts already in :attr:`cache` are not tokenised again; the others are tokenised in one
+        batched call and kept. ``keys`` are the texts' digests when the caller has them
+        (:func:`evirank.score.store.text_hash`).
+
+        Example:
+            >>> encoder.token_table(["a cat", "a dog"], 512).lengths.tolist()  # doctest: +SKIP
+            [2, 2]
+        """
+        if keys is None:
+            keys = [text_hash(t) for t in texts]
+        found = self.cache.find(keys, max_tokens)
+        missing = [i for i, ids in enumerate(found) if ids is None]
+        if missing:
+            keep = max(max_tokens, KEEP_TOKENS)
+            # without character offsets where the tokenizers library can (tokenizers >= 0.21)
+            encode = getattr(self._backend, "encode_batch_fast", self._backend.encode_batch)
+            encodings = encode(
+                [self.text_before + texts[i] + self.text_after for i in missing], add_special_tokens=False
+            )
+            new = [np.asarray(e.ids[:keep], dtype=np.int32) for e in encodings]
+            self.cache.add([keys[i] for i in missing], new)
+            for i, ids in zip(missing, new, strict=True):
+                found[i] = ids
+        rows: list[np.ndarray] = [ids for ids in found if ids is not None]
+        full = np.fromiter((len(ids) for ids in rows), dtype=np.int64, count=len(rows))
+        flat = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int32)
+        return TokenTable(flat, np.cumsum(full) - full, np.minimum(full, max(max_tokens, 0)))
 
     def token_pieces(self, text: str, max_tokens: int) -> TokenPieces:
         """The first ``max_tokens`` tokens of ``text`` (no special tokens) with where each sits in it.
@@ -217,63 +276,212 @@ class TextEncoder:
         seconds: Sequence[Sequence[int]],
         pad_multiple: int,
     ) -> TokenBatch:
-        """``template.pair(first, second)`` of every row, padded, built with array operations.
-
-        Written out rather than row by row in Python because this runs on the thread that feeds a
-        GPU, where it was a visible share of the time per batch: every token is placed by one
-        scatter per segment (prefix, first text, middle, second text, suffix).
-        """
+        """``template.pair(first, second)`` of every row, padded (see :meth:`template_batch`)."""
         n = len(firsts)
         if n == 0 or n != len(seconds):
             raise ValueError(
                 f"a batch needs as many first as second texts (at least one), found {n} and {len(seconds)}"
             )
-        first_len = np.fromiter((len(x) for x in firsts), dtype=np.int64, count=n)
-        second_len = np.fromiter((len(x) for x in seconds), dtype=np.int64, count=n)
-        pre, mid, suf = len(template.prefix), len(template.middle), len(template.suffix)
-        first_at = np.full(n, pre, dtype=np.int64)
-        middle_at = first_at + first_len
-        second_at = middle_at + mid
-        suffix_at = second_at + second_len
-        lengths = suffix_at + suf
-        width = int(lengths.max())
-        if pad_multiple > 1:
-            width = -(-width // pad_multiple) * pad_multiple
-        input_ids = np.full((n, width), self.pad_id, dtype=np.int64)
+        first, second = TokenTable.of(firsts), TokenTable.of(seconds)
         rows = np.arange(n)
-        _place_fixed(input_ids, rows, np.zeros(n, dtype=np.int64), template.prefix)
-        _place_ragged(input_ids, firsts, first_len, first_at)
-        _place_fixed(input_ids, rows, middle_at, template.middle)
-        _place_ragged(input_ids, seconds, second_len, second_at)
-        _place_fixed(input_ids, rows, suffix_at, template.suffix)
-        columns = np.arange(width)[None, :]
-        mask = (columns < lengths[:, None]).astype(np.int64)
-        types = None
-        if self.uses_token_types:
-            segment = (
-                (columns >= first_at[:, None]).astype(np.int64)
-                + (columns >= middle_at[:, None])
-                + (columns >= second_at[:, None])
-                + (columns >= suffix_at[:, None])
-            )
-            types = np.asarray(template.types, dtype=np.int64)[segment] * mask
-        return TokenBatch(input_ids=input_ids, attention_mask=mask, token_type_ids=types)
+        return self.template_batch(
+            template, first.take(rows, first.lengths), second.take(rows, second.lengths), pad_multiple
+        )
+
+    def template_batch(
+        self, template: Template, first: Ragged, second: Ragged, pad_multiple: int = 1
+    ) -> TokenBatch:
+        """The padded inputs of ``template`` around two token-id columns, one row per row of ``first``.
+
+        Example:
+            >>> table = TokenTable.of([[7, 8], [9]])
+            >>> encoder.template_batch(  # doctest: +SKIP
+            ...     encoder.pair_template, table.take([0], [2]), table.take([1], [1])
+            ... ).input_ids.tolist()
+            [[101, 7, 8, 102, 9, 102]]
+        """
+        parts = (template.prefix, first, template.middle, second, template.suffix)
+        return assemble(parts, template.types, self.pad_id, pad_multiple, self.uses_token_types)
+
+    def single_column_batch(self, texts: Ragged, pad_multiple: int = 1) -> TokenBatch:
+        """The padded inputs of single texts (the tokenizer's single-text template around each)."""
+        template = self.single_template
+        parts = (template.prefix, texts, template.suffix)
+        types = (template.types[0], template.types[1], template.types[4])
+        return assemble(parts, types, self.pad_id, pad_multiple, self.uses_token_types)
 
 
-def _place_fixed(out: np.ndarray, rows: np.ndarray, start: np.ndarray, ids: Sequence[int]) -> None:
-    """Write the same ``ids`` into every row of ``out`` from column ``start[row]``."""
-    for k, token in enumerate(ids):
-        out[rows, start + k] = token
+class TextIds:
+    """Token ids of a fixed list of texts, tokenised on demand: each at most once, through the
+    encoder's cache (a scorer call's distinct queries, or its distinct passages).
+
+    Args:
+        encoder: the text encoder. texts: the texts. max_tokens: each text's ids are cut to this.
+        keys: the texts' digests, when the caller has them.
+
+    Example:
+        >>> ids = TextIds(encoder, ["a cat", "a dog"], 512)  # doctest: +SKIP
+        >>> ids.need(np.array([1]))  # doctest: +SKIP
+        >>> ids.lengths.tolist()  # doctest: +SKIP
+        [0, 2]
+    """
+
+    def __init__(
+        self,
+        encoder: TextEncoder,
+        texts: Sequence[str],
+        max_tokens: int,
+        keys: Sequence[bytes] | None = None,
+    ) -> None:
+        self.encoder = encoder
+        self.texts = texts
+        self.max_tokens = max_tokens
+        self.keys = keys
+        #: where each text's ids start in the flat buffer (-1: not tokenised yet), and how many
+        self.starts = np.full(len(texts), -1, dtype=np.int64)
+        self.lengths = np.zeros(len(texts), dtype=np.int64)
+        self._ids = np.zeros(0, dtype=np.int32)
+        self._used = 0
+
+    def need(self, wanted: np.ndarray) -> None:
+        """Tokenise the texts ``wanted`` (indices, repeats allowed) that are not held yet."""
+        chosen = np.unique(np.asarray(wanted, dtype=np.int64))
+        chosen = chosen[self.starts[chosen] < 0]
+        if len(chosen) == 0:
+            return
+        keys = None if self.keys is None else [self.keys[i] for i in chosen.tolist()]
+        table = self.encoder.token_table([self.texts[i] for i in chosen.tolist()], self.max_tokens, keys)
+        size = self._used + len(table.ids)
+        if size > len(self._ids):
+            grown = np.zeros(max(size, 2 * len(self._ids)), dtype=np.int32)
+            grown[: self._used] = self._ids[: self._used]
+            self._ids = grown
+        self._ids[self._used : size] = table.ids
+        self.starts[chosen] = self._used + table.starts
+        self.lengths[chosen] = table.lengths
+        self._used = size
+
+    def table(self) -> TokenTable:
+        """The texts held so far as a table (row ``i`` is text ``i``; empty until tokenised)."""
+        return TokenTable(self._ids, np.maximum(self.starts, 0), self.lengths)
 
 
-def _place_ragged(
-    out: np.ndarray, texts: Sequence[Sequence[int]], lengths: np.ndarray, start: np.ndarray
-) -> None:
-    """Write ``texts[row]`` into ``out[row]`` from column ``start[row]``, all rows in one scatter."""
-    total = int(lengths.sum())
-    if total == 0:
-        return
-    flat = np.fromiter(itertools.chain.from_iterable(texts), dtype=np.int64, count=total)
-    rows = np.repeat(np.arange(len(lengths)), lengths)
-    offsets = np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    out[rows, np.repeat(start, lengths) + offsets] = flat
+@dataclass(frozen=True)
+class TokenTable:
+    """Token ids of several texts in one flat array: text ``i`` is ``ids[starts[i]:][:lengths[i]]``.
+
+    Example:
+        >>> table = TokenTable.of([[7, 8], [], [9]])
+        >>> table.lengths.tolist(), table.row(2)
+        ([2, 0, 1], [9])
+    """
+
+    ids: np.ndarray
+    starts: np.ndarray
+    lengths: np.ndarray
+
+    @classmethod
+    def of(cls, rows: Sequence[Sequence[int]]) -> TokenTable:
+        """The table of id lists (or arrays)."""
+        lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+        total = int(lengths.sum())
+        ids = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=total)
+        return cls(ids, np.cumsum(lengths) - lengths, lengths)
+
+    def row(self, i: int) -> list[int]:
+        """Text ``i``'s ids as a list."""
+        start = int(self.starts[i])
+        return list(self.ids[start : start + int(self.lengths[i])].tolist())
+
+    def take(self, rows: Sequence[int] | np.ndarray, lengths: Sequence[int] | np.ndarray) -> Ragged:
+        """A column of a batch: text ``rows[k]``'s first ``lengths[k]`` ids in row ``k``."""
+        return Ragged(self, np.asarray(rows, dtype=np.int64), np.asarray(lengths, dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class Ragged:
+    """One column of a batch taken from a :class:`TokenTable`: row ``k`` holds the first
+    ``lengths[k]`` ids of the table's text ``rows[k]``."""
+
+    table: TokenTable
+    rows: np.ndarray
+    lengths: np.ndarray
+
+
+#: One part of a batch's rows: the same ids in every row, or a column of token ids.
+Part = Sequence[int] | Ragged
+
+
+def assemble(
+    parts: Sequence[Part],
+    part_types: Sequence[int],
+    pad_id: int,
+    pad_multiple: int = 1,
+    token_types: bool = True,
+) -> TokenBatch:
+    """A padded batch whose rows are ``parts`` one after the other: fixed ids (the same in every
+    row) or :class:`Ragged` columns of token ids; ``part_types[k]`` is part ``k``'s token type.
+
+    Every row of the batch is built at once with array operations, no Python loop per row: this
+    runs on the thread that feeds a GPU. Each ragged column is one gather from its table and one
+    scatter into the batch.
+
+    Example:
+        >>> table = TokenTable.of([[7, 8], [9]])
+        >>> batch = assemble([(101,), table.take([0, 1], [2, 1]), (102,)], (0, 0, 0), pad_id=0)
+        >>> batch.input_ids.tolist(), batch.attention_mask.tolist()
+        ([[101, 7, 8, 102], [101, 9, 102, 0]], [[1, 1, 1, 1], [1, 1, 1, 0]])
+    """
+    n = next(len(p.rows) for p in parts if isinstance(p, Ragged))
+    starts = []
+    end = np.zeros(n, dtype=np.int64)
+    for part in parts:
+        starts.append(end)
+        end = end + (part.lengths if isinstance(part, Ragged) else len(part))
+    width = int(end.max()) if n else 0
+    if pad_multiple > 1:
+        width = -(-width // pad_multiple) * pad_multiple
+    input_ids = np.full((n, width), pad_id, dtype=np.int64)
+    flat = input_ids.reshape(-1)
+    row_start = np.arange(n, dtype=np.int64) * width
+    for part, start in zip(parts, starts, strict=True):
+        at = row_start + start
+        if not isinstance(part, Ragged):
+            for k, token in enumerate(part):
+                flat[at + k] = token
+            continue
+        total = int(part.lengths.sum())
+        if total == 0:
+            continue
+        step = np.arange(total, dtype=np.int64) - np.repeat(
+            np.cumsum(part.lengths) - part.lengths, part.lengths
+        )
+        source = np.repeat(part.table.starts[part.rows], part.lengths) + step
+        flat[np.repeat(at, part.lengths) + step] = part.table.ids[source]
+    columns = np.arange(width, dtype=np.int64)[None, :]
+    real = columns < end[:, None]
+    mask = real.astype(np.int64)
+    types = None
+    if token_types:
+        changes = _type_changes(part_types, starts)
+        if len(changes) == 1 and changes[0][0] == 1:  # BERT's pairs: type 1 from the second text on
+            types = ((columns >= changes[0][1][:, None]) & real).astype(np.int64)
+        else:
+            types = np.zeros((n, width), dtype=np.int64)
+            previous = 0
+            for kind, start in changes:
+                types += (kind - previous) * (columns >= start[:, None])
+                previous = kind
+            types *= mask
+    return TokenBatch(input_ids=input_ids, attention_mask=mask, token_type_ids=types)
+
+
+def _type_changes(part_types: Sequence[int], starts: Sequence[np.ndarray]) -> list[tuple[int, np.ndarray]]:
+    """(new type, where it starts) of each part whose token type differs from the one before (from 0)."""
+    changes = []
+    previous = 0
+    for kind, start in zip(part_types, starts, strict=True):
+        if kind != previous:
+            changes.append((kind, start))
+            previous = kind
+    return changes

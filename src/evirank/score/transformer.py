@@ -28,6 +28,7 @@ from evirank.score.devices import default_batch_tokens
 from evirank.score.fingerprint import model_fingerprint, reading_model, resolve_model_dir
 from evirank.score.store import Store, text_hash
 from evirank.score.stores import open_store
+from evirank.score.token_files import load_ids, save_new_ids, token_folder
 from evirank.score.tokenize import TextEncoder
 from evirank.stage import Stage
 
@@ -247,6 +248,7 @@ class TransformerScorer(Stage):
     def store(self, store: Any) -> None:
         self.runtime = self.runtime.with_changes(store=store)
         self.__dict__.pop("store_", None)
+        self.__dict__.pop("token_ids_loaded_", None)
 
     @property
     def ray(self) -> BlockRunner | None:
@@ -493,6 +495,36 @@ class TransformerScorer(Stage):
             store.put(fingerprint, qhashes, phashes, [s for _, s in rows])
 
         return write
+
+    def _token_encoders(self) -> list[TextEncoder]:
+        """The encoders whose token ids are kept beside a score store (subclasses with their own)."""
+        return [self.encoder_]
+
+    def _load_token_ids(self) -> None:
+        """Read the token ids kept beside the score store into the encoders' caches (once), so texts
+        tokenised by an earlier run are not tokenised again; a store that is not a path keeps none."""
+        if getattr(self, "token_ids_loaded_", False) or not isinstance(self.store, (str, os.PathLike)):
+            return
+        for encoder in self._token_encoders():
+            encoder.cache.keep_unsaved = True
+            folder = token_folder(self.store, encoder.fingerprint)
+            read = load_ids(encoder.cache, folder, encoder.fingerprint)
+            if read:
+                logger.info("%s: %d texts' token ids read from %s", self.family, read, folder)
+        self.token_ids_loaded_ = True
+
+    def _save_token_ids(self) -> None:
+        """Keep the token ids of texts tokenised since the last save beside the score store."""
+        if not getattr(self, "token_ids_loaded_", False):
+            return
+        assert isinstance(self.store, (str, os.PathLike))
+        for encoder in self._token_encoders():
+            try:
+                save_new_ids(
+                    encoder.cache, token_folder(self.store, encoder.fingerprint), encoder.fingerprint
+                )
+            except OSError as exc:  # only a cache: scoring goes on, texts are tokenised again next time
+                logger.warning("token ids not kept beside the score store %s: %s", self.store, exc)
 
     def _register(self) -> str:
         store = self._store()

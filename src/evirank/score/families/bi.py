@@ -20,6 +20,7 @@ from evirank.frames import DOCNO, PID, QID, QUERY, SCORE, TEXT, require_columns
 from evirank.score.backends import TokenBatch
 from evirank.score.family import Family, ModelInfo, register_family
 from evirank.score.store import Store, text_hash
+from evirank.score.tokenize import TextIds
 from evirank.score.transformer import DistinctPairs, ScoringStats, TransformerScorer, _ChunkedWriter
 
 if TYPE_CHECKING:
@@ -489,28 +490,29 @@ class BiEncoder(TransformerScorer):
         self.prepare()
         encoder = self.encoder_
         n_special = encoder.single_template.n_special
-        ids: list[list[int]] = [[] for _ in texts]
-        out: list[np.ndarray | None] = [None] * len(texts)
+        ids = TextIds(encoder, texts, self.max_length_ - n_special)
+        out: np.ndarray | None = None
 
         def tokenize(items: np.ndarray) -> np.ndarray:
-            chunk = encoder.token_ids([texts[r] for r in items], self.max_length_ - n_special)
-            for r, tokens in zip(items, chunk, strict=True):
-                ids[r] = tokens
-            return np.array([len(x) + n_special for x in chunk], dtype=np.int64)
+            ids.need(items)
+            return n_special + ids.lengths[items]
 
         def build(rows: np.ndarray, pad_multiple: int) -> TokenBatch:
-            return encoder.single_batch([ids[r] for r in rows], pad_multiple)
+            return encoder.single_column_batch(ids.table().take(rows, ids.lengths[rows]), pad_multiple)
 
         def keep(rows: np.ndarray, output: np.ndarray) -> None:
-            for r, vector in zip(rows.tolist(), output, strict=True):
-                out[r] = np.asarray(vector, dtype=np.float32)
+            nonlocal out
+            vectors = np.asarray(output, dtype=np.float32)
+            if out is None:
+                out = np.zeros((len(texts), *vectors.shape[1:]), dtype=np.float32)
+            out[rows] = vectors
             if consume is not None:
                 consume(rows, output)
 
         self._run_batches(len(texts), tokenize, build, keep, stats, desc="bi-encoder")
-        if not texts:
+        if out is None:
             return np.zeros((0, 0), dtype=np.float32)
-        return np.stack([v for v in out if v is not None])
+        return out
 
 
 def _embedding_writer(

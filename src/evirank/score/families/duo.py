@@ -37,10 +37,10 @@ import numpy as np
 from scipy.special import expit
 
 from evirank.config import Runtime
-from evirank.score.backends import TokenBatch
 from evirank.score.document_pairs import TwoDocumentScorer
 from evirank.score.families.cross import relevance_from_logits
 from evirank.score.family import Family, ModelInfo, register_family
+from evirank.score.tokenize import Part, Ragged
 
 logger = logging.getLogger(__name__)
 
@@ -82,12 +82,6 @@ class DuoBERT(TwoDocumentScorer):
         sep = self.encoder_.tokenizer.sep_token_id
         return [] if sep is None else [int(sep)]
 
-    def segments(self, query: list[int], first: list[int], second: list[int]) -> tuple[list[int], list[int]]:
-        """The query and d_i as the first segment (token type 0), d_j as the second (type 1), as
-        duoBERT's reference code builds its inputs: which document is which is told by the token
-        type as well as by position, so the order the model must learn is explicit from the start."""
-        return [*query, *self.between_ids(), *first], list(second)
-
     @property
     def token_types(self) -> int:
         """How many token types the checkpoint has (its config's ``type_vocab_size``): with three,
@@ -96,10 +90,10 @@ class DuoBERT(TwoDocumentScorer):
         self.prepare()
         return int(getattr(self.config_, "type_vocab_size", 2) or 2)
 
-    def input_batch(
-        self, rows: list[tuple[list[int], list[int], list[int]]], pad_multiple: int = 1
-    ) -> TokenBatch:
-        """The inputs of (query, d_i, d_j) rows; with three token types, ``[CLS] q [SEP]`` is type 0,
+    def input_parts(self, query: Ragged, first: Ragged, second: Ragged) -> tuple[list[Part], list[int]]:
+        """``[CLS] q [SEP] d_i [SEP] d_j [SEP]``, as duoBERT's reference code builds its inputs: the
+        query and d_i are the first segment, d_j the second, so which document is which is told by
+        the token type as well as by position. With three token types, ``[CLS] q [SEP]`` is type 0,
         ``d_i [SEP]`` type 1 and ``d_j [SEP]`` type 2 (padding 0).
 
         Example:
@@ -107,19 +101,20 @@ class DuoBERT(TwoDocumentScorer):
             >>> duo.input_batch([([7], [8], [9])]).token_type_ids.tolist()  # doctest: +SKIP
             [[0, 0, 0, 1, 1, 2, 2]]
         """
-        batch = super().input_batch(rows, pad_multiple)
-        if self.token_types < 3 or batch.token_type_ids is None:
-            return batch
         template = self.pair_template()
-        between = len(self.between_ids())
-        lengths = batch.attention_mask.sum(axis=1)
-        start = len(template.prefix)
-        d_i_at = np.array([start + len(q) + between for q, _, _ in rows], dtype=np.int64)
-        d_j_at = d_i_at + np.array([len(a) for _, a, _ in rows], dtype=np.int64) + len(template.middle)
-        columns = np.arange(batch.input_ids.shape[1])[None, :]
-        types = (columns >= d_i_at[:, None]).astype(np.int64) + (columns >= d_j_at[:, None])
-        types[columns >= lengths[:, None]] = 0
-        return TokenBatch(batch.input_ids, batch.attention_mask, types)
+        parts: list[Part] = [
+            template.prefix,
+            query,
+            tuple(self.between_ids()),
+            first,
+            template.middle,
+            second,
+        ]
+        parts.append(template.suffix)
+        t = template.types
+        if self.token_types >= 3:
+            return parts, [0, 0, 0, 1, 1, 2, 2]
+        return parts, [t[0], t[1], t[1], t[1], t[2], t[3], t[4]]
 
     def settings(self) -> dict[str, Any]:
         labels = int(getattr(self.config_, "num_labels", 1))

@@ -50,13 +50,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from evirank.config import Runtime
 from evirank.extras import require
 from evirank.score.backends import TokenBatch
 from evirank.score.family import Family, ModelInfo, register_family
 from evirank.score.query_passage import PairScorer
-from evirank.score.tokenize import Template, TextEncoder
+from evirank.score.token_cache import KEEP_TOKENS
+from evirank.score.tokenize import Template, TextEncoder, TextIds, TokenTable, assemble
 from evirank.score.transformer import DistinctPairs, ScoringStats
 
 logger = logging.getLogger(__name__)
@@ -223,8 +225,7 @@ class SpacedTextEncoder(TextEncoder):
     """A :class:`TextEncoder` that tokenises every text with a space before it (see
     :func:`space_joins_text`)."""
 
-    def token_ids(self, texts: Sequence[str], max_tokens: int) -> list[list[int]]:
-        return super().token_ids([f" {t}" for t in texts], max_tokens)
+    text_before = " "
 
 
 @dataclass(frozen=True)
@@ -437,28 +438,49 @@ class YesNoReranker(PairScorer):
             >>> YesNoReranker(m, query_max_tokens=2).cut_query("why do cats purr")  # doctest: +SKIP
             'why do'
         """
+        return self._cut_queries([query])[0]
+
+    def _cut_queries(self, queries: Sequence[str]) -> list[str]:
         self.prepare()
-        (encoding,) = self.encoder_.encodings([query])
-        if len(encoding.ids) <= self.query_max_tokens:
-            return query
-        return query[: encoding.offsets[self.query_max_tokens - 1][1]]
+        cap = self.query_max_tokens
+        return [
+            query if len(encoding.ids) <= cap else query[: encoding.offsets[cap - 1][1]]
+            for query, encoding in zip(queries, self.encoder_.encodings(queries), strict=True)
+        ]
 
     def prompt_ids(self, queries: Sequence[str], passages: Sequence[str]) -> list[list[int]]:
-        """The model's input ids of (query, passage) pairs: each whole prompt tokenised as one text,
-        as the model card's code tokenises it (``?\\n`` after a question is one token there, as it
-        is here), after the beginning-of-sequence token when the prompt has one. The query is cut as
-        :meth:`cut_query` cuts it; a passage too long for ``max_length`` loses its last tokens,
-        the prompt's pieces and the query are kept whole.
+        """The model's input ids of (query, passage) pairs: each whole prompt's ids, as the model
+        card's code tokenises the prompt as one text (``?\n`` after a question is one token there,
+        as it is here), after the beginning-of-sequence token when the prompt has one. The query is
+        cut as :meth:`cut_query` cuts it; a passage too long for ``max_length`` loses its last
+        tokens, the prompt's pieces and the query are kept whole.
+
+        Built as scoring builds them (see :class:`PromptRows`): each distinct query's and passage's
+        ids once, joined; a pair whose pieces would join differently is tokenised whole.
 
         Example:
             >>> scorer.prompt_ids(["where did the cat sit?"], ["On the mat."])  # doctest: +SKIP
             [[151644, 8948, ...]]
         """
         self.prepare()
+        if not queries:
+            return []
+        q_codes, q_uniq = pd.factorize(pd.Series(list(queries), dtype=object), sort=False)
+        p_codes, p_uniq = pd.factorize(pd.Series(list(passages), dtype=object), sort=False)
+        rows = PromptRows(self, [str(q) for q in q_uniq], [str(p) for p in p_uniq])
+        q_idx, p_idx = np.asarray(q_codes, dtype=np.int64), np.asarray(p_codes, dtype=np.int64)
+        items = np.arange(len(q_idx))
+        lengths = rows.prepare(items, q_idx, p_idx)
+        batch = rows.batch(items, q_idx, p_idx)
+        return [row[:n].tolist() for row, n in zip(batch.input_ids, lengths.tolist(), strict=True)]
+
+    def _whole_prompt_ids(self, queries: Sequence[str], passages: Sequence[str]) -> list[list[int]]:
+        """:meth:`prompt_ids` of pairs each tokenised as one text (a passage too long is cut at the
+        end of its token that fits, then the query, and the prompt tokenised again)."""
         prefix, middle, suffix = self.prompt_.pieces()
         bos = list(self.template_.prefix[: 1 if self.prompt_.bos else 0])
         room = self.max_length_ - len(bos)
-        cut = [self.cut_query(q) for q in queries]
+        cut = self._cut_queries(queries)
         texts = list(passages)
         out: list[list[int] | None] = [None] * len(texts)
         todo = list(range(len(texts)))
@@ -490,6 +512,17 @@ class YesNoReranker(PairScorer):
         rows = self.prompt_ids(queries, texts)
         return self.encoder_.pair_batch(rows, [[] for _ in rows], template=_AS_IS)
 
+    def joins(self) -> PromptJoins:
+        """The prompt's pieces as :class:`PromptRows` joins them (made once per scorer)."""
+        self.prepare()
+        if getattr(self, "joins_", None) is None:
+            self.joins_ = PromptJoins(self)
+        return self.joins_
+
+    def _token_encoders(self) -> list[TextEncoder]:
+        """The passages are kept as tokenised between the prompt's pieces."""
+        return [self.joins().tail]
+
     def _run_pairs(
         self,
         pairs: DistinctPairs,
@@ -497,21 +530,16 @@ class YesNoReranker(PairScorer):
         consume: Callable[[np.ndarray, np.ndarray], None],
         stats: ScoringStats,
     ) -> None:
-        """Run the model on the distinct pairs ``todo``, each prompt tokenised as one text."""
-        ids: dict[int, list[int]] = {}
+        """Run the model on the distinct pairs ``todo``: each distinct query's and passage's ids once,
+        joined into the whole prompt's ids (see :class:`PromptRows`)."""
+        rows = PromptRows(self, pairs.queries, pairs.texts, pairs.query_hash, pairs.text_hash)
+        row_q, row_p = pairs.pair_query[todo], pairs.pair_text[todo]
 
         def tokenize(items: np.ndarray) -> np.ndarray:
-            chosen = todo[items]
-            rows = self.prompt_ids(
-                [pairs.queries[i] for i in pairs.pair_query[chosen]],
-                [pairs.texts[i] for i in pairs.pair_text[chosen]],
-            )
-            ids.update(zip(items.tolist(), rows, strict=True))
-            return np.array([len(r) for r in rows], dtype=np.int64)
+            return rows.prepare(items, row_q[items], row_p[items])
 
         def build(items: np.ndarray, pad_multiple: int) -> TokenBatch:
-            rows = [ids.pop(int(i)) for i in items]
-            return self.encoder_.pair_batch(rows, [[] for _ in rows], pad_multiple, template=_AS_IS)
+            return rows.batch(items, row_q[items], row_p[items], pad_multiple)
 
         self._run_batches(len(todo), tokenize, build, consume, stats, desc=self.family, positions=todo)
 
@@ -543,6 +571,161 @@ class YesNoReranker(PairScorer):
 
 #: A template that adds nothing: rows already assembled (whole prompts) are only padded.
 _AS_IS = Template((), (), (), (0, 0, 0, 0, 0))
+#: A passage tokenised with the prompt around it to check that the query joins nothing after the middle.
+_PROBE = "relevance"
+
+
+class PromptJoins:
+    """How a yes/no reranker's whole prompt is built from pieces tokenised once.
+
+    The whole prompt is ``prefix`` query ``middle`` passage ``suffix``. A query's *head*
+    (``prefix`` query ``middle``, after the bos token) is tokenised as one text, once per distinct
+    query, so the query's last character joins the middle's first as in the whole prompt (Qwen's
+    ``?\n``). A passage is tokenised once, between the middle and the suffix
+    (:attr:`tail`, whose cache keeps it), and its own ids are those between the middle's and the
+    suffix's: a passage whose first or last token joins a piece (the tail does not start with the
+    middle's ids or end with the suffix's) is marked, and its pairs are tokenised whole. A query
+    is checked likewise with a probe passage. Where no piece joins, the joined ids are the whole
+    prompt's (the tests compare them for byte-level BPE, the Qwen pre-tokenizer included).
+    """
+
+    def __init__(self, scorer: YesNoReranker) -> None:
+        prefix, middle, suffix = scorer.prompt_.pieces()
+        space = " " if scorer.spaced_ else ""  # the space moved from the middle to the passage
+        core = middle[: len(middle) - len(space)]
+        self.scorer = scorer
+        self.prefix, self.core, self.space = prefix, core, space
+        self.bos = list(scorer.template_.prefix[: 1 if scorer.prompt_.bos else 0])
+        tail = TextEncoder(scorer.encoder_.tokenizer)
+        tail.text_before, tail.text_after = core + space, suffix
+        #: passages tokenised between the middle and the suffix (its cache keeps them)
+        self.tail = tail
+
+        def ids(text: str) -> list[int]:
+            return list(tail.encodings([text])[0].ids) if text else []
+
+        self.core_ids = np.asarray(ids(core), dtype=np.int64)
+        self.suffix_ids = np.asarray(ids(suffix), dtype=np.int64)
+        self.probe_ids = ids(core + space + _PROBE + suffix)[len(self.core_ids) :]
+
+    def heads(self, queries: Sequence[str]) -> tuple[list[list[int]], np.ndarray]:
+        """(each query's head ids, whether it joins nothing after the middle)."""
+        cut = self.scorer._cut_queries(queries)
+        texts = [f"{self.prefix}{q}{self.core}" for q in cut]
+        probes = [f"{t}{self.space}{_PROBE}{self.tail.text_after}" for t in texts]
+        encodings = self.tail.encodings(texts + probes)
+        heads = [[*self.bos, *e.ids] for e in encodings[: len(texts)]]
+        ok = np.array(
+            [
+                list(whole.ids) == list(head.ids) + self.probe_ids
+                for head, whole in zip(encodings[: len(texts)], encodings[len(texts) :], strict=True)
+            ],
+            dtype=bool,
+        )
+        return heads, ok
+
+    def passages_ok(self, table: TokenTable, chosen: np.ndarray) -> np.ndarray:
+        """Whether each passage ``chosen`` (rows of the tail table) starts with the middle's ids and
+        ends with the suffix's, and was kept whole."""
+        n_core, n_suffix = len(self.core_ids), len(self.suffix_ids)
+        starts, lengths = table.starts[chosen], table.lengths[chosen]
+        ok = (lengths >= n_core + n_suffix) & (lengths < KEEP_TOKENS)
+        if not ok.any():
+            return ok
+        # where a row is not whole, any position does: its answer is already False
+        if n_core:
+            at = np.where(ok, starts, starts[ok][0])
+            ok &= (table.ids[at[:, None] + np.arange(n_core)] == self.core_ids).all(axis=1)
+        if n_suffix and ok.any():
+            at = np.where(ok, starts + lengths - n_suffix, starts[ok][0])
+            ok &= (table.ids[at[:, None] + np.arange(n_suffix)] == self.suffix_ids).all(axis=1)
+        return ok
+
+
+class PromptRows:
+    """The whole prompts' ids of one call's pairs, from each distinct query and passage tokenised
+    once (see :class:`PromptJoins`); a pair whose pieces join, or whose passage must be cut, is
+    tokenised whole (:meth:`YesNoReranker._whole_prompt_ids`), so every row is the whole prompt's.
+
+    Args:
+        scorer: the reranker. queries / passages: the distinct texts. query_keys / passage_keys:
+        their digests, when known.
+    """
+
+    def __init__(
+        self,
+        scorer: YesNoReranker,
+        queries: Sequence[str],
+        passages: Sequence[str],
+        query_keys: Sequence[bytes] | None = None,
+        passage_keys: Sequence[bytes] | None = None,
+    ) -> None:
+        self.scorer = scorer
+        self.joins = scorer.joins()
+        self.queries, self.passages = queries, passages
+        self.tails = TextIds(self.joins.tail, passages, KEEP_TOKENS, passage_keys)
+        self.passage_ok = np.zeros(len(passages), dtype=bool)
+        self.head_rows: list[list[int]] = [[] for _ in queries]
+        self.head_ok = np.zeros(len(queries), dtype=bool)
+        self.head_done = np.zeros(len(queries), dtype=bool)
+        self.heads = TokenTable.of(self.head_rows)
+        self.whole: dict[int, list[int]] = {}  # item -> ids, for the pairs tokenised whole
+        self.lengths: dict[int, int] = {}
+
+    def prepare(self, items: np.ndarray, q: np.ndarray, p: np.ndarray) -> np.ndarray:
+        """Tokenise what the pairs ``items`` (query ``q``, passage ``p`` each) need; their lengths."""
+        joins = self.joins
+        new_q = np.unique(q[~self.head_done[q]])
+        if len(new_q):
+            heads, ok = joins.heads([self.queries[i] for i in new_q.tolist()])
+            for i, head in zip(new_q.tolist(), heads, strict=True):
+                self.head_rows[i] = head
+            self.head_ok[new_q] = ok
+            self.head_done[new_q] = True
+            self.heads = TokenTable.of(self.head_rows)
+        fresh = np.unique(p[self.tails.starts[p] < 0])
+        self.tails.need(p)
+        if len(fresh):
+            self.passage_ok[fresh] = joins.passages_ok(self.tails.table(), fresh)
+        n_fixed = len(joins.core_ids) + len(joins.suffix_ids)
+        lengths = self.heads.lengths[q] + self.tails.lengths[p] - n_fixed + len(joins.suffix_ids)
+        joined = self.head_ok[q] & self.passage_ok[p] & (lengths <= self.scorer.max_length_)
+        alone = np.flatnonzero(~joined)
+        if len(alone):
+            rows = self.scorer._whole_prompt_ids(
+                [self.queries[i] for i in q[alone].tolist()], [self.passages[i] for i in p[alone].tolist()]
+            )
+            for k, row in zip(alone.tolist(), rows, strict=True):
+                self.whole[int(items[k])] = row
+                lengths[k] = len(row)
+        return lengths
+
+    def batch(self, items: np.ndarray, q: np.ndarray, p: np.ndarray, pad_multiple: int = 1) -> TokenBatch:
+        """The padded inputs of the pairs ``items`` (prepared before)."""
+        joins = self.joins
+        whole = [self.whole.pop(int(i), None) for i in items.tolist()] if self.whole else [None] * len(items)
+        alone = np.array([row is not None for row in whole], dtype=bool)
+        heads, head_rows = self.heads, q.copy()
+        if alone.any():  # rows tokenised whole go in the first column, after the heads
+            extra = TokenTable.of([row for row in whole if row is not None])
+            heads = TokenTable(
+                np.concatenate([heads.ids, extra.ids]),
+                np.concatenate([heads.starts, extra.starts + len(heads.ids)]),
+                np.concatenate([heads.lengths, extra.lengths]),
+            )
+            head_rows[alone] = len(self.head_rows) + np.arange(int(alone.sum()))
+        tails = self.tails.table()
+        n_core, n_suffix = len(joins.core_ids), len(joins.suffix_ids)
+        passages = TokenTable(tails.ids, tails.starts + n_core, tails.lengths - n_core - n_suffix)
+        suffix = TokenTable(joins.suffix_ids, np.zeros(1, dtype=np.int64), np.array([n_suffix]))
+        zero = np.zeros(len(items), dtype=np.int64)
+        parts = (
+            heads.take(head_rows, heads.lengths[head_rows]),
+            passages.take(p, np.where(alone, 0, passages.lengths[p])),
+            suffix.take(zero, np.where(alone, 0, n_suffix)),
+        )
+        encoder = self.scorer.encoder_
+        return assemble(parts, (0, 0, 0), encoder.pad_id, pad_multiple, encoder.uses_token_types)
 
 
 def _cut_passage(passage: str, start: int, offsets: Sequence[tuple[int, int]], over: int) -> str:
