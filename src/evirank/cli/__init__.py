@@ -46,6 +46,7 @@ SUBCOMMANDS = (
     "report",
     "train",
     "distill",
+    "adapt",
     "merge",
     "serve",
     "data",
@@ -182,6 +183,7 @@ INTERRUPTED = {
     "rerank": "interrupted; the scores computed so far are kept in the score store, and a rerun resumes",
     "train": "interrupted; rerun with --resume to continue from the last checkpoint",
     "distill": "interrupted; rerun with --resume to continue from the last checkpoint",
+    "adapt": "interrupted; rerun with --resume to continue from the last checkpoint",
     "serve": "stopped",
 }
 """What an interrupted command keeps; the others leave nothing at their outputs and start over."""
