@@ -128,7 +128,7 @@ def test_adapt_takes_no_queries_or_judgements() -> None:
 
         from evirank.cli.adapt import refuse_labels
 
-        refuse_labels(argparse.Namespace(refused_topics=["t.tsv"], refused_qrels=None))
+        refuse_labels(argparse.Namespace(topics=["t.tsv"], qrels=None))
 
 
 @pytest.mark.parametrize("flag", ["--qrels", "--topics"])

@@ -133,29 +133,56 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
             "max_length": "tokens per text",
         },
     )
-    for flag in LABEL_FLAGS:  # hidden: so that giving one is explained, not "unrecognized"
-        parser.add_argument(flag, nargs="*", default=None, help=argparse.SUPPRESS, dest=f"refused_{flag[2:]}")
+    refused = label_settings()  # hidden: so that giving one is explained, not "unrecognized"
+    add_flags(
+        parser,
+        refused,
+        defaults=dict.fromkeys(refused),
+        helps=dict.fromkeys(refused, argparse.SUPPRESS),
+        changes={
+            name: {
+                "nargs": "*",
+                "action": None,
+                "type": None,
+                "choices": None,
+                "metavar": None,
+                "const": None,
+            }
+            for name in refused
+        },
+        exclusive=False,
+    )
     return parser
+
+
+def label_settings() -> list[str]:
+    """The settings behind :data:`LABEL_FLAGS` (those the table has).
+
+    Example:
+        >>> {"qrels", "topics"} <= set(label_settings())
+        True
+    """
+    from evirank.config import SETTINGS
+
+    found = (SETTINGS.by_flag(flag) for flag in LABEL_FLAGS)
+    return list(dict.fromkeys(setting.name for setting in found if setting is not None))
 
 
 def refuse_labels(args: argparse.Namespace) -> None:
     """Raise :class:`~evirank.train.adaptation.LabelsRefusedError` when a query or judgement flag was given.
 
     Example:
-        >>> refuse_labels(argparse.Namespace(refused_qrels=["qrels.tsv"]))
+        >>> refuse_labels(argparse.Namespace(qrels=["qrels.tsv"], topics=None))
         Traceback (most recent call last):
         ...
         evirank.train.adaptation.LabelsRefusedError: evirank adapt learns from the corpus text alone \
 and reads no queries or judgements (given: --qrels); evaluate the adapted model afterwards with \
 evirank rerank and evirank evaluate, or train on labelled data with evirank train
     """
+    from evirank.config import SETTINGS
     from evirank.train.adaptation import LabelsRefusedError
 
-    given = [
-        f"--{name[len('refused_') :]}"
-        for name, value in vars(args).items()
-        if name.startswith("refused_") and value is not None
-    ]
+    given = [SETTINGS[name].flag for name in label_settings() if getattr(args, name, None) is not None]
     if given:
         raise LabelsRefusedError(
             "evirank adapt learns from the corpus text alone and reads no queries or judgements "

@@ -179,7 +179,7 @@ class TextBm25:
     """BM25 over a list of texts, in memory (sparse matrices): which texts a query's words pick out.
 
     Terms are :func:`evirank.rerank.prune.words` (lower-cased, stopwords out); ``k1`` and ``b``
-    default to Anserini's (0.9, 0.4).
+    default to those of ``--bm25`` (Anserini's).
 
     Example:
         >>> bm25 = TextBm25(["cats purr", "dogs bark", "cats and dogs"])
@@ -187,10 +187,15 @@ class TextBm25:
         [0, 2]
     """
 
-    def __init__(self, texts: Sequence[str], k1: float = 0.9, b: float = 0.4) -> None:
+    def __init__(self, texts: Sequence[str], k1: float | None = None, b: float | None = None) -> None:
         from scipy import sparse
 
+        from evirank.config import SETTINGS
         from evirank.rerank.prune import words
+
+        default_k1, default_b = SETTINGS.default("bm25")
+        k1 = float(default_k1 if k1 is None else k1)
+        b = float(default_b if b is None else b)
 
         self._words = words
         self.vocabulary: dict[str, int] = {}
