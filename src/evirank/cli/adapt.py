@@ -17,31 +17,18 @@ import json
 import logging
 
 from evirank.cli import DefaultsHelpFormatter
+from evirank.cli._training import OPTIMISATION as TRAINING_OPTIMISATION
 from evirank.cli._training import set_threads
 from evirank.errors import UsageError
 
 logger = logging.getLogger(__name__)
 
-#: The optimisation settings adapt takes (training's, less those of validation, which needs labels).
+#: The optimisation settings adapt takes: training's, less those of validation (which needs labels)
+#: and of a new head's learning rate.
 OPTIMISATION = [
-    "epochs",
-    "batch_size",
-    "gradient_accumulation",
-    "learning_rate",
-    "weight_decay",
-    "warmup_fraction",
-    "dropout",
-    "max_length",
-    "max_steps",
-    "seed",
-    "device",
-    "no_bf16",
-    "eval_batch_size",
-    "save_every_steps",
-    "keep_checkpoints",
-    "model_threads",
-    "overwrite",
-    "resume",
+    name
+    for name in TRAINING_OPTIMISATION
+    if name not in ("head_learning_rate", "measures", "validate_every_steps", "patience")
 ]
 #: The adaptation settings (:class:`~evirank.train.adaptation.AdaptConfig`'s).
 ADAPTATION = [
