@@ -6,6 +6,8 @@ imported when first used.
 
 ``evirank.rank(query, documents)`` ranks documents held in memory by their passages' evidence, and
 ``evirank.Ranker`` does the same with the model loaded once (:mod:`evirank.ranker`).
+``evirank.adapt(corpus, output_dir=...)`` adapts a model to a collection from its text alone
+(:mod:`evirank.train.adaptation`).
 
 Example:
     >>> import evirank
@@ -22,13 +24,17 @@ from evirank.version import __version__
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
-__all__ = ["Ranker", "__version__", "rank"]
+__all__ = ["Ranker", "__version__", "adapt", "rank"]
 
 
 def __getattr__(name: str) -> Any:
-    """``rank`` and ``Ranker``, imported on first use (the bare import stays light)."""
+    """``rank``, ``Ranker`` and ``adapt``, imported on first use (the bare import stays light)."""
     if name in ("rank", "Ranker"):
         from evirank import ranker
 
         return getattr(ranker, name)
+    if name == "adapt":
+        from evirank.train.adaptation import adapt
+
+        return adapt
     raise AttributeError(f"module 'evirank' has no attribute {name!r}")

@@ -46,6 +46,7 @@ SUBCOMMANDS = (
     "report",
     "train",
     "distill",
+    "adapt",
     "merge",
     "serve",
     "data",
@@ -184,6 +185,7 @@ INTERRUPTED = {
     "adapt": "interrupted; rerun with --resume to continue from the last checkpoint",
     "train": "interrupted; rerun with --resume to continue from the last checkpoint",
     "distill": "interrupted; rerun with --resume to continue from the last checkpoint",
+    "adapt": "interrupted; rerun with --resume to continue from the last checkpoint",
     "serve": "stopped",
 }
 """What an interrupted command keeps; the others leave nothing at their outputs and start over."""

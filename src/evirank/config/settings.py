@@ -62,6 +62,8 @@ RECIPE = "training recipe"
 SWEEP = "recipe search"
 #: Distillation.
 DISTILLATION = "distillation"
+#: Adapting a model to a collection from its text alone.
+ADAPTATION = "adaptation (from the corpus text alone)"
 #: Looking inside a model.
 ATTENTION = "attention"
 #: Reports.
@@ -1133,6 +1135,68 @@ SETTINGS = SettingsTable(
             SWEEP,
             metavar="SOURCE",
             nargs="+",
+        ),
+        # -- adaptation ------------------------------------------------------------------------
+        Setting(
+            "method",
+            "ict",
+            "ict: a sentence as the query for the sentences around it (removed from them most of the time); "
+            "crop: two random spans of one document as a pair; gpl: a cross-encoder learns a bi-encoder's "
+            "and BM25's margins on the ict pseudo-queries (give --teacher)",
+            ADAPTATION,
+            choices=("ict", "crop", "gpl"),
+        ),
+        Setting(
+            "queries_per_document",
+            1,
+            "pseudo-queries drawn per document",
+            ADAPTATION,
+            kind=values.positive_int,
+        ),
+        Setting(
+            "context_sentences",
+            2,
+            "ict: sentences of context on each side of the query sentence",
+            ADAPTATION,
+            kind=values.non_negative_int,
+        ),
+        Setting(
+            "remove_sentence",
+            0.9,
+            "ict: the probability that the query sentence is left out of its context",
+            ADAPTATION,
+            kind=values.unit_float,
+        ),
+        Setting(
+            "crop_words",
+            (8, 48),
+            "crop: the shortest and longest span, in words",
+            ADAPTATION,
+            kind=values.positive_int,
+            nargs=2,
+            metavar=("MIN", "MAX"),
+        ),
+        Setting(
+            "pseudo_negatives",
+            4,
+            "BM25 negatives per pseudo-query: other documents' texts drawn from its top --negative-depth",
+            ADAPTATION,
+            kind=values.positive_int,
+        ),
+        Setting(
+            "sample_documents",
+            None,
+            "adapt on this many documents drawn at random (seeded) rather than all",
+            ADAPTATION,
+            kind=values.positive_int,
+            metavar="N",
+        ),
+        Setting(
+            "bm25_weight",
+            1.0,
+            "gpl: BM25's weight (min-max normalised per pseudo-query) beside the teacher's scaled cosine",
+            ADAPTATION,
+            kind=values.non_negative_float,
         ),
         # -- distillation ----------------------------------------------------------------------
         Setting("teacher", None, "the teacher relevance model (folder or Hub id)", DISTILLATION),

@@ -17,6 +17,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from evirank.train.adaptation import AdaptConfig, adapt
     from evirank.train.classifier import train_cross_encoder
     from evirank.train.config import DistillConfig, TrainConfig
     from evirank.train.contrastive import train_bi_encoder
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
 
 #: Each public name and the module that defines it.
 _WHERE = {
+    "AdaptConfig": "adaptation",
+    "adapt": "adaptation",
     "train_cross_encoder": "classifier",
     "DistillConfig": "config",
     "TrainConfig": "config",
@@ -70,11 +73,13 @@ _WHERE = {
 
 __all__ = [
     "EXAMPLE_COLUMNS",
+    "AdaptConfig",
     "DistillConfig",
     "DistillResult",
     "FineTunedCrossEncoder",
     "TrainConfig",
     "TrainResult",
+    "adapt",
     "distill",
     "document_examples",
     "evidence_examples",

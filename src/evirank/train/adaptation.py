@@ -1,0 +1,343 @@
+"""Adapting a model to a collection from its text alone: :func:`adapt` (``evirank adapt``).
+
+No query and no judgement of the collection is read: the training pairs are cut out of the
+corpus (:mod:`evirank.train.pseudo`), and the model is trained by the same trainer and recipes as
+``evirank train`` (:mod:`evirank.train.trainer`), so it is resumable, shows its progress, and
+writes an ordinary model folder that ``rerank``, ``rank``, ``serve``, ``embed`` and the store use
+as any other. The methods:
+
+* ``ict`` (the default): the Inverse Cloze Task for a bi-encoder: a sentence of a document as the
+  query for the sentences around it (the title prepended, the sentence itself removed 90% of the
+  time), against the batch's other texts and hard negatives that BM25 finds in other documents;
+* ``crop``: independent cropping (Contriever): two random word spans of one document as a
+  positive pair, with the same negatives;
+* ``gpl``: the second half of GPL (Wang et al. 2022) for a cross-encoder: the ``ict`` pseudo-queries
+  and their BM25 candidates are scored by a teacher bi-encoder (best one already adapted) and by
+  BM25, and a cross-encoder learns those margins (MarginMSE, :mod:`evirank.train.distillation`).
+
+The folder's ``evirank-train.json`` says what it was adapted on (the corpus path, its documents,
+and a SHA-256 of their text), with which method, settings, steps and seed, under ``adaptation``.
+
+Example:
+    >>> AdaptConfig().method, AdaptConfig().train.encoder
+    ('ict', 'bi')
+    >>> AdaptConfig(method="tsdae")
+    Traceback (most recent call last):
+    ...
+    ValueError: method must be one of ict, crop, gpl, found 'tsdae'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from evirank.errors import UsageError
+from evirank.frames import LABEL, QID, QUERY, SOURCE, TEXT, Document
+from evirank.record import write_record
+from evirank.train.config import TrainConfig
+from evirank.train.pseudo import (
+    DOCNO_OF,
+    SplitDocument,
+    TextBm25,
+    add_bm25_negatives,
+    crop_examples,
+    ict_examples,
+    split_documents,
+)
+from evirank.train.trainer import TRAIN_JSON, TrainResult
+
+logger = logging.getLogger(__name__)
+
+METHODS = ("ict", "crop", "gpl")
+#: The training settings adaptation starts from (a bi-encoder's contrastive recipe, one BM25
+#: negative per step beside the batch's texts, short texts: fast enough on a CPU).
+ADAPT_TRAINING = TrainConfig(
+    encoder="bi", loss="contrastive", group_size=2, batch_size=32, learning_rate=2e-5, max_length=128
+)
+
+
+class LabelsRefusedError(UsageError):
+    """``evirank adapt`` was given queries or judgements: it learns from the corpus text alone."""
+
+
+@dataclass(frozen=True)
+class AdaptConfig:
+    """How a model is adapted to a collection (see the module).
+
+    Attributes:
+        method: ``ict``, ``crop`` or ``gpl``.
+        queries_per_document: pseudo-queries drawn per document.
+        context_sentences: ict: sentences of context on each side of the query sentence.
+        remove_sentence: ict: the probability that the query sentence is left out of its context.
+        crop_words: crop: the shortest and longest span, in words.
+        negatives: BM25 negatives per pseudo-query (the pool each step draws from; gpl: the
+            candidates scored beside the positive).
+        negative_depth: BM25's top this many texts (of other documents) hold those negatives.
+        prepend_title: the title starts every positive and negative text (as ``sentences:prepend``).
+        sample_documents: adapt on this many documents drawn at random (None: all).
+        teacher: gpl: the bi-encoder whose cosines (scaled by ``train.scale``) label the pairs.
+        bm25_weight: gpl: BM25's weight (min-max normalised per pseudo-query) beside them.
+        train: the optimisation (:class:`TrainConfig`); its ``encoder`` and ``loss`` are the method's.
+    """
+
+    method: str = "ict"
+    queries_per_document: int = 1
+    context_sentences: int = 2
+    remove_sentence: float = 0.9
+    crop_words: tuple[int, int] = (8, 48)
+    negatives: int = 4
+    negative_depth: int = 20
+    prepend_title: bool = True
+    sample_documents: int | None = None
+    teacher: str | None = None
+    bm25_weight: float = 1.0
+    train: TrainConfig = field(default_factory=lambda: ADAPT_TRAINING)
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {', '.join(METHODS)}, found {self.method!r}")
+        object.__setattr__(self, "crop_words", tuple(int(w) for w in self.crop_words))
+        if len(self.crop_words) != 2 or not 1 <= self.crop_words[0] <= self.crop_words[1]:
+            raise ValueError(f"crop_words must be (min, max) with 1 <= min <= max, found {self.crop_words}")
+        for name in ("queries_per_document", "negatives", "negative_depth"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, found {value!r}")
+        if not 0 <= self.remove_sentence <= 1:
+            raise ValueError(f"remove_sentence must be in [0, 1], found {self.remove_sentence}")
+        if self.context_sentences < 0:
+            raise ValueError(f"context_sentences must be >= 0, found {self.context_sentences}")
+        if self.sample_documents is not None and self.sample_documents < 1:
+            raise ValueError(f"sample_documents must be positive or None, found {self.sample_documents}")
+        if self.method == "gpl" and not self.teacher:
+            raise ValueError("method gpl needs a teacher: the bi-encoder that labels the pseudo-queries")
+        if self.bm25_weight < 0:
+            raise ValueError(f"bm25_weight must be >= 0, found {self.bm25_weight}")
+        encoder, loss = ("cross", "pointwise") if self.method == "gpl" else ("bi", "contrastive")
+        if (self.train.encoder, self.train.loss) != (encoder, loss):
+            object.__setattr__(self, "train", dataclasses.replace(self.train, encoder=encoder, loss=loss))
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (the ``adaptation`` settings of the record)."""
+        out = dataclasses.asdict(self)
+        out["crop_words"] = list(self.crop_words)
+        out.pop("train")
+        return out
+
+
+class CorpusDigest:
+    """The documents of a corpus as they stream past, with their count and a SHA-256 of their text.
+
+    Example:
+        >>> digest = CorpusDigest([Document("d1", "T", "x")])
+        >>> [d.docno for d in digest], digest.documents, digest.sha256[:12]
+        (['d1'], 1, '7f5e7016378a')
+    """
+
+    def __init__(self, documents: Iterable[Document]) -> None:
+        self._documents = documents
+        self._hash = hashlib.sha256()
+        self.documents = 0
+
+    def __iter__(self) -> Iterator[Document]:
+        for doc in self._documents:
+            for part in (str(doc.docno), doc.title or "", doc.text or ""):
+                self._hash.update(part.encode("utf-8"))
+                self._hash.update(b"\x00")
+            self.documents += 1
+            yield doc
+
+    @property
+    def sha256(self) -> str:
+        return self._hash.hexdigest()
+
+
+def _documents(
+    corpus: str | os.PathLike[str] | None, index: str | os.PathLike[str] | None
+) -> Iterable[Document]:
+    if (corpus is None) == (index is None):
+        raise UsageError("give the collection as exactly one of a corpus (--corpus) or an index (--index)")
+    if corpus is not None:
+        from evirank.io.corpus import read_corpus
+
+        return read_corpus(corpus, empty="skip")
+    from evirank.lucene.docs import LuceneDocs
+
+    return LuceneDocs(str(index))
+
+
+def _sample(documents: list[SplitDocument], n: int | None, seed: int) -> list[SplitDocument]:
+    if n is None or n >= len(documents):
+        return documents
+    keep = np.sort(np.random.default_rng([seed, 1]).choice(len(documents), size=n, replace=False))
+    return [documents[i] for i in keep.tolist()]
+
+
+def pseudo_examples(documents: list[SplitDocument], config: AdaptConfig) -> pd.DataFrame:
+    """The training rows of ``config.method`` over ``documents``: positives and BM25 negatives.
+
+    Every query and text is corpus text (:mod:`evirank.train.pseudo`).
+    """
+    seed = config.train.seed
+    if config.method == "crop":
+        positives = crop_examples(
+            documents,
+            per_document=config.queries_per_document,
+            min_words=config.crop_words[0],
+            max_words=config.crop_words[1],
+            prepend_title=config.prepend_title,
+            seed=seed,
+        )
+    else:
+        positives = ict_examples(
+            documents,
+            per_document=config.queries_per_document,
+            window=config.context_sentences,
+            remove=config.remove_sentence,
+            prepend_title=config.prepend_title,
+            seed=seed,
+        )
+    if positives.empty:
+        raise ValueError("the corpus gave no pseudo-query: its documents have no text to cut one from")
+    return add_bm25_negatives(positives, per_query=config.negatives, depth=config.negative_depth, seed=seed)
+
+
+def adapt(
+    corpus: str | os.PathLike[str] | None = None,
+    *,
+    index: str | os.PathLike[str] | None = None,
+    output_dir: str | os.PathLike[str] = "model",
+    model: str | None = None,
+    config: AdaptConfig | None = None,
+    overwrite: bool = False,
+    resume: bool = False,
+    step_callback: Callable[[int], None] | None = None,
+) -> TrainResult:
+    """Adapt ``model`` to a collection from its text alone, into the model folder ``output_dir``.
+
+    There is deliberately no parameter for queries or judgements: the pairs are cut out of the
+    documents (see the module).
+
+    Args:
+        corpus: the collection as a corpus (a BEIR folder, JSONL, a collection format); or
+        index: a Lucene index with stored documents (``evirank index``).
+        output_dir: the model folder to create.
+        model: the initial weights (default: all-MiniLM-L6-v2); for ``gpl``, the cross-encoder's
+            encoder (a fresh head is added unless it has one).
+        config: the method and its settings (:class:`AdaptConfig`).
+        overwrite: replace an existing ``output_dir`` made by training.
+        resume: continue an interrupted run in ``output_dir`` (same settings and corpus).
+        step_callback: called with the step number after each optimizer step (raising in it
+            interrupts training, as a kill would).
+
+    Returns:
+        The :class:`~evirank.train.trainer.TrainResult`.
+
+    Example:
+        >>> import evirank  # doctest: +SKIP
+        >>> evirank.adapt("data/scifact", output_dir="models/minilm-scifact-ict")  # doctest: +SKIP
+    """
+    from evirank.train.trainer import check_train_output
+
+    config = config or AdaptConfig()
+    if model is not None:
+        config = dataclasses.replace(config, train=dataclasses.replace(config.train, model=str(model)))
+    out = check_train_output(output_dir, overwrite=overwrite, resume=resume)  # before any work
+    source = CorpusDigest(_documents(corpus, index))
+    documents = split_documents(source)
+    if not documents:
+        raise ValueError(f"{corpus or index}: no documents")
+    chosen = _sample(documents, config.sample_documents, config.train.seed)
+    examples = pseudo_examples(chosen, config)
+    facts = {
+        "method": config.method,
+        "corpus": {
+            "path": str(corpus if corpus is not None else index),
+            "kind": "corpus" if corpus is not None else "index",
+            "documents": source.documents,
+            "documents_used": len(chosen),
+            "text_sha256": source.sha256,
+        },
+        "labels_read": "none: every query and text is cut from the corpus",
+        "pseudo_queries": int((examples[LABEL] == 1).sum()),
+        "bm25_negatives": int((examples[LABEL] == 0).sum()),
+        "settings": config.to_dict(),
+        "seed": config.train.seed,
+    }
+    logger.info(
+        "adapt (%s): %d pseudo-queries from %d of %d documents, %d BM25 negatives",
+        config.method,
+        facts["pseudo_queries"],
+        len(chosen),
+        source.documents,
+        facts["bm25_negatives"],
+    )
+    if config.method == "gpl":
+        from evirank.train.gpl import train_gpl
+
+        result = train_gpl(
+            examples, config, out, overwrite=overwrite, resume=resume, step_callback=step_callback
+        )
+    else:
+        from evirank.train.trainer import train_model
+
+        result = train_model(
+            examples[[QID, QUERY, TEXT, LABEL, SOURCE]],
+            config.train,
+            out,
+            overwrite=overwrite,
+            resume=resume,
+            step_callback=step_callback,
+        )
+    _record_adaptation(out, {**facts, "steps": result.steps})
+    return result
+
+
+def _record_adaptation(out: Path, facts: dict[str, Any]) -> None:
+    """Add ``adaptation`` (what corpus, which method, steps, seed) to the folder's ``evirank-train.json``."""
+    payload = json.loads((out / TRAIN_JSON).read_text(encoding="utf-8"))
+    command = "adapt"
+    for key in ("command", "versions"):  # written afresh
+        payload.pop(key, None)
+    payload.pop("adaptation", None)
+    write_record(out / TRAIN_JSON, command, payload.pop("config"), **payload, adaptation=facts)
+
+
+def examples_from(documents: Iterable[Document], config: AdaptConfig | None = None) -> pd.DataFrame:
+    """The pseudo-examples :func:`adapt` would train on (with their ``docno``), for inspection.
+
+    Example:
+        >>> docs = [Document("d1", "Fish", "Fish swim. Gills take oxygen. Fins steer."),
+        ...         Document("d2", "Birds", "Birds fly. Wings lift them. Feathers keep them warm.")]
+        >>> rows = examples_from(docs, AdaptConfig(negatives=1))
+        >>> sorted(rows["label"].tolist())
+        [0, 0, 1, 1]
+    """
+    config = config or AdaptConfig()
+    chosen = _sample(split_documents(documents), config.sample_documents, config.train.seed)
+    return pseudo_examples(chosen, config)
+
+
+__all__ = [
+    "ADAPT_TRAINING",
+    "DOCNO_OF",
+    "METHODS",
+    "AdaptConfig",
+    "CorpusDigest",
+    "LabelsRefusedError",
+    "TextBm25",
+    "adapt",
+    "examples_from",
+    "pseudo_examples",
+]
