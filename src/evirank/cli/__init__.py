@@ -182,7 +182,6 @@ def fail(command: str, error: BaseException | str) -> int:
 INTERRUPTED = {
     "rerank": "interrupted; the scores computed so far are kept in the score store, and a rerun resumes",
     "embed": "interrupted; the vectors embedded so far are kept, and the same command again embeds the rest",
-    "adapt": "interrupted; rerun with --resume to continue from the last checkpoint",
     "train": "interrupted; rerun with --resume to continue from the last checkpoint",
     "distill": "interrupted; rerun with --resume to continue from the last checkpoint",
     "adapt": "interrupted; rerun with --resume to continue from the last checkpoint",
