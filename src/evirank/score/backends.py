@@ -20,7 +20,6 @@ import hashlib
 import importlib
 import logging
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
@@ -28,6 +27,7 @@ import numpy as np
 
 from evirank.extras import require
 from evirank.score.devices import resolve_device, resolve_precision
+from evirank.score.token_batch import PinnedBatch, TokenBatch, mean_pooled
 
 logger = logging.getLogger(__name__)
 
@@ -48,31 +48,6 @@ class ModelHead(Protocol):
     name: str
 
     def load_torch(self, model_dir: Path) -> tuple[Any, tuple[str, ...]]: ...
-
-
-@dataclass(frozen=True)
-class TokenBatch:
-    """One padded batch of model inputs (numpy int64 arrays of shape rows x length).
-
-    ``token_type_ids`` is ``None`` for models that take none (RoBERTa, DistilBERT).
-    """
-
-    input_ids: np.ndarray
-    attention_mask: np.ndarray
-    token_type_ids: np.ndarray | None = None
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        """(rows, padded length)."""
-        rows, width = self.input_ids.shape
-        return int(rows), int(width)
-
-
-@dataclass(frozen=True)
-class PinnedBatch(TokenBatch):
-    """A :class:`TokenBatch` whose arrays are also held as torch tensors in pinned host memory."""
-
-    tensors: Any = None
 
 
 class Backend(ABC):
@@ -130,7 +105,7 @@ class Backend(ABC):
     def default_threads(cls) -> int:
         """The CPU threads :meth:`load` uses when given none: the cores this process may run on
         (``$EVIRANK_NUM_THREADS`` when set)."""
-        from evirank.score.streams import default_threads
+        from evirank.score.devices import default_threads
 
         return default_threads()
 
@@ -189,23 +164,6 @@ def get_backend(name: str) -> type[Backend]:
         raise ValueError(
             f"unknown backend {name!r}; expected one of {sorted(available_backends())}"
         ) from None
-
-
-def mean_pooled(hidden: Any, attention_mask: Any) -> Any:
-    """Unit-length means of ``hidden`` (batch x tokens x dim) over the real tokens of ``attention_mask``.
-
-    The bi-encoder's embedding, shared by inference and training so both pool alike.
-
-    Example:
-        >>> import torch
-        >>> hidden = torch.tensor([[[3.0, 0.0], [0.0, 4.0], [9.0, 9.0]]])
-        >>> [round(v, 3) for v in mean_pooled(hidden, torch.tensor([[1, 1, 0]]))[0].tolist()]
-        [0.6, 0.8]
-    """
-    torch = require("torch", "torch")
-    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-    pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
-    return torch.nn.functional.normalize(pooled, p=2.0, dim=-1)
 
 
 @register_backend

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import logging
+import os
 import platform
 import re
 import sys
@@ -182,3 +183,19 @@ def default_batch_tokens(device: str) -> int:
         2048
     """
     return DEFAULT_BATCH_TOKENS.get(device.split(":")[0], DEFAULT_BATCH_TOKENS["cpu"])
+
+
+def default_threads() -> int:
+    """Threads for a CPU engine: ``$EVIRANK_NUM_THREADS``, else the cores this process may run on.
+
+    Example:
+        >>> default_threads() >= 1
+        True
+    """
+    env = os.environ.get("EVIRANK_NUM_THREADS")
+    if env:
+        return max(1, int(env))
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)

@@ -47,8 +47,9 @@ from evirank.checksums import checksum_problems, has_checksums, write_checksums
 from evirank.extras import require
 from evirank.score import cls_only
 from evirank.score.backends import Backend, ModelHead, Task, TokenBatch, register_backend
+from evirank.score.devices import default_threads
 from evirank.score.fingerprint import file_sha256, weight_files
-from evirank.score.streams import default_streams, default_threads, feeds, mean_pooled_numpy, split_batch
+from evirank.score.streams import default_streams, feeds, mean_pooled_numpy, split_batch
 
 logger = logging.getLogger(__name__)
 

@@ -49,8 +49,9 @@ from evirank.extras import require
 from evirank.score import cls_only
 from evirank.score.backends import Backend, ModelHead, Task, TokenBatch, register_backend
 from evirank.score.calibration import CALIBRATION_PAIRS, calibration_digest
+from evirank.score.devices import default_threads
 from evirank.score.onnx_backend import OnnxExport, cache_dir, discard, export_key, onnx_export, usable_cache
-from evirank.score.streams import default_streams, default_threads, feeds, mean_pooled_numpy, split_batch
+from evirank.score.streams import default_streams, feeds, mean_pooled_numpy, split_batch
 
 logger = logging.getLogger(__name__)
 

@@ -22,23 +22,8 @@ import os
 
 import numpy as np
 
-from evirank.score.backends import TokenBatch
-
-
-def default_threads() -> int:
-    """Threads for a CPU engine: ``$EVIRANK_NUM_THREADS``, else the cores this process may run on.
-
-    Example:
-        >>> default_threads() >= 1
-        True
-    """
-    env = os.environ.get("EVIRANK_NUM_THREADS")
-    if env:
-        return max(1, int(env))
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+from evirank.score.devices import default_threads
+from evirank.score.token_batch import TokenBatch
 
 
 def default_streams(threads: int | None = None) -> int:

@@ -24,7 +24,7 @@ background thread, while the model runs the batch before.
 
 Example:
     >>> import numpy as np
-    >>> from evirank.score.backends import TokenBatch
+    >>> from evirank.score.token_batch import TokenBatch
     >>> packed = pack(TokenBatch(np.array([[7, 8, 9], [5, 6, 0]]), np.array([[1, 1, 1], [1, 1, 0]])))
     >>> packed.input_ids.tolist(), packed.cu_seqlens.tolist(), packed.max_len
     ([7, 8, 9, 5, 6], [0, 3, 5], 3)
@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from evirank.extras import require
-from evirank.score.backends import TokenBatch
+from evirank.score.token_batch import TokenBatch
 
 logger = logging.getLogger(__name__)
 
@@ -415,7 +415,7 @@ class _Context:
 
 
 def _padded_reference(model: Any, task: str, inputs: dict[str, Any]) -> Any:
-    from evirank.score.backends import mean_pooled
+    from evirank.score.token_batch import mean_pooled
 
     if task == "classify":
         return model(**inputs).logits
