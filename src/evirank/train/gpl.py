@@ -163,16 +163,6 @@ def train_gpl(
         step_callback=step_callback,
         recipe=recipe,
     )
-    if mode == "resume":
-        model, tokenizer, payload = fit.load_checkpoint()
-        fit.metadata = payload["metadata"]
-        return fit.run(model, tokenizer, payload)
-    model, tokenizer, facts = recipe.load(source, train)
-    init.update(facts)
-    logger.info(
-        "gpl: a cross-encoder from %s on %d margin pairs of %d pseudo-queries",
-        source,
-        len(items),
-        rows[QID].nunique(),
-    )
-    return fit.run(model, tokenizer, None)
+    queries = rows[QID].nunique()
+    announce = f"gpl: a cross-encoder from {source} on {len(items)} margin pairs of {queries} pseudo-queries"
+    return fit.start(mode, source, init, announce)

@@ -485,6 +485,19 @@ class Fit:
         return record
 
     # -- the loop ----------------------------------------------------------------------
+    def start(self, mode: str, source: str, init: dict[str, Any], announce: str = "") -> TrainResult:
+        """Continue from the checkpoint (``mode`` "resume"), or load ``source`` through the recipe
+        (its facts added to ``init``), log ``announce`` and train from the start."""
+        if mode == "resume":
+            model, tokenizer, payload = self.load_checkpoint()
+            self.metadata = payload["metadata"]
+            return self.run(model, tokenizer, payload)
+        model, tokenizer, facts = self.recipe.load(source, self.config)
+        init.update(facts)
+        if announce:
+            logger.info("%s", announce)
+        return self.run(model, tokenizer, None)
+
     def run(self, model: Any, tokenizer: Any, resume_payload: dict[str, Any] | None) -> TrainResult:
         """Train ``model`` (fresh, or restored from the checkpoint's ``resume_payload``) and save it."""
         with _model.quiet_transformers():
@@ -805,13 +818,5 @@ def train_model(
         step_callback=step_callback,
         recipe=recipe,
     )
-    if mode == "resume":
-        model, tokenizer, payload = fit.load_checkpoint()
-        fit.metadata = payload["metadata"]
-        return fit.run(model, tokenizer, payload)
-    model, tokenizer, facts = recipe.load(source, config)
-    init.update(facts)
-    logger.info(
-        "training %s %s on %d items, %d queries", recipe.kind, source, len(items), items[QID].nunique()
-    )
-    return fit.run(model, tokenizer, None)
+    announce = f"training {recipe.kind} {source} on {len(items)} items, {items[QID].nunique()} queries"
+    return fit.start(mode, source, init, announce)
