@@ -24,7 +24,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,8 +50,6 @@ from evirank.train.trainer import (
 
 if TYPE_CHECKING:
     from evirank.train.adaptation import AdaptConfig
-
-logger = logging.getLogger(__name__)
 
 
 def teacher_targets(
