@@ -244,12 +244,32 @@ def test_other_backends_refuse_unpadded_naming_the_setting() -> None:
 def test_auto_on_a_cpu_follows_the_measured_choice(
     tiny_cross_encoder_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for choice in (False, True):
-        monkeypatch.setattr(unpadded, "AUTO_ON_CPU", choice)
+    for choice in (None, 0.05):
+        monkeypatch.setattr(unpadded, "CPU_PACK_FROM", choice)
         backend = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu")).load()
-        assert (backend.unpadded is not None) is choice
+        assert (backend.unpadded is not None) is (choice is not None)
     padded = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu", batch_layout="padded")).load()
     assert padded.unpadded is None and padded.cls_only is not None
+
+
+def test_auto_on_a_cpu_packs_only_the_batches_that_are_mostly_padding(
+    tiny_cross_encoder_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(unpadded, "CPU_PACK_FROM", 0.2)
+    backend = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu")).load()
+    even = TokenBatch(np.full((4, 10), 5), np.ones((4, 10), dtype=np.int64))
+    ragged_mask = np.ones((4, 10), dtype=np.int64)
+    ragged_mask[1:, 4:] = 0  # 18 of 40 slots are padding
+    ragged = TokenBatch(np.where(ragged_mask > 0, 5, 0), ragged_mask)
+    assert not backend.packs(even) and backend.packs(ragged)
+    assert not isinstance(backend.prepare(even), PackedBatch)
+    assert isinstance(backend.prepare(ragged), PackedBatch)
+    forced = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu", batch_layout="unpadded")).load()
+    assert forced.packs(even) and forced.pack_from == 0
+    # either way the scores are the model's: packed and padded agree within fp32 rounding
+    padded = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu", batch_layout="padded")).load()
+    for batch in (even, ragged):
+        np.testing.assert_allclose(backend.forward(backend.prepare(batch)), padded.forward(batch), atol=1e-5)
 
 
 # -- the scorers, end to end ------------------------------------------------------------------------

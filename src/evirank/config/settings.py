@@ -330,7 +330,8 @@ SETTINGS = SettingsTable(
             "auto",
             "how a batch reaches the model: padded (rows x longest length), unpadded (the real tokens only, "
             "attention within each sequence: BERT, ELECTRA, RoBERTa and XLM-R encoders on the torch "
-            "backend), or auto (unpadded on CUDA where the model supports it, else padded); scores agree "
+            "backend), or auto (where the model supports it: unpadded on CUDA, and on a CPU for the batches "
+            "that are at least 5% padding, such as a short request's; else padded); scores agree "
             "within float rounding, so both share the score store",
             SCORING,
             choices=BATCH_LAYOUTS,

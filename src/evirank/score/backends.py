@@ -189,6 +189,8 @@ class TorchBackend(Backend):
         self.cls_only = cls_only
         #: the model's forward over packed batches (see evirank.score.unpadded), or None: padded
         self.unpadded: Any = None
+        #: with ``unpadded``, the smallest share of padding at which a batch is packed (0: every batch)
+        self.pack_from = 0.0
 
     @classmethod
     def resolve(cls, device: str, dtype: str) -> tuple[str, str]:
@@ -254,13 +256,17 @@ class TorchBackend(Backend):
         from evirank.score import unpadded
 
         self.unpadded = None
+        self.pack_from = 0.0
         self.pad_multiple = 8 if self.device.startswith("cuda") else 1
         if layout == "padded":
             return
         explicit = layout == "unpadded"
-        if not explicit and not (self.device.startswith("cuda") or unpadded.AUTO_ON_CPU):
-            logger.debug("batch layout auto: padded on %s", self.device)
-            return
+        on_cpu = not self.device.startswith("cuda")
+        if not explicit and on_cpu:
+            if unpadded.CPU_PACK_FROM is None:
+                logger.debug("batch layout auto: padded on %s", self.device)
+                return
+            self.pack_from = unpadded.CPU_PACK_FROM
         try:
             self.unpadded = unpadded.unpadded_model(
                 self.model, self.task, device=self.device, precision=self.precision
@@ -274,10 +280,24 @@ class TorchBackend(Backend):
             logger.debug("batch layout auto: padded, %s", exc)
             return
         self.pad_multiple = 1  # packing drops the padding, so there is none worth aligning
-        logger.debug("batch layout: unpadded (variable-length attention: %s)", self.unpadded.varlen)
+        logger.debug(
+            "batch layout: unpadded from %.0f%% padding (variable-length attention: %s)",
+            100 * self.pack_from,
+            self.unpadded.varlen,
+        )
+
+    def packs(self, batch: TokenBatch) -> bool:
+        """Whether ``batch`` runs unpadded: an unpadded layout is in use and at least ``pack_from``
+        of the batch's slots are padding."""
+        if self.unpadded is None:
+            return False
+        if self.pack_from <= 0:
+            return True
+        mask = batch.attention_mask
+        return mask.size > 0 and 1.0 - float(np.count_nonzero(mask)) / mask.size >= self.pack_from
 
     def prepare(self, batch: TokenBatch) -> TokenBatch:
-        if self.unpadded is not None:
+        if self.packs(batch):
             from evirank.score.unpadded import packed_batch
 
             # packed (and pinned on CUDA) here, in the background thread, while the model runs
@@ -313,7 +333,7 @@ class TorchBackend(Backend):
                 enabled=autocast_dtype is not None,
             ),
         ):
-            out = self._unpadded(batch, device) if self.unpadded is not None else self._padded(batch, device)
+            out = self._unpadded(batch, device) if self._runs_packed(batch) else self._padded(batch, device)
         return out.float().cpu().numpy().astype(np.float32, copy=False)
 
     def _padded(self, batch: TokenBatch, device: Any) -> Any:
@@ -326,6 +346,11 @@ class TorchBackend(Backend):
         if self.task == "classify":
             return self.model(**inputs).logits
         return mean_pooled(self.model(**inputs).last_hidden_state.float(), inputs["attention_mask"])
+
+    def _runs_packed(self, batch: TokenBatch) -> bool:
+        from evirank.score.unpadded import PackedBatch
+
+        return isinstance(batch, PackedBatch) or self.packs(batch)
 
     def _unpadded(self, batch: TokenBatch, device: Any) -> Any:
         from evirank.score.unpadded import PackedBatch, packed_batch
