@@ -3,11 +3,17 @@
 The same scorer settings twice (``--batch-layout padded`` and ``unpadded``), on the same pairs, in
 alternating rounds after one warm-up call each; the table shows the median and best pairs/s, the
 share of the padded batches' slots that were padding (what the unpadded layout does not compute),
-and the largest score difference between the two layouts. This is what ``--batch-layout auto``
-chooses from on a CPU.
+and the largest score difference between the two layouts. A third row, ``auto``, is the default's
+choice per batch (on a CPU: packed when at least 5% of a batch is padding).
+
+``--per-call N`` scores the pairs N at a time, one scorer call each, as a rerank request of N short
+documents does (each call is one small batch of pairs of very different lengths); without it, all
+pairs go in one call, as a large reranking job's do (length-sorted batches with little padding).
 
 Usage (from the repository root; the pairs file as ``benchmarks/gpu_inputs.py pairs`` writes it):
     HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/batch_layout.py MODEL_DIR PAIRS.jsonl --pairs 5000
+    HF_HUB_OFFLINE=1 PYTHONPATH=src python benchmarks/batch_layout.py MODEL_DIR PAIRS.jsonl --pairs 2000 \
+        --per-call 20
 """
 
 from __future__ import annotations
@@ -34,6 +40,9 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="fp32")
     parser.add_argument("--batch-tokens", type=int, default=None, help="default: the device's")
+    parser.add_argument(
+        "--per-call", type=int, default=0, help="pairs per scorer call, as a rerank request (default: all)"
+    )
     args = parser.parse_args()
     from evirank.score import CrossEncoder
 
@@ -45,21 +54,30 @@ def main() -> None:
                 device=args.device, dtype=args.dtype, batch_tokens=args.batch_tokens, batch_layout=layout
             ),
         )
-        for layout in ("padded", "unpadded")
+        for layout in ("padded", "unpadded", "auto")
     }
+    size = args.per_call if args.per_call > 0 else len(frame)
+    calls = [frame.iloc[at : at + size] for at in range(0, len(frame), size)]
+
+    def score_all(scorer: CrossEncoder) -> np.ndarray:
+        return np.concatenate([scorer(call)[SCORE].to_numpy() for call in calls])
+
     rates: dict[str, list[float]] = {layout: [] for layout in scorers}
     scores: dict[str, np.ndarray] = {}
     for layout, scorer in scorers.items():
         scorer.load()
-        scores[layout] = scorer(frame)[SCORE].to_numpy()  # warm-up
+        scores[layout] = score_all(scorer)  # warm-up
     for round_no in range(args.rounds):
         order = list(scorers) if round_no % 2 == 0 else list(reversed(scorers))
         for layout in order:
             started = time.perf_counter()
-            scorers[layout](frame)
+            score_all(scorers[layout])
             rates[layout].append(len(frame) / (time.perf_counter() - started))
     padded = scorers["padded"]
-    stats = padded.stats_
+    batches = slots = 0
+    for call in calls:  # the scorer's stats are its last call's: added up here
+        padded(call)
+        batches, slots = batches + padded.stats_.batches, slots + padded.stats_.tokens
     encoder = padded.encoder_
     lengths = np.array(
         [
@@ -69,15 +87,16 @@ def main() -> None:
             )["input_ids"]
         ]
     )
-    padding = 1.0 - lengths.sum() / stats.tokens if stats.tokens else float("nan")
+    padding = 1.0 - lengths.sum() / slots if slots else float("nan")
     lines = [
         header(
             "Padded against unpadded batches, one cross-encoder",
             f"model: {Path(args.model).name}; pairs: {len(frame):,} from {Path(args.pairs_file).name}, "
             f"{lengths.mean():.1f} tokens a pair on average",
             f"device {padded.device_}, {padded.precision_}, {padded.batch_tokens_:,} tokens per batch; "
-            f"one warm-up call each, then {args.rounds} alternating rounds",
-            f"padded batches: {stats.batches} batches, {stats.tokens:,} token slots of which "
+            f"{len(calls):,} scorer call(s) of up to {size:,} pairs; one warm-up round each, then "
+            f"{args.rounds} alternating rounds",
+            f"padded batches: {batches:,} batches, {slots:,} token slots of which "
             f"{padding:.1%} padding (tokens counted by the tokenizer, truncated as the scorer does)",
             packages=("torch", "transformers"),
         ),

@@ -400,10 +400,10 @@ class _Context:
     def _each_sequence(self, q: Any, k: Any, v: Any, q_lengths: list[int]) -> Any:
         """Attention one sequence at a time (``q`` holds ``q_lengths[i]`` rows of sequence ``i``).
 
-        On a CPU this is faster than any padded layout: each call is a small dense product with no
-        mask, and no scatter or gather around it (2.5x the masked padded attention on 2 cores, for
-        20 to 100 sequences of 10 to 400 tokens). Its kernels are the same scaled dot-product
-        attention, so it agrees with the padded layout within fp32 rounding.
+        On a CPU this is faster than a padded layout: each call is a small dense product with no
+        mask, and no scatter or gather around it (measured in docs/speed.md, "Unpadded batches").
+        Its kernels are the same scaled dot-product attention, so it agrees with the padded layout
+        within fp32 rounding.
         """
         torch = require("torch", "torch")
         sdpa = torch.nn.functional.scaled_dot_product_attention
