@@ -291,7 +291,7 @@ TEXTS = [
 @pytest.mark.parametrize("max_length", [16, 128])
 def test_cross_encoder_scores_agree_between_layouts(tiny_cross_encoder_path: Path, max_length: int) -> None:
     frame = frame_of(TEXTS, "where did the cat sit")
-    scores = {}
+    scores, slots = {}, {}
     for layout in ("padded", "unpadded"):
         scorer = CrossEncoder(
             tiny_cross_encoder_path,
@@ -299,8 +299,10 @@ def test_cross_encoder_scores_agree_between_layouts(tiny_cross_encoder_path: Pat
             query_max_tokens=6,
         )
         scores[layout] = scorer(frame)[SCORE].to_numpy()
+        slots[layout] = scorer.stats_.tokens
         assert (scorer.load().unpadded is not None) is (layout == "unpadded")
     np.testing.assert_allclose(scores["unpadded"], scores["padded"], atol=ATOL, rtol=0)
+    assert slots["unpadded"] < slots["padded"]  # the stats count what the model computed
     one = CrossEncoder(
         tiny_cross_encoder_path,
         Runtime(device="cpu", max_length=max_length, batch_layout="unpadded"),

@@ -48,8 +48,8 @@ class ScoringStats:
         rows: rows in the input frame. distinct: distinct (query, text) pairs (or texts, for
         embeddings). cached: distinct pairs found in the store. embeddings_cached: embeddings
         (of queries and passages, bi-encoder) found in the store instead of being computed.
-        computed: items run through the model. batches: model batches. tokens: padded tokens
-        sent to the model.
+        computed: items run through the model. batches: model batches. tokens: token slots the
+        model computed (rows x padded width; a packed batch's real tokens alone).
         tokenize_s: seconds the model waited for tokenised batches (tokenisation runs in a
         background thread, overlapped with the model, so ideally only the first chunk's shows).
         tokenize_busy_s: seconds that thread spent tokenising and padding in all.
@@ -622,7 +622,8 @@ class TransformerScorer(Stage):
                 stats.model_s += time.perf_counter() - t2
                 consume(items, output)
                 stats.batches += 1
-                stats.tokens += n * width
+                layout = getattr(prepared, "layout", None)  # a packed batch computes its real tokens only
+                stats.tokens += n * width if layout is None else layout.tokens
                 stats.computed += n
                 stats.tokenize_busy_s += tokenize_s + build_s
                 bar.update(n)
