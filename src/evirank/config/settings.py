@@ -331,7 +331,7 @@ SETTINGS = SettingsTable(
             "how a batch reaches the model: padded (rows x longest length), unpadded (the real tokens only, "
             "attention within each sequence: BERT, ELECTRA, RoBERTa and XLM-R encoders on the torch "
             "backend), or auto (where the model supports it: unpadded on CUDA, and on a CPU for the batches "
-            "that are at least 5% padding, such as a short request's; else padded); scores agree "
+            "that are 5 percent padding or more, such as a short request's; else padded); scores agree "
             "within float rounding, so both share the score store",
             SCORING,
             choices=BATCH_LAYOUTS,
