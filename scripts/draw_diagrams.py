@@ -26,8 +26,12 @@ def draw(source: Path) -> bytes:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--check", action="store_true", help="fail when an SVG differs from its source's drawing")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="fail when an SVG differs from its source's drawing"
+    )
     args = parser.parse_args()
     if shutil.which("dot") is None:
         sys.stderr.write("draw_diagrams: Graphviz's dot is missing (apt-get install graphviz)\n")
