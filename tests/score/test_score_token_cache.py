@@ -23,7 +23,7 @@ from evirank.config import Runtime
 from evirank.frames import QUERY, TEXT
 from evirank.score import BiEncoder, CrossEncoder
 from evirank.score.backends import TokenBatch, TorchBackend
-from evirank.score.families.bi import default_bi_encoder
+from evirank.score.default_model import default_bi_encoder
 from evirank.score.families.llm import PROMPTS, YesNoReranker
 from evirank.score.families.seq2seq import MonoT5
 from evirank.score.token_cache import ENTRY_OVERHEAD, MAX_MB_VARIABLE, TokenCache, default_max_bytes

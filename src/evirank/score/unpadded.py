@@ -59,7 +59,7 @@ POSITION_START = {
 #: With ``batch_layout="auto"`` on a CPU, a batch runs unpadded when at least this share of its
 #: slots is padding, padded otherwise (on CUDA every batch runs unpadded, where the model is
 #: supported; None: every CPU batch runs padded). Small batches (a rerank request's 20 sentences)
-#: are mostly padding and run 1.3x faster unpadded; the length-sorted batches of a large job have
+#: are a third or more padding and run 1.45x faster unpadded; the length-sorted batches of a large job have
 #: under 1% padding, where packing saves nothing. Measured on 2 CPU cores, MiniLM-L6
 #: cross-encoder, SciFact claim/sentence pairs: see docs/speed.md.
 CPU_PACK_FROM: float | None = 0.05

@@ -17,7 +17,7 @@ from evirank.config import Runtime
 from evirank.errors import ArgumentError
 from evirank.frames import DOCNO, PID, QID, QUERY, SCORE, TEXT, require_columns
 from evirank.score.backends import TokenBatch
-from evirank.score.default_model import DEFAULT_BI_ENCODER_HUB_ID, default_bi_encoder  # noqa: F401 (re-exported)
+from evirank.score.default_model import default_bi_encoder
 from evirank.score.family import Family, ModelInfo, register_family
 from evirank.score.store import Store, text_hash
 from evirank.score.tokenize import TextIds
