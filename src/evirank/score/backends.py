@@ -20,6 +20,7 @@ import hashlib
 import importlib
 import logging
 from abc import ABC, abstractmethod
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
@@ -124,9 +125,60 @@ class Backend(ABC):
         ``batch`` is what :meth:`prepare` returned.
         """
 
+    def call_scope(self) -> AbstractContextManager[object]:
+        """A context the scorer holds around all the batches of one call (the default: nothing).
+
+        Example:
+            >>> with Backend.call_scope(None):  # type: ignore[arg-type]
+            ...     pass
+        """
+        return nullcontext()
+
+    def launch(self, batch: TokenBatch) -> Pending:
+        """Start :meth:`forward` on ``batch`` and return at once where the engine runs asynchronously
+        (a GPU), so the caller can hand over the next batch before it reads this one's output.
+
+        The default runs :meth:`forward` now.
+
+        Example:
+            >>> Pending.ready(np.zeros((2, 1), np.float32)).result().shape
+            (2, 1)
+        """
+        return Pending.ready(self.forward(batch))
+
     def parameters_digest(self) -> str:
         """A hash of the parameters in memory (used when some were initialised at random)."""
         raise NotImplementedError(f"backend {self.name!r} cannot hash its parameters")
+
+
+class Pending:
+    """A batch's model output that may still be on its way back from the device.
+
+    :meth:`result` waits for it (on CUDA: for the copy into page-locked host memory that
+    :meth:`TorchBackend.launch` queued behind the batch's kernels) and returns it as float32 numpy.
+    """
+
+    def __init__(self, host: Any, done: Any = None) -> None:
+        self._host = host
+        self._done = done
+
+    @classmethod
+    def ready(cls, output: np.ndarray) -> Pending:
+        """An output that is already here."""
+        return cls(output)
+
+    @property
+    def on_the_way(self) -> bool:
+        """Whether :meth:`result` may still wait for the device."""
+        return self._done is not None
+
+    def result(self) -> np.ndarray:
+        if self._done is not None:
+            self._done.synchronize()
+            self._done = None
+            # a copy: the page-locked buffer goes back to torch's host allocator
+            self._host = self._host.numpy().astype(np.float32, copy=True)
+        return np.asarray(self._host, dtype=np.float32)
 
 
 _BACKENDS: dict[str, type[Backend]] = {}
@@ -322,19 +374,50 @@ class TorchBackend(Backend):
         return {name: t.pin_memory() for name, t in tensors.items()} if pin else tensors
 
     def forward(self, batch: TokenBatch) -> np.ndarray:
+        return self._run(batch).float().cpu().numpy().astype(np.float32, copy=False)
+
+    def launch(self, batch: TokenBatch) -> Pending:
+        """On CUDA, queue the batch's kernels and the copy of its output into page-locked host
+        memory, and return without waiting: the GPU then has this batch to run while the host
+        hands over the next (no device-wide wait per batch). Elsewhere, :meth:`forward`."""
+        if not self.device.startswith("cuda") or type(self).forward is not TorchBackend.forward:
+            return Pending.ready(self.forward(batch))
+        torch = require("torch", "torch")
+        with torch.no_grad():  # not inference mode, which would stop autocast keeping its casts
+            out = self._run(batch).float()
+            host = torch.empty(out.shape, dtype=torch.float32, pin_memory=True)
+            host.copy_(out, non_blocking=True)
+            done = torch.cuda.Event()
+            done.record()
+        return Pending(host, done)
+
+    def call_scope(self) -> AbstractContextManager[object]:
+        """In bf16/fp16, one autocast context around all the batches of a call: the weights are cast
+        to the lower precision once per call instead of once per batch (autocast keeps its casts
+        until its outermost context ends; the same casts, so the same scores). fp32: nothing."""
+        torch = require("torch", "torch")
+        half = self._autocast_dtype()
+        return nullcontext() if half is None else torch.autocast(torch.device(self.device).type, dtype=half)
+
+    def _autocast_dtype(self) -> Any:
+        torch = require("torch", "torch")
+        return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.precision)
+
+    def _run(self, batch: TokenBatch) -> Any:
+        """The batch's output tensor, on the device."""
         torch = require("torch", "torch")
         device = torch.device(self.device)
-        autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.precision)
+        autocast_dtype = self._autocast_dtype()
         with (
-            torch.inference_mode(),
+            # autocast keeps no casts under inference mode, so lower precision runs under no_grad
+            torch.inference_mode() if autocast_dtype is None else torch.no_grad(),
             torch.autocast(
                 device_type=device.type,
                 dtype=autocast_dtype or torch.float32,
                 enabled=autocast_dtype is not None,
             ),
         ):
-            out = self._unpadded(batch, device) if self._runs_packed(batch) else self._padded(batch, device)
-        return out.float().cpu().numpy().astype(np.float32, copy=False)
+            return self._unpadded(batch, device) if self._runs_packed(batch) else self._padded(batch, device)
 
     def _padded(self, batch: TokenBatch, device: Any) -> Any:
         host = batch.tensors if isinstance(batch, PinnedBatch) else self._tensors(batch)

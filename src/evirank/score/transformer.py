@@ -22,7 +22,7 @@ from evirank.errors import ArgumentError, InputFormatError
 from evirank.extras import require
 from evirank.frames import QUERY, TEXT
 from evirank.progress import progress_bar
-from evirank.score.backends import Backend, ModelHead, Task, TokenBatch, get_backend
+from evirank.score.backends import Backend, ModelHead, Pending, Task, TokenBatch, get_backend
 from evirank.score.batching import token_budget_batches
 from evirank.score.devices import default_batch_tokens
 from evirank.score.fingerprint import model_fingerprint, reading_model, resolve_model_dir
@@ -609,24 +609,43 @@ class TransformerScorer(Stage):
 
         bar = progress_bar(desc=desc, total=n_items, unit="item")
         batches = prefetch(produce(), PREFETCH_BATCHES)
-        try:
-            while True:
-                t1 = time.perf_counter()
-                try:
-                    items, (n, width), prepared, tokenize_s, build_s = next(batches)
-                except StopIteration:
-                    break
-                t2 = time.perf_counter()
-                stats.tokenize_s += t2 - t1  # the model waited for the tokeniser this long
-                output = backend.forward(prepared)
-                stats.model_s += time.perf_counter() - t2
+        # the batch launched last, read back once the next one is launched (on a GPU the device
+        # runs it meanwhile; elsewhere launch() has already run it)
+        waiting: tuple[np.ndarray, Pending] | None = None
+
+        def read_back() -> None:
+            nonlocal waiting
+            if waiting is not None:
+                t = time.perf_counter()
+                items, pending = waiting
+                output = pending.result()
+                stats.model_s += time.perf_counter() - t
+                waiting = None
                 consume(items, output)
-                stats.batches += 1
-                layout = getattr(prepared, "layout", None)  # a packed batch computes its real tokens only
-                stats.tokens += n * width if layout is None else layout.tokens
-                stats.computed += n
-                stats.tokenize_busy_s += tokenize_s + build_s
-                bar.update(n)
+                bar.update(len(items))
+
+        try:
+            with backend.call_scope():  # e.g. the weights cast to bf16 once per call
+                while True:
+                    t1 = time.perf_counter()
+                    try:
+                        items, (n, width), prepared, tokenize_s, build_s = next(batches)
+                    except StopIteration:
+                        break
+                    t2 = time.perf_counter()
+                    stats.tokenize_s += t2 - t1  # the model waited for the tokeniser this long
+                    pending = backend.launch(prepared)
+                    stats.model_s += time.perf_counter() - t2
+                    read_back()
+                    waiting = (items, pending)
+                    if not pending.on_the_way:
+                        read_back()
+                    stats.batches += 1
+                    layout = getattr(prepared, "layout", None)  # a packed batch computes its real tokens only
+                    stats.tokens += n * width if layout is None else layout.tokens
+                    stats.computed += n
+                    stats.tokenize_busy_s += tokenize_s + build_s
+                read_back()
         finally:
             batches.close()
             bar.close()
