@@ -127,3 +127,23 @@ def test_in_bf16_the_weights_are_cast_once_per_call_not_once_per_batch(
     np.testing.assert_array_equal(shared, per_batch)  # the same casts, so the same scores
     weights = sum(1 for name, _ in each.load().model.named_parameters() if name.endswith("weight"))
     assert per_batch_casts - shared_casts >= (each.stats_.batches - 1) * weights // 2
+
+
+def test_on_cuda_a_small_model_gets_a_larger_default_token_budget(
+    tiny_cross_encoder_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evirank.score.backends import TorchBackend
+    from evirank.score.devices import default_batch_tokens
+
+    monkeypatch.setattr(TorchBackend, "resolve", classmethod(lambda cls, device, dtype: ("cuda:0", "bf16")))
+    scorer = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu"))
+    scorer.prepare()
+    hidden = scorer.config_.hidden_size
+    assert scorer.batch_tokens_ == default_batch_tokens("cuda", hidden) == 262_144
+    chosen = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu", batch_tokens=4096))
+    chosen.prepare()
+    assert chosen.batch_tokens_ == 4096  # a budget asked for is kept
+    on_cpu = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu"))
+    monkeypatch.undo()
+    on_cpu.prepare()
+    assert on_cpu.batch_tokens_ == max(2048, on_cpu.max_length_)

@@ -47,7 +47,7 @@ class Runtime:
         device: ``auto`` (cuda, then mps, then cpu), ``cpu``, ``cuda``, ``cuda:1``, ``mps``.
         backend: the engine (``torch``, ``onnx``, ``onnx-int8``, ``openvino``, ``openvino-int8``).
         dtype: ``auto`` (each backend's default: bf16 on GPUs, fp32 on CPUs), ``fp32``, ``bf16``, ``fp16``.
-        batch_tokens: token budget per batch (None: by device).
+        batch_tokens: token budget per batch (None: by device, and on CUDA by model width).
         max_length: input token cap (None: the family's and the model's).
         model_threads: CPU threads of the engine (None: the engine's own choice).
         batch_layout: ``auto``, ``padded`` or ``unpadded`` (the real tokens only; torch, BERT-like

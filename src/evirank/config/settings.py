@@ -302,7 +302,7 @@ SETTINGS = SettingsTable(
         Setting(
             "batch_tokens",
             None,
-            "token budget per batch (default: by device)",
+            "token budget per batch (default: by device; on CUDA also by model width)",
             SCORING,
             kind=values.positive_int,
             metavar="N",

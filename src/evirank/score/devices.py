@@ -34,6 +34,13 @@ _PRECISIONS = {
 #: batches stay in cache: MiniLM-L6 on 2 idle cores scored 196 pairs/s at 2048 tokens, 191 at
 #: 4096 and 167 at 8192 (benchmarks/scoring.py, docs/speed.md).
 DEFAULT_BATCH_TOKENS = {"cpu": 2048, "mps": 16384, "cuda": 65536}
+#: On CUDA a model narrower than 1,536 gets a larger budget, up to this many tokens x hidden
+#: size: on one H200, a MiniLM-L6 cross-encoder (hidden 384) in bf16 with unpadded batches scored
+#: 98,764 pairs/s at 262,144 tokens a batch and 66,358 at 65,536 (benchmarks/gpu_check.sh,
+#: docs/speed.md): fewer, larger batches launch fewer kernels per pair. Wider models keep 65,536.
+CUDA_BATCH_ELEMENTS = 262_144 * 384
+#: The largest default budget on CUDA.
+CUDA_MAX_DEFAULT_BATCH_TOKENS = 262_144
 
 
 class DeviceUnavailableError(UsageError):
@@ -175,14 +182,23 @@ def resolve_precision(device: str, dtype: str = "auto") -> str:
     return "fp32"
 
 
-def default_batch_tokens(device: str) -> int:
-    """The default token budget of one batch on ``device``.
+def default_batch_tokens(device: str, hidden_size: int | None = None) -> int:
+    """The default token budget of one batch on ``device`` for a model of ``hidden_size``
+    (when known): on CUDA, ``CUDA_BATCH_ELEMENTS // hidden_size`` tokens, between 65,536 and
+    262,144 (in multiples of 8,192); elsewhere the device's fixed budget.
 
     Example:
-        >>> default_batch_tokens("cpu")
-        2048
+        >>> default_batch_tokens("cpu"), default_batch_tokens("cuda:0")
+        (2048, 65536)
+        >>> [default_batch_tokens("cuda", hidden) for hidden in (384, 768, 1024, 4096)]
+        [262144, 131072, 98304, 65536]
     """
-    return DEFAULT_BATCH_TOKENS.get(device.split(":")[0], DEFAULT_BATCH_TOKENS["cpu"])
+    kind = device.split(":")[0]
+    fixed = DEFAULT_BATCH_TOKENS.get(kind, DEFAULT_BATCH_TOKENS["cpu"])
+    if kind != "cuda" or not hidden_size or hidden_size <= 0:
+        return fixed
+    sized = min(CUDA_MAX_DEFAULT_BATCH_TOKENS, CUDA_BATCH_ELEMENTS // int(hidden_size)) // 8192 * 8192
+    return max(fixed, sized)
 
 
 def default_threads() -> int:

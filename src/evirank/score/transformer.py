@@ -313,7 +313,9 @@ class TransformerScorer(Stage):
         self.max_length_ = min(wanted, limit)
         self.device_ = device
         self.precision_ = precision
-        self.batch_tokens_ = self.batch_tokens or max(default_batch_tokens(device), self.max_length_)
+        hidden = getattr(config, "hidden_size", None) or getattr(config, "d_model", None)
+        budget = default_batch_tokens(device, hidden if isinstance(hidden, int) else None)
+        self.batch_tokens_ = self.batch_tokens or max(budget, self.max_length_)
         self.encoder_ = TextEncoder(tokenizer)
         self.backend_: Backend | None = None
         self.fingerprint_: str | None = None
