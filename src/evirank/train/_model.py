@@ -52,10 +52,24 @@ def default_model_path() -> str:
     return default_bi_encoder()
 
 
+def model_source(path: str) -> str:
+    """Where ``path`` loads from: the bundled offline copy when it is the default bi-encoder's Hub
+    id (``sentence-transformers/all-MiniLM-L6-v2``), else ``path`` itself.
+
+    Example:
+        >>> model_source("models/minilm-mb")
+        'models/minilm-mb'
+    """
+    from evirank.score.default_model import offline_copy
+
+    local = offline_copy(str(path))
+    return str(local) if local is not None else str(path)
+
+
 def has_classification_head(path: str) -> bool:
     """Whether the model at ``path`` was saved with a sequence-classification head."""
     transformers = require("transformers", "torch")
-    config = transformers.AutoConfig.from_pretrained(path)
+    config = transformers.AutoConfig.from_pretrained(model_source(path))
     return any(name.endswith("ForSequenceClassification") for name in (config.architectures or []))
 
 
@@ -81,6 +95,7 @@ def load_classifier(
     """
     torch = require("torch", "torch")
     transformers = require("transformers", "torch")
+    path = model_source(path)
     config = transformers.AutoConfig.from_pretrained(path)
     fresh_head = not any(a.endswith("ForSequenceClassification") for a in (config.architectures or []))
     if not fresh_head and num_labels is not None and config.num_labels != num_labels:

@@ -142,6 +142,7 @@ def load_encoder(path: str, *, dropout: float | None) -> tuple[Any, Any]:
     from evirank.train import _model
 
     transformers = require("transformers", "torch")
+    path = _model.model_source(path)
     config = transformers.AutoConfig.from_pretrained(path)
     _model.set_dropout(config, dropout)
     with _model.quiet_transformers():

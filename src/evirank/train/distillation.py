@@ -390,6 +390,7 @@ def _load_teacher(teacher: str | os.PathLike[str], device: str) -> tuple[Any, An
     from evirank.score.fingerprint import reading_model
 
     transformers = require("transformers", "torch")
+    teacher = _model.model_source(str(teacher))
     local = Path(teacher) if Path(teacher).is_dir() else None
     with _model.quiet_transformers(), reading_model(local):
         model, info = transformers.AutoModelForSequenceClassification.from_pretrained(

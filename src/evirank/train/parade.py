@@ -202,6 +202,7 @@ class ParadeRecipe(PairRecipe):
 
         torch = require("torch", "torch")
         transformers = require("transformers", "torch")
+        source = _model.model_source(source)
         model_config = transformers.AutoConfig.from_pretrained(source)
         _model.set_dropout(model_config, config.dropout)
         with _model.quiet_transformers():
