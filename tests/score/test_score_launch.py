@@ -125,7 +125,9 @@ def test_in_bf16_the_weights_are_cast_once_per_call_not_once_per_batch(
     per_batch, per_batch_casts = casts(each, frame)
     assert each.stats_.batches > 3
     np.testing.assert_array_equal(shared, per_batch)  # the same casts, so the same scores
-    weights = sum(1 for name, _ in each.load().model.named_parameters() if name.endswith("weight"))
+    backend: Any = each.load()
+    model = backend.model
+    weights = len([name for name, _ in model.named_parameters() if name.endswith("weight")])
     assert per_batch_casts - shared_casts >= (each.stats_.batches - 1) * weights // 2
 
 
@@ -147,3 +149,20 @@ def test_on_cuda_a_small_model_gets_a_larger_default_token_budget(
     monkeypatch.undo()
     on_cpu.prepare()
     assert on_cpu.batch_tokens_ == max(2048, on_cpu.max_length_)
+
+
+def test_a_batch_finished_before_an_error_is_still_consumed(tiny_cross_encoder_path: Path) -> None:
+    log: list[str] = []
+    scorer = CrossEncoder(tiny_cross_encoder_path, Runtime(device="cpu", batch_tokens=512))
+    backend = deferring(scorer.load(), log)
+    launch = backend.launch
+
+    def failing(batch: TokenBatch) -> Pending:
+        if len([e for e in log if e.startswith("launch")]) == 2:
+            raise KeyboardInterrupt  # stopped while launching the third batch
+        return launch(batch)
+
+    backend.launch = failing  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        scorer(pairs(120))
+    assert log == ["launch 0", "launch 1", "read 0", "read 1"]  # the second batch was read back too

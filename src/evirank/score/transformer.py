@@ -620,9 +620,9 @@ class TransformerScorer(Stage):
             if waiting is not None:
                 t = time.perf_counter()
                 items, pending = waiting
+                waiting = None
                 output = pending.result()
                 stats.model_s += time.perf_counter() - t
-                waiting = None
                 consume(items, output)
                 bar.update(len(items))
 
@@ -648,6 +648,14 @@ class TransformerScorer(Stage):
                     stats.computed += n
                     stats.tokenize_busy_s += tokenize_s + build_s
                 read_back()
+        except BaseException:
+            # an error or Ctrl-C while the next batch ran: the batch the device had already
+            # finished is still consumed (and so kept in the store), as before the overlap
+            try:
+                read_back()
+            except Exception:  # the error being raised is the one to report
+                logger.debug("the last launched batch could not be read back", exc_info=True)
+            raise
         finally:
             batches.close()
             bar.close()
