@@ -73,7 +73,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="adapt a bi-encoder or a cross-encoder to a collection from its text alone",
         description="Adapt a model to a collection with no queries and no judgements: training pairs are "
         "cut out of the documents (a sentence and its context, two spans of one document) with BM25 "
-        "negatives from other documents, and trained as evirank train trains. The output is an ordinary "
+        "negatives from other documents, or the model learns to rebuild its sentences from their "
+        "embeddings (tsdae), and trained as evirank train trains. The output is an ordinary "
         "model folder.",
         formatter_class=DefaultsHelpFormatter,
     )

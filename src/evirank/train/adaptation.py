@@ -13,7 +13,10 @@ as any other. The methods:
   positive pair, with the same negatives;
 * ``gpl``: the second half of GPL (Wang et al. 2022) for a cross-encoder: the ``ict`` pseudo-queries
   and their BM25 candidates are scored by a teacher bi-encoder (best one already adapted) and by
-  BM25, and a cross-encoder learns those margins (MarginMSE, :mod:`evirank.train.distillation`).
+  BM25, and a cross-encoder learns those margins (MarginMSE, :mod:`evirank.train.distillation`);
+* ``tsdae``: TSDAE (Wang, Reimers & Gurevych 2021) for a bi-encoder: each sentence and title of
+  the collection is rebuilt by a tied decoder from the embedding of a copy with 60% of its words
+  deleted (:mod:`evirank.train.tsdae`); no negatives.
 
 The folder's ``evirank-train.json`` says what it was adapted on (the corpus path, its documents,
 and a SHA-256 of their text), with which method, settings, steps and seed, under ``adaptation``.
@@ -21,10 +24,10 @@ and a SHA-256 of their text), with which method, settings, steps and seed, under
 Example:
     >>> AdaptConfig().method, AdaptConfig().train.encoder
     ('ict', 'bi')
-    >>> AdaptConfig(method="tsdae")
+    >>> AdaptConfig(method="simcse")
     Traceback (most recent call last):
     ...
-    ValueError: method must be one of ict, crop, gpl, found 'tsdae'
+    ValueError: method must be one of ict, crop, gpl, tsdae, found 'simcse'
 """
 
 from __future__ import annotations
@@ -53,13 +56,14 @@ from evirank.train.pseudo import (
     add_bm25_negatives,
     crop_examples,
     ict_examples,
+    sentence_examples,
     split_documents,
 )
 from evirank.train.trainer import TRAIN_JSON, TrainResult
 
 logger = logging.getLogger(__name__)
 
-METHODS = ("ict", "crop", "gpl")
+METHODS = ("ict", "crop", "gpl", "tsdae")
 #: The training settings adaptation starts from (a bi-encoder's contrastive recipe, one BM25
 #: negative per step beside the batch's texts, short texts: fast enough on a CPU).
 ADAPT_TRAINING = TrainConfig(
@@ -76,7 +80,7 @@ class AdaptConfig:
     """How a model is adapted to a collection (see the module).
 
     Attributes:
-        method: ``ict``, ``crop`` or ``gpl``.
+        method: ``ict``, ``crop``, ``gpl`` or ``tsdae``.
         queries_per_document: pseudo-queries drawn per document.
         context_sentences: ict: sentences of context on each side of the query sentence.
         remove_sentence: ict: the probability that the query sentence is left out of its context.
@@ -187,9 +191,12 @@ def _sample(documents: list[SplitDocument], n: int | None, seed: int) -> list[Sp
 def pseudo_examples(documents: list[SplitDocument], config: AdaptConfig) -> pd.DataFrame:
     """The training rows of ``config.method`` over ``documents``: positives and BM25 negatives.
 
-    Every query and text is corpus text (:mod:`evirank.train.pseudo`).
+    Every query and text is corpus text (:mod:`evirank.train.pseudo`); ``tsdae`` trains on the
+    sentences themselves, with no negatives.
     """
     seed = config.train.seed
+    if config.method == "tsdae":
+        return sentence_examples(documents)
     if config.method == "crop":
         positives = crop_examples(
             documents,
@@ -287,6 +294,12 @@ def adapt(
         from evirank.train.gpl import train_gpl
 
         result = train_gpl(
+            examples, config, out, overwrite=overwrite, resume=resume, step_callback=step_callback
+        )
+    elif config.method == "tsdae":
+        from evirank.train.tsdae import train_tsdae
+
+        result = train_tsdae(
             examples, config, out, overwrite=overwrite, resume=resume, step_callback=step_callback
         )
     else:

@@ -8,7 +8,9 @@ Every query and every text here is cut out of the corpus:
   sentence itself is removed from that context most of the time (``remove=0.9``, as Lee et al.), so
   the model learns what a passage is about rather than to spot a copied sentence;
 * :func:`crop_examples`, independent cropping (Izacard et al. 2022, Contriever): two random spans
-  of words of one document are a positive pair.
+  of words of one document are a positive pair;
+* :func:`sentence_examples`, the collection's sentences (and titles) one by one, for TSDAE
+  (:mod:`evirank.train.tsdae`), which rebuilds each from a noisy copy of itself.
 
 :func:`add_bm25_negatives` then gives each pseudo-query hard negatives: the training texts of
 *other* documents that BM25 (computed here, in memory, over those texts) ranks highest for it, as
@@ -165,6 +167,24 @@ def crop_examples(
                     doc.docno,
                 )
             )
+    return _frame(rows)
+
+
+def sentence_examples(documents: Sequence[SplitDocument], *, min_words: int = 3) -> pd.DataFrame:
+    """Every title and sentence of ``documents`` with at least ``min_words`` words, one row each
+    (query and text: the sentence itself; TSDAE deletes words from the query's copy as it trains).
+
+    Example:
+        >>> docs = [SplitDocument("d1", "Fish and gills", ("Fish swim in water.", "Yes."))]
+        >>> sentence_examples(docs)[["qid", "text"]].values.tolist()
+        [['d1#t', 'Fish and gills'], ['d1#s0', 'Fish swim in water.']]
+    """
+    rows: list[tuple[str, str, str, int, str, str]] = []
+    for doc in documents:
+        keyed = [("t", doc.title)] + [(f"s{i}", s) for i, s in enumerate(doc.sentences)]
+        for key, sentence in keyed:
+            if len(sentence.split()) >= min_words:
+                rows.append((f"{doc.docno}#{key}", sentence, sentence, 1, "tsdae", doc.docno))
     return _frame(rows)
 
 
