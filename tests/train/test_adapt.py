@@ -97,7 +97,7 @@ def test_every_query_and_text_is_cut_from_the_corpus_alone(method: str) -> None:
 
 def test_ict_removes_the_query_sentence_from_its_context_most_of_the_time() -> None:
     docs = toy_corpus(300, seed=3)
-    rows = examples_from(docs, AdaptConfig(negatives=1, remove_sentence=0.9))
+    rows = examples_from(docs, AdaptConfig(method="ict", negatives=1, remove_sentence=0.9))
     positives = rows[rows["label"] == 1]
     kept = sum(q in t for q, t in zip(positives["query"], positives["text"], strict=True))
     assert 0.04 < kept / len(positives) < 0.17
@@ -156,7 +156,7 @@ def test_a_tiny_adaptation_completes_resumes_exactly_and_records_its_corpus(
     torch = pytest.importorskip("torch")
     safetensors_torch = pytest.importorskip("safetensors.torch")
     corpus = write_corpus(tmp_path, toy_corpus(16))
-    config = AdaptConfig(negatives=2, train=tiny_training(tiny_encoder))
+    config = AdaptConfig(method="ict", negatives=2, train=tiny_training(tiny_encoder))
     result = adapt(corpus, output_dir=tmp_path / "m", config=config)
     assert result.steps == 4  # 16 pseudo-queries in batches of 4, one epoch
     record = json.loads((tmp_path / "m" / TRAIN_JSON).read_text())

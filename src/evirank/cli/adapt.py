@@ -3,7 +3,7 @@
 Example (a bi-encoder adapted to SciFact's abstracts by the Inverse Cloze Task, then a cross-encoder
 on its margins)::
 
-    $ evirank adapt --corpus data/scifact --output models/minilm-scifact-ict --max-steps 150
+    $ evirank adapt --corpus data/scifact --method ict --output models/minilm-scifact-ict --max-steps 150
     $ evirank adapt --corpus data/scifact --method gpl --teacher models/minilm-scifact-ict \\
         --output models/minilm-scifact-gpl --max-steps 150
 

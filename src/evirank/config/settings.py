@@ -1140,11 +1140,11 @@ SETTINGS = SettingsTable(
         # -- adaptation ------------------------------------------------------------------------
         Setting(
             "method",
-            "ict",
-            "ict: a sentence as the query for the sentences around it (removed from them most of the time); "
-            "crop: two random spans of one document as a pair; gpl: a cross-encoder learns a bi-encoder's "
-            "and BM25's margins on the ict pseudo-queries (give --teacher); tsdae: the bi-encoder learns to "
-            "rebuild each sentence from the embedding of a copy with most words deleted",
+            "crop",
+            "crop: two random spans of one document as a pair; ict: a sentence as the query for the "
+            "sentences around it (removed from them most of the time); gpl: a cross-encoder learns a "
+            "bi-encoder's and BM25's margins on the ict pseudo-queries (give --teacher); tsdae: the "
+            "bi-encoder learns to rebuild each sentence from the embedding of a copy with most words deleted",
             ADAPTATION,
             choices=("ict", "crop", "gpl", "tsdae"),
         ),

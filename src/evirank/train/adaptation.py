@@ -6,11 +6,12 @@ corpus (:mod:`evirank.train.pseudo`), and the model is trained by the same train
 writes an ordinary model folder that ``rerank``, ``rank``, ``serve``, ``embed`` and the store use
 as any other. The methods:
 
-* ``ict`` (the default): the Inverse Cloze Task for a bi-encoder: a sentence of a document as the
+* ``crop`` (the default, the one method measured to help: on tweets): independent cropping
+  (Contriever): two random word spans of one document as a positive pair, against the batch's other
+  texts and hard negatives that BM25 finds in other documents;
+* ``ict``: the Inverse Cloze Task for a bi-encoder: a sentence of a document as the
   query for the sentences around it (the title prepended, the sentence itself removed 90% of the
-  time), against the batch's other texts and hard negatives that BM25 finds in other documents;
-* ``crop``: independent cropping (Contriever): two random word spans of one document as a
-  positive pair, with the same negatives;
+  time), with the same negatives;
 * ``gpl``: the second half of GPL (Wang et al. 2022) for a cross-encoder: the ``ict`` pseudo-queries
   and their BM25 candidates are scored by a teacher bi-encoder (best one already adapted) and by
   BM25, and a cross-encoder learns those margins (MarginMSE, :mod:`evirank.train.distillation`);
@@ -23,7 +24,7 @@ and a SHA-256 of their text), with which method, settings, steps and seed, under
 
 Example:
     >>> AdaptConfig().method, AdaptConfig().train.encoder
-    ('ict', 'bi')
+    ('crop', 'bi')
     >>> AdaptConfig(method="simcse")
     Traceback (most recent call last):
     ...
@@ -80,7 +81,7 @@ class AdaptConfig:
     """How a model is adapted to a collection (see the module).
 
     Attributes:
-        method: ``ict``, ``crop``, ``gpl`` or ``tsdae``.
+        method: ``crop`` (default), ``ict``, ``gpl`` or ``tsdae``.
         queries_per_document: pseudo-queries drawn per document.
         context_sentences: ict: sentences of context on each side of the query sentence.
         remove_sentence: ict: the probability that the query sentence is left out of its context.
@@ -95,7 +96,7 @@ class AdaptConfig:
         train: the optimisation (:class:`TrainConfig`); its ``encoder`` and ``loss`` are the method's.
     """
 
-    method: str = "ict"
+    method: str = "crop"
     queries_per_document: int = 1
     context_sentences: int = 2
     remove_sentence: float = 0.9
