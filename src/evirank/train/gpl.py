@@ -23,7 +23,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,15 +37,7 @@ from evirank.score.devices import resolve_device
 from evirank.train.distillation import TARGET, MarginMSE, margin_pairs
 from evirank.train.pseudo import TextBm25
 from evirank.train.recipe import recipe_for
-from evirank.train.trainer import (
-    Fit,
-    TrainResult,
-    check_finished,
-    examples_fingerprint,
-    prepare_output,
-    result_from_json,
-    settings_changed,
-)
+from evirank.train.trainer import TrainResult, examples_fingerprint, fit_prepared
 
 if TYPE_CHECKING:
     from evirank.train.adaptation import AdaptConfig
@@ -124,42 +115,33 @@ def train_gpl(
 ) -> TrainResult:
     """Train a cross-encoder on the teacher's margins over ``examples`` (pseudo-queries with their
     positive and BM25 negatives) into ``output_dir`` (see the module)."""
-    recipe = recipe_for("cross")
-    source = config.train.model or recipe.default_model()
-    assert source is not None
-    train = dataclasses.replace(config.train, model=source)
-    data_fingerprint = examples_fingerprint(examples[[QID, QUERY, TEXT, LABEL]])
-    mode = prepare_output(output_dir, overwrite=overwrite, resume=resume)
-    if mode == "complete":
-        check_finished(output_dir, lambda record: settings_changed(record, train), data_fingerprint)
-        return result_from_json(output_dir)
     assert config.teacher is not None  # AdaptConfig checks it
-    rows = examples.reset_index(drop=True)
-    cosines = bi_encoder_cosines(config.teacher, rows, train)
-    targets = teacher_targets(
-        rows, cosines, bm25_of_rows(rows), scale=train.scale, bm25_weight=config.bm25_weight
-    )
-    items = margin_pairs(rows.assign(**{TARGET: targets}), config.negatives, train.seed)
-    if items.empty:
-        raise ValueError("gpl: no margin pairs (every pseudo-query needs a BM25 candidate)")
-    init: dict[str, Any] = {"model": source, "path": source, "continued_from_checkpoint": False}
-    metadata: dict[str, Any] = {
-        "examples_fingerprint": data_fingerprint,
-        "kind": recipe.kind,
-        "init": init,
-        "teacher": {"bi_encoder": config.teacher, "bm25_weight": config.bm25_weight, "scale": train.scale},
-        "data": {"train": {"rows": len(rows), "queries": int(rows[QID].nunique())}, "items": len(items)},
-    }
-    fit = Fit(
-        items=items,
-        objective=MarginMSE(),
-        config=train,
-        output_dir=output_dir,
-        validation=None,
-        metadata=metadata,
+    teacher, train = config.teacher, config.train
+
+    def prepare(source: str) -> tuple[pd.DataFrame, Any, dict[str, Any], str]:
+        rows = examples.reset_index(drop=True)
+        cosines = bi_encoder_cosines(teacher, rows, train)
+        targets = teacher_targets(
+            rows, cosines, bm25_of_rows(rows), scale=train.scale, bm25_weight=config.bm25_weight
+        )
+        items = margin_pairs(rows.assign(**{TARGET: targets}), config.negatives, train.seed)
+        if items.empty:
+            raise ValueError("gpl: no margin pairs (every pseudo-query needs a BM25 candidate)")
+        facts = {
+            "teacher": {"bi_encoder": teacher, "bm25_weight": config.bm25_weight, "scale": train.scale},
+            "data": {"train": {"rows": len(rows), "queries": int(rows[QID].nunique())}, "items": len(items)},
+        }
+        queries = rows[QID].nunique()
+        announce = f"gpl: a cross-encoder from {source} on {len(items)} margin pairs of {queries} queries"
+        return items, MarginMSE(), facts, announce
+
+    return fit_prepared(
+        recipe_for("cross"),
+        train,
+        output_dir,
+        examples_fingerprint(examples[[QID, QUERY, TEXT, LABEL]]),
+        prepare,
+        overwrite=overwrite,
+        resume=resume,
         step_callback=step_callback,
-        recipe=recipe,
     )
-    queries = rows[QID].nunique()
-    announce = f"gpl: a cross-encoder from {source} on {len(items)} margin pairs of {queries} pseudo-queries"
-    return fit.start(mode, source, init, announce)

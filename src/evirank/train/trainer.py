@@ -43,7 +43,7 @@ import random
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -819,4 +819,46 @@ def train_model(
         recipe=recipe,
     )
     announce = f"training {recipe.kind} {source} on {len(items)} items, {items[QID].nunique()} queries"
+    return fit.start(mode, source, init, announce)
+
+
+def fit_prepared(
+    recipe: Recipe,
+    config: TrainConfig,
+    output_dir: Path,
+    data_fingerprint: str,
+    prepare: Callable[[str], tuple[pd.DataFrame, Objective, dict[str, Any], str]],
+    *,
+    overwrite: bool = False,
+    resume: bool = False,
+    step_callback: Callable[[int], None] | None = None,
+) -> TrainResult:
+    """Train ``recipe``'s model, from ``config.model`` (else the recipe's default), on the items
+    ``prepare(source)`` makes, with no validation: for trainings that build their own items and loss
+    (``evirank adapt``'s gpl and tsdae).
+
+    ``prepare`` returns (items, objective, facts for ``evirank-train.json``, the line to log) and
+    runs only when there is training to do: a completed ``output_dir`` is returned as it is, after
+    checking that its settings and ``data_fingerprint`` are these.
+    """
+    source = config.model or recipe.default_model()
+    assert source is not None
+    config = replace(config, model=source)
+    mode = prepare_output(output_dir, overwrite=overwrite, resume=resume)
+    if mode == "complete":
+        check_finished(output_dir, lambda record: settings_changed(record, config), data_fingerprint)
+        return result_from_json(output_dir)
+    items, objective, facts, announce = prepare(source)
+    init: dict[str, Any] = {"model": source, "path": source, "continued_from_checkpoint": False}
+    metadata = {"examples_fingerprint": data_fingerprint, "kind": recipe.kind, "init": init, **facts}
+    fit = Fit(
+        items=items,
+        objective=objective,
+        config=config,
+        output_dir=output_dir,
+        validation=None,
+        metadata=metadata,
+        step_callback=step_callback,
+        recipe=recipe,
+    )
     return fit.start(mode, source, init, announce)

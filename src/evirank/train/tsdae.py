@@ -26,7 +26,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable
 from pathlib import Path
@@ -39,15 +38,7 @@ from evirank.extras import require
 from evirank.frames import QID, TEXT
 from evirank.score.backends import mean_pooled
 from evirank.train.recipe import PairRecipe
-from evirank.train.trainer import (
-    Fit,
-    TrainResult,
-    check_finished,
-    examples_fingerprint,
-    prepare_output,
-    result_from_json,
-    settings_changed,
-)
+from evirank.train.trainer import TrainResult, examples_fingerprint, fit_prepared
 
 if TYPE_CHECKING:
     from evirank.train.adaptation import AdaptConfig
@@ -252,33 +243,23 @@ def train_tsdae(
     step_callback: Callable[[int], None] | None = None,
 ) -> TrainResult:
     """Train the bi-encoder to rebuild ``examples``' sentences (rows [qid, text]) into ``output_dir``."""
-    recipe = TsdaeRecipe()
-    source = config.train.model or recipe.default_model()
-    assert source is not None
-    train = dataclasses.replace(config.train, model=source)
     items = examples[[QID, TEXT]].reset_index(drop=True)
-    data_fingerprint = examples_fingerprint(items)
-    mode = prepare_output(output_dir, overwrite=overwrite, resume=resume)
-    if mode == "complete":
-        check_finished(output_dir, lambda record: settings_changed(record, train), data_fingerprint)
-        return result_from_json(output_dir)
-    init: dict[str, Any] = {"model": source, "path": source, "continued_from_checkpoint": False}
-    metadata: dict[str, Any] = {
-        "examples_fingerprint": data_fingerprint,
-        "kind": recipe.kind,
-        "init": init,
-        "denoising": {"delete_ratio": DELETE_RATIO, "pooling": "mean, normalised (as scored)"},
-        "data": {"train": {"sentences": len(items)}},
-    }
-    fit = Fit(
-        items=items,
-        objective=DenoisingLoss(),
-        config=train,
-        output_dir=output_dir,
-        validation=None,
-        metadata=metadata,
+
+    def prepare(source: str) -> tuple[pd.DataFrame, Any, dict[str, Any], str]:
+        facts = {
+            "denoising": {"delete_ratio": DELETE_RATIO, "pooling": "mean, normalised (as scored)"},
+            "data": {"train": {"sentences": len(items)}},
+        }
+        announce = f"tsdae: {source} learns to rebuild {len(items)} sentences from their embeddings"
+        return items, DenoisingLoss(), facts, announce
+
+    return fit_prepared(
+        TsdaeRecipe(),
+        config.train,
+        output_dir,
+        examples_fingerprint(items),
+        prepare,
+        overwrite=overwrite,
+        resume=resume,
         step_callback=step_callback,
-        recipe=recipe,
     )
-    announce = f"tsdae: {source} learns to rebuild {len(items)} sentences from their embeddings"
-    return fit.start(mode, source, init, announce)
