@@ -216,9 +216,9 @@ class TsdaeRecipe(PairRecipe):
         decoder = _decoder(folder)
         own = folder / DECODER_FILE
         if own.exists():  # a checkpoint; the final folder keeps the encoder only
-            missing = set(decoder.load_state_dict(load_file(str(own)), strict=False).unexpected_keys)
-            if missing:
-                raise ValueError(f"{own}: weights the decoder does not have: {sorted(missing)[:3]}")
+            unknown = decoder.load_state_dict(load_file(str(own)), strict=False).unexpected_keys
+            if unknown:
+                raise ValueError(f"{own}: weights the decoder does not have: {sorted(unknown)[:3]}")
         return denoiser(encoder, decoder)
 
     def objective(self, examples: pd.DataFrame, config: TrainConfig, source: str) -> tuple[pd.DataFrame, Any]:
