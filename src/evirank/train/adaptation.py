@@ -182,7 +182,15 @@ def _documents(
     return LuceneDocs(str(index))
 
 
-def _sample(documents: list[SplitDocument], n: int | None, seed: int) -> list[SplitDocument]:
+def draw_documents(documents: list[SplitDocument], n: int | None, seed: int) -> list[SplitDocument]:
+    """The ``n`` documents (all where ``n`` is None or too large) that ``adapt`` trains on with
+    ``sample_documents=n`` and ``seed``, in corpus order; the others were never seen in training.
+
+    Example:
+        >>> docs = [SplitDocument(f"d{i}", "", ("x",)) for i in range(5)]
+        >>> len(draw_documents(docs, 2, seed=42)), len(draw_documents(docs, None, seed=42))
+        (2, 5)
+    """
     if n is None or n >= len(documents):
         return documents
     keep = np.sort(np.random.default_rng([seed, 1]).choice(len(documents), size=n, replace=False))
@@ -266,7 +274,7 @@ def adapt(
     documents = split_documents(source)
     if not documents:
         raise ValueError(f"{corpus or index}: no documents")
-    chosen = _sample(documents, config.sample_documents, config.train.seed)
+    chosen = draw_documents(documents, config.sample_documents, config.train.seed)
     examples = pseudo_examples(chosen, config)
     facts = {
         "method": config.method,
@@ -339,7 +347,7 @@ def examples_from(documents: Iterable[Document], config: AdaptConfig | None = No
         [0, 0, 1, 1]
     """
     config = config or AdaptConfig()
-    chosen = _sample(split_documents(documents), config.sample_documents, config.train.seed)
+    chosen = draw_documents(split_documents(documents), config.sample_documents, config.train.seed)
     return pseudo_examples(chosen, config)
 
 
