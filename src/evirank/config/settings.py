@@ -1141,12 +1141,10 @@ SETTINGS = SettingsTable(
         Setting(
             "method",
             "crop",
-            "crop: two random spans of one document as a pair; ict: a sentence as the query for the "
-            "sentences around it (removed from them most of the time); gpl: a cross-encoder learns a "
-            "bi-encoder's and BM25's margins on the ict pseudo-queries (give --teacher); tsdae: the "
-            "bi-encoder learns to rebuild each sentence from the embedding of a copy with most words deleted",
+            "crop: two random spans of one document as a pair; tsdae: the bi-encoder learns to rebuild "
+            "each sentence from the embedding of a copy with most words deleted",
             ADAPTATION,
-            choices=("ict", "crop", "gpl", "tsdae"),
+            choices=("crop", "tsdae"),
         ),
         Setting(
             "queries_per_document",
@@ -1154,20 +1152,6 @@ SETTINGS = SettingsTable(
             "pseudo-queries drawn per document",
             ADAPTATION,
             kind=values.positive_int,
-        ),
-        Setting(
-            "context_sentences",
-            2,
-            "ict: sentences of context on each side of the query sentence",
-            ADAPTATION,
-            kind=values.non_negative_int,
-        ),
-        Setting(
-            "remove_sentence",
-            0.9,
-            "ict: the probability that the query sentence is left out of its context",
-            ADAPTATION,
-            kind=values.unit_float,
         ),
         Setting(
             "crop_words",
@@ -1192,13 +1176,6 @@ SETTINGS = SettingsTable(
             ADAPTATION,
             kind=values.positive_int,
             metavar="N",
-        ),
-        Setting(
-            "bm25_weight",
-            1.0,
-            "gpl: BM25's weight (min-max normalised per pseudo-query) beside the teacher's scaled cosine",
-            ADAPTATION,
-            kind=values.non_negative_float,
         ),
         # -- distillation ----------------------------------------------------------------------
         Setting("teacher", None, "the teacher relevance model (folder or Hub id)", DISTILLATION),

@@ -9,12 +9,6 @@ as any other. The methods:
 * ``crop`` (the default, the one method measured to help: on tweets): independent cropping
   (Contriever): two random word spans of one document as a positive pair, against the batch's other
   texts and hard negatives that BM25 finds in other documents;
-* ``ict``: the Inverse Cloze Task for a bi-encoder: a sentence of a document as the
-  query for the sentences around it (the title prepended, the sentence itself removed 90% of the
-  time), with the same negatives;
-* ``gpl``: the second half of GPL (Wang et al. 2022) for a cross-encoder: the ``ict`` pseudo-queries
-  and their BM25 candidates are scored by a teacher bi-encoder (best one already adapted) and by
-  BM25, and a cross-encoder learns those margins (MarginMSE, :mod:`evirank.train.distillation`);
 * ``tsdae``: TSDAE (Wang, Reimers & Gurevych 2021) for a bi-encoder: each sentence and title of
   the collection is rebuilt by a tied decoder from the embedding of a copy with 60% of its words
   deleted (:mod:`evirank.train.tsdae`); no negatives.
@@ -28,7 +22,7 @@ Example:
     >>> AdaptConfig(method="simcse")
     Traceback (most recent call last):
     ...
-    ValueError: method must be one of ict, crop, gpl, tsdae, found 'simcse'
+    ValueError: method must be one of crop, tsdae, found 'simcse'
 """
 
 from __future__ import annotations
@@ -56,7 +50,6 @@ from evirank.train.pseudo import (
     TextBm25,
     add_bm25_negatives,
     crop_examples,
-    ict_examples,
     sentence_examples,
     split_documents,
 )
@@ -64,7 +57,7 @@ from evirank.train.trainer import TRAIN_JSON, TrainResult
 
 logger = logging.getLogger(__name__)
 
-METHODS = ("ict", "crop", "gpl", "tsdae")
+METHODS = ("crop", "tsdae")
 #: The training settings adaptation starts from (a bi-encoder's contrastive recipe, one BM25
 #: negative per step beside the batch's texts, short texts: fast enough on a CPU).
 ADAPT_TRAINING = TrainConfig(
@@ -81,32 +74,23 @@ class AdaptConfig:
     """How a model is adapted to a collection (see the module).
 
     Attributes:
-        method: ``crop`` (default), ``ict``, ``gpl`` or ``tsdae``.
+        method: ``crop`` (default) or ``tsdae``.
         queries_per_document: pseudo-queries drawn per document.
-        context_sentences: ict: sentences of context on each side of the query sentence.
-        remove_sentence: ict: the probability that the query sentence is left out of its context.
         crop_words: crop: the shortest and longest span, in words.
-        negatives: BM25 negatives per pseudo-query (the pool each step draws from; gpl: the
-            candidates scored beside the positive).
+        negatives: BM25 negatives per pseudo-query (the pool each step draws from).
         negative_depth: BM25's top this many texts (of other documents) hold those negatives.
         prepend_title: the title starts every positive and negative text (as ``sentences:prepend``).
         sample_documents: adapt on this many documents drawn at random (None: all).
-        teacher: gpl: the bi-encoder whose cosines (scaled by ``train.scale``) label the pairs.
-        bm25_weight: gpl: BM25's weight (min-max normalised per pseudo-query) beside them.
         train: the optimisation (:class:`TrainConfig`); its ``encoder`` and ``loss`` are the method's.
     """
 
     method: str = "crop"
     queries_per_document: int = 1
-    context_sentences: int = 2
-    remove_sentence: float = 0.9
     crop_words: tuple[int, int] = (8, 48)
     negatives: int = 4
     negative_depth: int = 20
     prepend_title: bool = True
     sample_documents: int | None = None
-    teacher: str | None = None
-    bm25_weight: float = 1.0
     train: TrainConfig = field(default_factory=lambda: ADAPT_TRAINING)
 
     def __post_init__(self) -> None:
@@ -119,17 +103,9 @@ class AdaptConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, found {value!r}")
-        if not 0 <= self.remove_sentence <= 1:
-            raise ValueError(f"remove_sentence must be in [0, 1], found {self.remove_sentence}")
-        if self.context_sentences < 0:
-            raise ValueError(f"context_sentences must be >= 0, found {self.context_sentences}")
         if self.sample_documents is not None and self.sample_documents < 1:
             raise ValueError(f"sample_documents must be positive or None, found {self.sample_documents}")
-        if self.method == "gpl" and not self.teacher:
-            raise ValueError("method gpl needs a teacher: the bi-encoder that labels the pseudo-queries")
-        if self.bm25_weight < 0:
-            raise ValueError(f"bm25_weight must be >= 0, found {self.bm25_weight}")
-        encoder, loss = ("cross", "pointwise") if self.method == "gpl" else ("bi", "contrastive")
+        encoder, loss = "bi", "contrastive"
         if (self.train.encoder, self.train.loss) != (encoder, loss):
             object.__setattr__(self, "train", dataclasses.replace(self.train, encoder=encoder, loss=loss))
 
@@ -206,24 +182,14 @@ def pseudo_examples(documents: list[SplitDocument], config: AdaptConfig) -> pd.D
     seed = config.train.seed
     if config.method == "tsdae":
         return sentence_examples(documents)
-    if config.method == "crop":
-        positives = crop_examples(
-            documents,
-            per_document=config.queries_per_document,
-            min_words=config.crop_words[0],
-            max_words=config.crop_words[1],
-            prepend_title=config.prepend_title,
-            seed=seed,
-        )
-    else:
-        positives = ict_examples(
-            documents,
-            per_document=config.queries_per_document,
-            window=config.context_sentences,
-            remove=config.remove_sentence,
-            prepend_title=config.prepend_title,
-            seed=seed,
-        )
+    positives = crop_examples(
+        documents,
+        per_document=config.queries_per_document,
+        min_words=config.crop_words[0],
+        max_words=config.crop_words[1],
+        prepend_title=config.prepend_title,
+        seed=seed,
+    )
     if positives.empty:
         raise ValueError("the corpus gave no pseudo-query: its documents have no text to cut one from")
     return add_bm25_negatives(positives, per_query=config.negatives, depth=config.negative_depth, seed=seed)
@@ -249,8 +215,7 @@ def adapt(
         corpus: the collection as a corpus (a BEIR folder, JSONL, a collection format); or
         index: a Lucene index with stored documents (``evirank index``).
         output_dir: the model folder to create.
-        model: the initial weights (default: all-MiniLM-L6-v2); for ``gpl``, the cross-encoder's
-            encoder (a fresh head is added unless it has one).
+        model: the bi-encoder's initial weights (default: all-MiniLM-L6-v2).
         config: the method and its settings (:class:`AdaptConfig`).
         overwrite: replace an existing ``output_dir`` made by training.
         resume: continue an interrupted run in ``output_dir`` (same settings and corpus).
@@ -262,7 +227,7 @@ def adapt(
 
     Example:
         >>> import evirank  # doctest: +SKIP
-        >>> evirank.adapt("data/scifact", output_dir="models/minilm-scifact-ict")  # doctest: +SKIP
+        >>> evirank.adapt("data/scifact", output_dir="models/minilm-scifact-crop")  # doctest: +SKIP
     """
     from evirank.train.trainer import check_train_output
 
@@ -299,13 +264,7 @@ def adapt(
         source.documents,
         facts["bm25_negatives"],
     )
-    if config.method == "gpl":
-        from evirank.train.gpl import train_gpl
-
-        result = train_gpl(
-            examples, config, out, overwrite=overwrite, resume=resume, step_callback=step_callback
-        )
-    elif config.method == "tsdae":
+    if config.method == "tsdae":
         from evirank.train.tsdae import train_tsdae
 
         result = train_tsdae(

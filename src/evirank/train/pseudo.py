@@ -3,14 +3,15 @@
 
 Every query and every text here is cut out of the corpus:
 
-* :func:`ict_examples`, the Inverse Cloze Task (Lee, Chang & Toutanova 2019): a sentence of a
-  document is the query, and the sentences around it (the title prepended) are its positive; the
-  sentence itself is removed from that context most of the time (``remove=0.9``, as Lee et al.), so
-  the model learns what a passage is about rather than to spot a copied sentence;
 * :func:`crop_examples`, independent cropping (Izacard et al. 2022, Contriever): two random spans
   of words of one document are a positive pair;
 * :func:`sentence_examples`, the collection's sentences (and titles) one by one, for TSDAE
-  (:mod:`evirank.train.tsdae`), which rebuilds each from a noisy copy of itself.
+  (:mod:`evirank.train.tsdae`), which rebuilds each from a noisy copy of itself;
+* :func:`ict_examples`, the Inverse Cloze Task (Lee, Chang & Toutanova 2019): a sentence of a
+  document is the query, and the sentences around it (the title prepended) are its positive; the
+  sentence itself is removed from that context most of the time (``remove=0.9``, as Lee et al.).
+  Trained on, it helped no collection measured, so ``adapt`` does not offer it; it serves as a
+  label-free check of a model on documents it was not adapted on.
 
 :func:`add_bm25_negatives` then gives each pseudo-query hard negatives: the training texts of
 *other* documents that BM25 (computed here, in memory, over those texts) ranks highest for it, as

@@ -835,7 +835,7 @@ def fit_prepared(
 ) -> TrainResult:
     """Train ``recipe``'s model, from ``config.model`` (else the recipe's default), on the items
     ``prepare(source)`` makes, with no validation: for trainings that build their own items and loss
-    (``evirank adapt``'s gpl and tsdae).
+    (``evirank adapt``'s tsdae).
 
     ``prepare`` returns (items, objective, facts for ``evirank-train.json``, the line to log) and
     runs only when there is training to do: a completed ``output_dir`` is returned as it is, after

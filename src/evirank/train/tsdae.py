@@ -84,7 +84,7 @@ def _decoder(source: str | Path) -> Any:
     except ValueError as exc:
         raise ValueError(
             f"tsdae: {source} has no causal language-model class with cross-attention to serve as "
-            f"its decoder ({exc}); adapt it with --method ict or crop instead"
+            f"its decoder ({exc}); adapt it with --method crop instead"
         ) from None
     finally:
         logging_utils.set_verbosity(verbosity)
