@@ -81,7 +81,7 @@ class AdaptConfig:
         negative_depth: BM25's top this many texts (of other documents) hold those negatives.
         prepend_title: the title starts every positive and negative text (as ``sentences:prepend``).
         sample_documents: adapt on this many documents drawn at random (None: all).
-        train: the optimisation (:class:`TrainConfig`); its ``encoder`` and ``loss`` are the method's.
+        train: the optimisation (:class:`TrainConfig`), always of a bi-encoder's contrastive recipe.
     """
 
     method: str = "crop"
@@ -105,9 +105,9 @@ class AdaptConfig:
                 raise ValueError(f"{name} must be a positive integer, found {value!r}")
         if self.sample_documents is not None and self.sample_documents < 1:
             raise ValueError(f"sample_documents must be positive or None, found {self.sample_documents}")
-        encoder, loss = "bi", "contrastive"
-        if (self.train.encoder, self.train.loss) != (encoder, loss):
-            object.__setattr__(self, "train", dataclasses.replace(self.train, encoder=encoder, loss=loss))
+        if (self.train.encoder, self.train.loss) != ("bi", "contrastive"):  # every method trains a bi-encoder
+            bi_encoder = dataclasses.replace(self.train, encoder="bi", loss="contrastive")
+            object.__setattr__(self, "train", bi_encoder)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (the ``adaptation`` settings of the record)."""
