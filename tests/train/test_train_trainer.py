@@ -300,3 +300,20 @@ def test_a_full_disk_while_training_names_the_output_keeps_the_checkpoint_and_re
     monkeypatch.setattr(trainer.Fit, "_save_checkpoint", original)
     resumed = train_cross_encoder(toy_examples(), cfg, out, resume=True)
     assert resumed.steps == reference.steps
+
+
+def test_a_finished_run_reads_back_into_a_report(tiny_encoder: Path, tmp_path: Path) -> None:
+    from evirank.report import ReportConfig, build_report
+
+    train, val = split_by_query(toy_examples(), 0.34, seed=1)
+    result = train_cross_encoder(
+        train, config(tiny_encoder, validate_every_steps=3), tmp_path / "m", validation=val
+    )
+    report = build_report(ReportConfig(training=(("toy", tmp_path / "m"),)), plots=False)
+    summary = report.record["training"]["toy"]
+    assert summary["complete"] and summary["steps"] == result.steps
+    assert summary["best_step"] == result.best_step
+    assert (
+        summary["best"]
+        == result.history[[r["step"] for r in result.history].index(result.best_step)][summary["measure"]]
+    )

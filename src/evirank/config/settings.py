@@ -817,6 +817,22 @@ SETTINGS = SettingsTable(
             REPORT,
             action="store_true",
         ),
+        Setting(
+            "training",
+            None,
+            "a model folder of evirank train, distill or adapt: its steps and loss curve; repeat",
+            REPORT,
+            metavar="NAME=DIR",
+            action="append",
+        ),
+        Setting(
+            "loss_window",
+            None,
+            "the loss curves' moving mean, in steps (default: a fiftieth of each run)",
+            REPORT,
+            kind=values.positive_int,
+            metavar="N",
+        ),
         Setting("no_plots", False, "tables only (no matplotlib needed)", REPORT, action="store_true"),
         Setting("title", "evirank report", "the report's title", REPORT),
         # -- training: data --------------------------------------------------------------------

@@ -10,6 +10,10 @@ Sections (each optional one is skipped, with a note, when its inputs are missing
    the mean of one measure per length bucket, with significance marks per bucket (Table 5.4).
 4. **Pruned** (needs ``tune`` folders with scored passages): each system re-tuned on passages
    holding no query term, beside the baseline (Table 5.6).
+5. **Training** (needs model folders of ``evirank train``, ``distill`` or ``adapt``): each run's
+   steps, time and loss at its start and end, and their loss curves on one plot.
+
+A report of training runs alone needs no qrels and no runs.
 
 Example:
     >>> config = ReportConfig(qrels="qrels.txt", runs=(("bm25", "bm25.txt"), ("birch", "cv/run.txt")),
@@ -40,6 +44,7 @@ from evirank.outputs import atomic_output
 from evirank.record import compact_json, make_record, plain
 from evirank.report.analysis import (
     LengthTable,
+    ReportError,
     length_table,
     parse_buckets,
     per_query_differences,
@@ -59,8 +64,9 @@ class ReportConfig:
     """What goes into a report (the flags of ``evirank report``).
 
     Attributes:
-        qrels: qrels file.
+        qrels: qrels file (needed with ``runs``).
         runs: (name, path) pairs; a path may be a TREC run or a ``tune`` output folder.
+            Without runs the report holds the training section alone.
         baseline: the baseline's name (one of ``runs``), or None.
         measures: the table's measures.
         correction: ``bonferroni``, ``holm`` or ``none``.
@@ -75,10 +81,12 @@ class ReportConfig:
         pruned: (name, tune folder) pairs for the pruned analysis.
         stem: fold plurals when matching query terms.
         title: the report's title.
+        training: (name, model folder) pairs: training runs whose logs are summed up and drawn.
+        loss_window: the loss curves' moving mean in steps (None: a fiftieth of each run).
     """
 
-    qrels: str | Path
-    runs: tuple[tuple[str, str | Path], ...]
+    qrels: str | Path | None = None
+    runs: tuple[tuple[str, str | Path], ...] = ()
     baseline: str | None = None
     measures: tuple[str, ...] = ("AP", "P@20", "nDCG@20")
     correction: Correction = "bonferroni"
@@ -93,6 +101,16 @@ class ReportConfig:
     pruned: tuple[tuple[str, str | Path], ...] = ()
     stem: bool = True
     title: str = "evirank report"
+    training: tuple[tuple[str, str | Path], ...] = ()
+    loss_window: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.runs and not self.training:
+            raise ReportError("nothing to report: give runs (with qrels) or training runs")
+        if self.runs and self.qrels is None:
+            raise ReportError("runs need qrels to be evaluated against")
+        if self.qrels is not None and not self.runs:
+            raise ReportError("qrels were given without a run to evaluate")
 
 
 @dataclass
@@ -138,24 +156,11 @@ def run_path(path: str | Path) -> Path:
 
 def build_report(config: ReportConfig, *, plots: bool = True) -> Report:
     """Evaluate, analyse and render (see the module docstring)."""
-    from evirank.io import read_qrels, read_run
-
-    qrels = read_qrels(config.qrels)
-    runs = {name: read_run(run_path(path)) for name, path in config.runs}
-    comparison = _compare(config, qrels, runs)
     report = _Draft(config, plots)
-    report.record["comparison"] = to_record(comparison)
-    report.add(
-        f"# {config.title}",
-        _inputs_note(config, comparison),
-        "## Effectiveness",
-        markdown_table(comparison),
-    )
-    _tuned_section(report)
-    _differences_section(report, comparison)
-    pruned_runs = _pruned(config)
-    _length_section(report, comparison, _queries(config, pruned_runs))
-    _pruned_section(report, qrels, runs, pruned_runs)
+    report.add(f"# {config.title}")
+    if config.runs:
+        _run_sections(report)
+    _training_section(report)
     record = make_record("report", config, **report.record, images=sorted(report.images))
     return Report(config.title, "\n".join(report.lines).rstrip() + "\n", report.images, record)
 
@@ -174,6 +179,51 @@ class _Draft:
         """Append Markdown blocks, each followed by a blank line."""
         for block in blocks:
             self.lines += [block, ""]
+
+
+def _run_sections(report: _Draft) -> None:
+    """The sections about runs: effectiveness, tuned settings, differences, length, pruned."""
+    from evirank.io import read_qrels, read_run
+
+    config = report.config
+    assert config.qrels is not None  # checked by ReportConfig
+    qrels = read_qrels(config.qrels)
+    runs = {name: read_run(run_path(path)) for name, path in config.runs}
+    comparison = _compare(config, qrels, runs)
+    report.record["comparison"] = to_record(comparison)
+    report.add(_inputs_note(config, comparison), "## Effectiveness", markdown_table(comparison))
+    _tuned_section(report)
+    _differences_section(report, comparison)
+    pruned_runs = _pruned(config)
+    _length_section(report, comparison, _queries(config, pruned_runs))
+    _pruned_section(report, qrels, runs, pruned_runs)
+
+
+def _training_section(report: _Draft) -> None:
+    """Each training run's steps, time and loss at its start and end, and the loss curves."""
+    config = report.config
+    if not config.training:
+        return
+    from evirank.report.training import auto_window, read_training_log, training_markdown, training_summary
+
+    logs = {name: read_training_log(folder) for name, folder in config.training}
+    windows = {name: config.loss_window or auto_window(len(log.steps)) for name, log in logs.items()}
+    summaries = {name: training_summary(log, window=windows[name]) for name, log in logs.items()}
+    report.record["training"] = {
+        name: {**summary, "log": str(logs[name].source)} for name, summary in summaries.items()
+    }
+    report.add(
+        "## Training",
+        "Loss at the start and at the end: the mean of each run's first and last steps, as many as "
+        "its curve's moving mean spans.",
+        training_markdown(summaries),
+    )
+    if report.plots:
+        from evirank.report.plots import loss_curve_plot
+
+        curves = {name: log.steps for name, log in logs.items()}
+        report.images["training-loss.png"] = loss_curve_plot(curves, windows)
+        report.add("![Training loss by step](training-loss.png)")
 
 
 def _compare(config: ReportConfig, qrels: pd.DataFrame, runs: Mapping[str, pd.DataFrame]) -> Comparison:

@@ -1,4 +1,4 @@
-"""Plots of a report, as PNG bytes: per-query differences and means by query length.
+"""Plots of a report, as PNG bytes: per-query differences, means by query length, training losses.
 
 matplotlib (the ``plots`` extra) is imported on first use, with the non-interactive Agg backend,
 so the report works on servers without a display.
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import io
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -123,6 +123,39 @@ def length_plot(means: pd.DataFrame, counts: dict[str, int], *, measure: str, ba
     ax.legend(frameon=False, fontsize=8, loc="upper center", ncol=min(len(runs), 4))
     ax.grid(axis="y", linewidth=0.4, alpha=0.5)
     ax.spines[["top", "right"]].set_visible(False)
+    return _png(fig, plt)
+
+
+def loss_curve_plot(curves: Mapping[str, pd.DataFrame], windows: Mapping[str, int]) -> bytes:
+    """The training loss of each run by step: its moving mean over ``windows[run]`` steps drawn
+    over the raw losses, one colour a run. Runs whose typical losses differ more than fivefold
+    (different objectives) get a panel each, one above the other; otherwise they share one.
+
+    Args:
+        curves: run name -> a frame with ``step`` and ``loss`` columns, ascending by step.
+        windows: run name -> the moving mean's width in steps (1: the raw losses alone).
+    """
+    plt = _pyplot()
+    medians = [float(np.nanmedian(c["loss"].to_numpy(dtype=np.float64))) for c in curves.values()]
+    positive = [m for m in medians if m > 0]
+    apart = len(positive) > 1 and max(positive) / min(positive) > 5
+    panels = len(curves) if apart else 1
+    fig, axes = plt.subplots(panels, 1, figsize=(8, 2.6 + 1.6 * panels), dpi=120, sharex=True, squeeze=False)
+    for i, ((name, curve), colour) in enumerate(zip(curves.items(), _palette(len(curves)), strict=True)):
+        ax = axes[i if apart else 0][0]
+        width = windows[name]
+        ax.plot(curve["step"], curve["loss"], color=colour, linewidth=0.6, alpha=0.25)
+        label = name if width == 1 else f"{name} (mean of {width} steps)"
+        smooth = curve["loss"].rolling(width, min_periods=1).mean()
+        ax.plot(curve["step"], smooth, color=colour, linewidth=1.6, label=label)
+    for row in axes:
+        ax = row[0]
+        ax.set_ylabel("training loss")
+        ax.legend(frameon=False, fontsize=8)
+        ax.grid(linewidth=0.4, alpha=0.5)
+        ax.spines[["top", "right"]].set_visible(False)
+    axes[-1][0].set_xlabel("optimizer step")
+    axes[0][0].set_title("Training loss")
     return _png(fig, plt)
 
 
