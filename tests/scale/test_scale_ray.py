@@ -183,6 +183,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@pytest.mark.slow  # two Ray clusters started one after the other: nearly two minutes on 2 cores
 def test_a_killed_driver_rerun_scores_only_what_is_missing_and_writes_the_same_run(
     one_thread: None, small_collection: dict[str, Path], tiny_cross_encoder_path: Path, tmp_path: Path
 ) -> None:
