@@ -92,7 +92,9 @@ def test_a_report_of_training_runs_alone_has_their_table_and_loss_curves(tmp_pat
     a = write_log(tmp_path / "a", [1.0 - i / 200 for i in range(100)])
     b = write_log(tmp_path / "b", [9.0 - i / 50 for i in range(60)], validations={30: 0.61})
     report = build_report(ReportConfig(training=(("crop", a), ("tsdae", b)), loss_window=10))
-    assert report.images["training-loss.png"][:4] == b"\x89PNG"
+    assert (
+        report.images["training-loss.png"][:4] == report.images["training-validation.png"][:4] == b"\x89PNG"
+    )
     assert "## Effectiveness" not in report.markdown
     rows = [
         line

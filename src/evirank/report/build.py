@@ -224,6 +224,14 @@ def _training_section(report: _Draft) -> None:
         curves = {name: log.steps for name, log in logs.items()}
         report.images["training-loss.png"] = loss_curve_plot(curves, windows)
         report.add("![Training loss by step](training-loss.png)")
+        validated = {name: s["measure"] for name, s in summaries.items() if "measure" in s}
+        if validated:
+            from evirank.report.plots import validation_plot
+
+            report.images["training-validation.png"] = validation_plot(
+                {name: logs[name].validations for name in validated}, validated
+            )
+            report.add("![Validation by step](training-validation.png)")
 
 
 def _compare(config: ReportConfig, qrels: pd.DataFrame, runs: Mapping[str, pd.DataFrame]) -> Comparison:

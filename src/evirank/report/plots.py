@@ -159,6 +159,32 @@ def loss_curve_plot(curves: Mapping[str, pd.DataFrame], windows: Mapping[str, in
     return _png(fig, plt)
 
 
+def validation_plot(curves: Mapping[str, pd.DataFrame], measures: Mapping[str, str]) -> bytes:
+    """Each validated run's measure by step (``measures[run]``: the one it selected its best
+    weights by), with the best validation marked.
+
+    Args:
+        curves: run name -> its validations, with ``step`` and the measure's column.
+        measures: run name -> the measure drawn.
+    """
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 4.2), dpi=120)
+    for (name, curve), colour in zip(curves.items(), _palette(len(curves)), strict=True):
+        measure = measures[name]
+        ax.plot(
+            curve["step"], curve[measure], color=colour, marker="o", markersize=3, label=f"{name}: {measure}"
+        )
+        best = curve[measure].idxmax()
+        ax.plot(curve["step"][best], curve[measure][best], color=colour, marker="*", markersize=12)
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("validation measure")
+    ax.set_title("Validation (the best of each run starred)")
+    ax.legend(frameon=False, fontsize=8)
+    ax.grid(linewidth=0.4, alpha=0.5)
+    ax.spines[["top", "right"]].set_visible(False)
+    return _png(fig, plt)
+
+
 def _palette(n: int) -> Sequence[str]:
     base = ["#1c7ed6", "#f08c00", "#7048e8", "#0ca678", "#e64980", "#5c940d", "#1098ad", "#d9480f"]
     return [base[i % len(base)] for i in range(n)]
