@@ -216,6 +216,12 @@ def test_cropping_through_the_command_line(
     assert main(args) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["steps"] == 2
+    losses = [
+        r["loss"]
+        for r in map(json.loads, (tmp_path / "m" / "train-log.jsonl").open())
+        if r["event"] == "step"
+    ]
+    assert printed["loss"] == {"first": losses[0], "last": losses[-1], "steps_averaged": 1}
     facts = json.loads((tmp_path / "m" / TRAIN_JSON).read_text())["adaptation"]
     assert facts["method"] == "crop" and facts["settings"]["crop_words"] == [2, 5]
     assert main(args) == 2  # an existing model folder is never silently replaced

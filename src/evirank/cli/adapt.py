@@ -215,10 +215,15 @@ def run(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         resume=args.resume,
     )
-    print(
-        json.dumps(
-            {"output": str(result.output_dir), "steps": result.steps, "wall_time_s": result.wall_time_s},
-            indent=2,
-        )
-    )
+    from evirank.report.training import read_training_log, training_summary
+
+    loss = training_summary(read_training_log(result.output_dir))
+    printed = {
+        "output": str(result.output_dir),
+        "steps": result.steps,
+        "wall_time_s": result.wall_time_s,
+        # the mean loss of the first and last steps (a fiftieth of the run each): did it learn?
+        "loss": {"first": loss["first_loss"], "last": loss["last_loss"], "steps_averaged": loss["window"]},
+    }
+    print(json.dumps(printed, indent=2))
     return 0
