@@ -37,6 +37,8 @@ def test_train_cli_writes_a_model_with_provenance_and_refuses_to_overwrite(
     assert (
         summary["best_step"] is not None and summary["steps"] == 2 * 6
     )  # 6 of 8 queries: 48 rows, 6 batches
+    losses = [r["loss"] for r in map(json.loads, (out / "train-log.jsonl").open()) if r["event"] == "step"]
+    assert summary["loss"] == {"first": losses[0], "last": losses[-1], "steps_averaged": 1}  # 12 steps
     meta = json.loads((out / TRAIN_JSON).read_text())
     split = meta["data"]["provenance"]["validation_split"]
     assert split["by"] == "query" and len(split["validation_qids"]) == 2
@@ -70,6 +72,7 @@ def test_distill_cli_prints_teacher_and_student_side_by_side(
     report = json.loads(capsys.readouterr().out)
     assert report["student"]["teacher_layers"] == [0, 3] and report["teacher"]["layers"] == 4
     assert report["speedup"] > 0 and "AP" in report["teacher"]
+    assert set(report["loss"]) == {"first", "last", "steps_averaged"}
 
 
 def test_train_cli_without_data_explains_what_to_give(

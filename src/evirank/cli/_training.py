@@ -21,6 +21,7 @@ import argparse
 import logging
 import sys
 from dataclasses import fields
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -136,6 +137,16 @@ def _optimisation_config(args: argparse.Namespace, **fixed: Any) -> TrainConfig:
         validation_measures=tuple(args.measures),
         **fixed,
     )
+
+
+def loss_at_both_ends(model_dir: str | Path) -> dict[str, float | int]:
+    """The mean training loss of a finished run's first and last steps (a fiftieth of the run each,
+    :func:`evirank.report.training.auto_window`), for the JSON ``train``, ``distill`` and ``adapt``
+    print: did it learn?"""
+    from evirank.report.training import read_training_log, training_summary
+
+    summary = training_summary(read_training_log(model_dir))
+    return {"first": summary["first_loss"], "last": summary["last_loss"], "steps_averaged": summary["window"]}
 
 
 def set_threads(args: argparse.Namespace) -> None:

@@ -16,7 +16,7 @@ import logging
 
 from evirank.cli import DefaultsHelpFormatter
 from evirank.cli._training import OPTIMISATION as TRAINING_OPTIMISATION
-from evirank.cli._training import set_threads
+from evirank.cli._training import loss_at_both_ends, set_threads
 from evirank.errors import UsageError
 
 logger = logging.getLogger(__name__)
@@ -215,15 +215,11 @@ def run(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
         resume=args.resume,
     )
-    from evirank.report.training import read_training_log, training_summary
-
-    loss = training_summary(read_training_log(result.output_dir))
     printed = {
         "output": str(result.output_dir),
         "steps": result.steps,
         "wall_time_s": result.wall_time_s,
-        # the mean loss of the first and last steps (a fiftieth of the run each): did it learn?
-        "loss": {"first": loss["first_loss"], "last": loss["last_loss"], "steps_averaged": loss["window"]},
+        "loss": loss_at_both_ends(result.output_dir),
     }
     print(json.dumps(printed, indent=2))
     return 0

@@ -24,6 +24,7 @@ from evirank.cli import DefaultsHelpFormatter
 from evirank.cli._training import (
     add_training_flags,
     build_data,
+    loss_at_both_ends,
     optimisation_config,
     set_threads,
 )
@@ -124,9 +125,7 @@ def run(args: argparse.Namespace) -> int:
         speed_pairs=args.speed_pairs,
         speed_rounds=args.speed_rounds,
     )
-    print(
-        json.dumps(
-            {"output": str(result.train.output_dir), "steps": result.train.steps, **result.report}, indent=2
-        )
-    )
+    output = result.train.output_dir
+    printed = {"output": str(output), "steps": result.train.steps, "loss": loss_at_both_ends(output)}
+    print(json.dumps({**printed, **result.report}, indent=2))
     return 0

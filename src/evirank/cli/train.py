@@ -46,6 +46,7 @@ from evirank.cli._training import (
     add_training_flags,
     build_data,
     hard_negatives_of,
+    loss_at_both_ends,
     optimisation_config,
     set_threads,
 )
@@ -236,6 +237,7 @@ def run(args: argparse.Namespace) -> int:
         "best": result.best,
         "stopped_early": result.stopped_early,
         "wall_time_s": result.wall_time_s,
+        "loss": loss_at_both_ends(result.output_dir),
     }
     print(json.dumps(summary, indent=2))
     return 0
