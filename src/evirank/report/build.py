@@ -57,6 +57,7 @@ logger = logging.getLogger(__name__)
 MARKDOWN_FILE = "report.md"
 HTML_FILE = "report.html"
 RECORD_FILE = "report.json"
+DEFAULT_TITLE = "evirank report"
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ class ReportConfig:
     plot_measures: tuple[str, ...] | None = None
     pruned: tuple[tuple[str, str | Path], ...] = ()
     stem: bool = True
-    title: str = "evirank report"
+    title: str = DEFAULT_TITLE
     training: tuple[tuple[str, str | Path], ...] = ()
     loss_window: int | None = None
 
@@ -222,7 +223,8 @@ def _training_section(report: _Draft) -> None:
         from evirank.report.plots import loss_curve_plot
 
         curves = {name: log.steps for name, log in logs.items()}
-        report.images["training-loss.png"] = loss_curve_plot(curves, windows)
+        title = "Training loss" if config.title == DEFAULT_TITLE else f"Training loss: {config.title}"
+        report.images["training-loss.png"] = loss_curve_plot(curves, windows, title=title)
         report.add("![Training loss by step](training-loss.png)")
         validated = {name: s["measure"] for name, s in summaries.items() if "measure" in s}
         if validated:

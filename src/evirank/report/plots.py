@@ -126,14 +126,18 @@ def length_plot(means: pd.DataFrame, counts: dict[str, int], *, measure: str, ba
     return _png(fig, plt)
 
 
-def loss_curve_plot(curves: Mapping[str, pd.DataFrame], windows: Mapping[str, int]) -> bytes:
+def loss_curve_plot(
+    curves: Mapping[str, pd.DataFrame], windows: Mapping[str, int], *, title: str = "Training loss"
+) -> bytes:
     """The training loss of each run by step: its moving mean over ``windows[run]`` steps drawn
     over the raw losses, one colour a run. Runs whose typical losses differ more than fivefold
-    (different objectives) get a panel each, one above the other; otherwise they share one.
+    (different objectives) get a panel each, one above the other; otherwise they share one. Each
+    panel's height spans its moving means (the raw losses' spikes may leave it).
 
     Args:
         curves: run name -> a frame with ``step`` and ``loss`` columns, ascending by step.
         windows: run name -> the moving mean's width in steps (1: the raw losses alone).
+        title: the plot's title.
     """
     plt = _pyplot()
     medians = [float(np.nanmedian(c["loss"].to_numpy(dtype=np.float64))) for c in curves.values()]
@@ -141,21 +145,29 @@ def loss_curve_plot(curves: Mapping[str, pd.DataFrame], windows: Mapping[str, in
     apart = len(positive) > 1 and max(positive) / min(positive) > 5
     panels = len(curves) if apart else 1
     fig, axes = plt.subplots(panels, 1, figsize=(8, 2.6 + 1.6 * panels), dpi=120, sharex=True, squeeze=False)
+    spans: list[list[float]] = [[] for _ in range(panels)]
     for i, ((name, curve), colour) in enumerate(zip(curves.items(), _palette(len(curves)), strict=True)):
         ax = axes[i if apart else 0][0]
         width = windows[name]
-        ax.plot(curve["step"], curve["loss"], color=colour, linewidth=0.6, alpha=0.25)
         label = name if width == 1 else f"{name} (mean of {width} steps)"
         smooth = curve["loss"].rolling(width, min_periods=1).mean()
+        if width > 1:
+            ax.plot(curve["step"], curve["loss"], color=colour, linewidth=0.5, alpha=0.15)
         ax.plot(curve["step"], smooth, color=colour, linewidth=1.6, label=label)
-    for row in axes:
+        values = smooth.to_numpy(dtype=np.float64)
+        spans[i if apart else 0] += [float(v) for v in values[np.isfinite(values)]]
+    for row, span in zip(axes, spans, strict=True):
         ax = row[0]
+        if span:
+            low, high = min(span), max(span)
+            margin = 0.15 * (high - low) or 0.1 * abs(high) or 0.1
+            ax.set_ylim(low - margin, high + margin)
         ax.set_ylabel("training loss")
         ax.legend(frameon=False, fontsize=8)
         ax.grid(linewidth=0.4, alpha=0.5)
         ax.spines[["top", "right"]].set_visible(False)
     axes[-1][0].set_xlabel("optimizer step")
-    axes[0][0].set_title("Training loss")
+    axes[0][0].set_title(title)
     return _png(fig, plt)
 
 
