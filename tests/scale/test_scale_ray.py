@@ -40,7 +40,15 @@ def scorer_pair(cls: type, model: Path, chunk_items: int, **kwargs: Any) -> tupl
     return plain, on_ray
 
 
-@pytest.mark.parametrize("backend", ["torch", "onnx-int8", pytest.param("onnx", marks=pytest.mark.slow)])
+# onnx-int8 and onnx on Ray with -m slow: each backend is checked in one process by tests/score
+@pytest.mark.parametrize(
+    "backend",
+    [
+        "torch",
+        pytest.param("onnx-int8", marks=pytest.mark.slow),
+        pytest.param("onnx", marks=pytest.mark.slow),
+    ],
+)
 def test_a_cross_encoder_on_ray_gives_the_single_process_scores_bit_for_bit(
     ray_session: Any, one_thread: None, tiny_cross_encoder_path: Path, tmp_path: Path, backend: str
 ) -> None:
@@ -91,6 +99,7 @@ def _map_workers(ray: Any) -> list[int]:
     return found
 
 
+@pytest.mark.slow  # a Ray actor killed and restarted: 45 s on 2 cores
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the actor processes in /proc")
 def test_a_worker_killed_mid_job_is_restarted_and_nothing_is_lost_or_counted_twice(
     ray_session: Any, one_thread: None, tiny_cross_encoder_path: Path, tmp_path: Path
@@ -227,6 +236,7 @@ def test_a_killed_driver_rerun_scores_only_what_is_missing_and_writes_the_same_r
     assert pd.read_csv(out, sep=" ", header=None).shape[0] == 4 * 8
 
 
+@pytest.mark.slow  # the default suite checks the same through the command line (test_embed_with_ray_...)
 def test_a_vector_folder_built_on_ray_equals_the_single_process_build(
     ray_session: Any, one_thread: None, tiny_bi_encoder_path: Path, tmp_path: Path
 ) -> None:
