@@ -132,3 +132,17 @@ def test_a_config_needs_something_to_report() -> None:
         ReportConfig()
     with pytest.raises(ReportError, match="need qrels"):
         ReportConfig(runs=(("bm25", "bm25.txt"),))
+
+
+def test_the_commands_print_no_loss_and_warn_when_the_log_is_unreadable(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from evirank.cli._training import loss_at_both_ends
+
+    assert loss_at_both_ends(tmp_path) is None
+    assert "no loss to show" in caplog.text and "no training log" in caplog.text
+    assert loss_at_both_ends(write_log(tmp_path / "m", [2.0, 1.0])) == {
+        "first": 2.0,
+        "last": 1.0,
+        "steps_averaged": 1,
+    }

@@ -139,13 +139,19 @@ def _optimisation_config(args: argparse.Namespace, **fixed: Any) -> TrainConfig:
     )
 
 
-def loss_at_both_ends(model_dir: str | Path) -> dict[str, float | int]:
+def loss_at_both_ends(model_dir: str | Path) -> dict[str, float | int] | None:
     """The mean training loss of a finished run's first and last steps (a fiftieth of the run each,
     :func:`evirank.report.training.auto_window`), for the JSON ``train``, ``distill`` and ``adapt``
-    print: did it learn?"""
+    print: did it learn? None, with a warning, when the folder's log cannot be read (the model is
+    written all the same)."""
+    from evirank.errors import InputFormatError
     from evirank.report.training import read_training_log, training_summary
 
-    summary = training_summary(read_training_log(model_dir))
+    try:
+        summary = training_summary(read_training_log(model_dir))
+    except (FileNotFoundError, InputFormatError) as exc:
+        logger.warning("no loss to show: %s", exc)
+        return None
     return {"first": summary["first_loss"], "last": summary["last_loss"], "steps_averaged": summary["window"]}
 
 

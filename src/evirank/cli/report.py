@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         length_buckets=args.length_buckets,
         length_measure=args.length_measure,
         plot_measures=tuple(args.plot_measures) if args.plot_measures else None,
-        pruned=tuple(pruned),
+        pruned=pruned,
         stem=not args.exact_terms,
         title=args.title,
         training=training,
