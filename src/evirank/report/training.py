@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from evirank import markdown
 from evirank.errors import InputFormatError
 from evirank.io.files import iter_lines, json_error, shorten, type_name
 from evirank.train.trainer import TRAIN_JSON, TRAIN_LOG
@@ -149,9 +150,9 @@ def training_markdown(summaries: Mapping[str, Mapping[str, Any]]) -> str:
     head = ["run", "steps", "seconds", "loss, first steps", "loss, last steps"]
     if validated:
         head += ["best validation", "at step"]
-    rows = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    rows = []
     for name, s in summaries.items():
-        cells = [
+        cells: list[object] = [
             name + ("" if s["complete"] else " (unfinished)"),
             f"{s['steps']:,}",
             f"{s['seconds']:,.0f}",
@@ -159,6 +160,6 @@ def training_markdown(summaries: Mapping[str, Mapping[str, Any]]) -> str:
             f"{s['last_loss']:.4f}",
         ]
         if validated:
-            cells += [f"{s['measure']} {s['best']:.4f}", str(s["best_step"])] if "measure" in s else ["", ""]
-        rows.append("| " + " | ".join(cells) + " |")
-    return "\n".join(rows)
+            cells += [f"{s['measure']} {s['best']:.4f}", s["best_step"]] if "measure" in s else [None, None]
+        rows.append(cells)
+    return markdown.table(head, rows)
