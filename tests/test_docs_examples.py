@@ -1,10 +1,11 @@
 """The README's and the docs' runnable examples run as written, on the demo's data.
 
 A code block is runnable when the line before its opening fence is ``<!-- runnable -->`` (or
-``<!-- runnable: slow -->`` for one that takes minutes: it runs with ``-m slow``). ``bash`` blocks
+``<!-- runnable: slow -->`` for a heavy one, near a minute or more on 2 busy cores, whose
+behaviour the default suite checks on small data: it runs with ``-m slow``). ``bash`` blocks
 run in a shell, ``python`` blocks in the project's Python, each in a workspace that holds what
 ``make demo`` creates (``demo/index``, ``demo/bm25.txt``, ``demo/scores.sqlite``, ...), made by
-running ``scripts/demo.sh`` once (about two minutes), with the clone's ``benchmarks/`` and
+running ``scripts/demo.sh`` once (about four minutes on 2 cores), with the clone's ``benchmarks/`` and
 ``conditions/`` beside it. So a renamed flag or a moved path breaks a test instead of a reader.
 """
 
