@@ -27,11 +27,12 @@ def ray_session() -> Iterator[Any]:
     saved = os.environ.get("RAY_TMPDIR")
     os.environ["RAY_TMPDIR"] = short
     if not ray.is_initialized():
-        from evirank.scale.engine import init_on_loopback
+        from evirank.scale.engine import init_on_loopback, keeping_signal_handlers
         from evirank.scale.reaper import watch_ray_processes
 
         watch_ray_processes()  # nothing of this Ray outlives the test run, however it ends
-        init_on_loopback(ray, num_cpus=4, num_gpus=2, include_dashboard=False, log_to_driver=False)
+        with keeping_signal_handlers():  # a JVM in this process keeps its handlers
+            init_on_loopback(ray, num_cpus=4, num_gpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
     if saved is None:

@@ -397,11 +397,12 @@ def ray_session() -> Any:
     pytest.importorskip("ray.data")
     started = not ray.is_initialized()
     if started:
-        from evirank.scale.engine import init_on_loopback
+        from evirank.scale.engine import init_on_loopback, keeping_signal_handlers
         from evirank.scale.reaper import watch_ray_processes
 
         watch_ray_processes()
-        init_on_loopback(ray, num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False)
+        with keeping_signal_handlers():  # a JVM in this process keeps its handlers
+            init_on_loopback(ray, num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     if started:
         ray.shutdown()

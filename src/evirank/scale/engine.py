@@ -57,7 +57,7 @@ def connect(options: RayOptions) -> Any:
         from evirank.scale.reaper import watch_ray_processes
 
         watch_ray_processes()  # Ray's processes end with this one, however it ends
-        with _keeping_sigterm():
+        with keeping_signal_handlers():
             init_on_loopback(
                 ray,
                 num_cpus=cpus,
@@ -66,7 +66,7 @@ def connect(options: RayOptions) -> Any:
                 log_to_driver=worker_logs,
             )
     else:
-        with _keeping_sigterm():
+        with keeping_signal_handlers():
             if _is_loopback(options.address):  # a cluster on this machine's loopback address (tests)
                 init_on_loopback(
                     ray, address=options.address, logging_level=logging.WARNING, log_to_driver=worker_logs
@@ -80,37 +80,53 @@ def connect(options: RayOptions) -> Any:
 
 
 @contextmanager
-def _keeping_sigterm() -> Iterator[None]:
-    """Keep the SIGTERM handler the caller installed (the CLI's, which unwinds, stops child processes
-    and tells what a rerun does) through ``ray.init`` and after it.
+def keeping_signal_handlers() -> Iterator[None]:
+    """Start Ray inside this block and keep the process's signal handlers as they were.
 
-    Ray's driver otherwise replaces it twice: in Python with its own ``sys.exit`` (a SIGTERM then
-    ends the command without a word), and in C++ with a handler that prints a stack trace and
-    kills the process. A caller without a handler of its own (a library user) keeps Ray's.
+    ``ray.init`` changes two things a process may depend on:
+
+    - the handlers of fatal signals (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT): the driver's core
+      worker installs one of its own (C++) and Python's ``faulthandler`` is enabled. A JVM in the
+      same process (Lucene's, for BM25 and stored documents) uses SIGSEGV in normal operation and
+      must keep its own handler: behind Ray's, a JVM started before Ray hung in that handler the
+      next time it raised one. So Ray's failure handler is switched off for the driver, and
+      ``faulthandler`` is disabled again if Ray enabled it (it then puts back the handlers it
+      found). Ray's worker processes are unaffected.
+    - the SIGTERM handler, which it replaces twice: in Python with its own ``sys.exit`` (a SIGTERM
+      then ends the command without a word), and in C++ with a handler that prints a stack trace
+      and kills the process. A handler the caller installed (the CLI's, which unwinds, stops child
+      processes and tells what a rerun does) is kept; a caller without one keeps Ray's.
+
+    Example:
+        >>> import ray  # doctest: +SKIP
+        >>> with keeping_signal_handlers():  # doctest: +SKIP
+        ...     ray.init()
     """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    before = signal.getsignal(signal.SIGTERM)
-    if before in (None, signal.SIG_DFL, signal.SIG_IGN):
-        yield
-        return
+    import faulthandler
+
     from ray._private import ray_constants, utils
 
-    installer = getattr(utils, "set_sigterm_handler", None)
     failure_handler = getattr(ray_constants, "RAY_DISABLE_FAILURE_SIGNAL_HANDLER", None)
-    if installer is not None:
+    faults_reported = faulthandler.is_enabled()
+    main_thread = threading.current_thread() is threading.main_thread()
+    sigterm = signal.getsignal(signal.SIGTERM) if main_thread else None
+    keep_sigterm = sigterm not in (None, signal.SIG_DFL, signal.SIG_IGN)
+    installer = getattr(utils, "set_sigterm_handler", None)
+    if keep_sigterm and installer is not None:
         utils.set_sigterm_handler = lambda handler: None
     if failure_handler is not None:
         ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = True  # read when the driver's core worker starts
     try:
         yield
     finally:
-        if installer is not None:
-            utils.set_sigterm_handler = installer
         if failure_handler is not None:
             ray_constants.RAY_DISABLE_FAILURE_SIGNAL_HANDLER = failure_handler
-        signal.signal(signal.SIGTERM, before)  # also puts Python's handler back in C, after Ray's
+        if not faults_reported and faulthandler.is_enabled():
+            faulthandler.disable()  # the handlers it replaced (a JVM's, or the defaults) are back
+        if keep_sigterm:
+            if installer is not None:
+                utils.set_sigterm_handler = installer
+            signal.signal(signal.SIGTERM, sigterm)  # also puts Python's handler back in C, after Ray's
 
 
 LOOPBACK = "127.0.0.1"
